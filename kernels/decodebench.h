@@ -1,0 +1,164 @@
+/*
+ * decodebench.h: the whole ABI between Go (cgo/) and the kernels library.
+ *
+ * Plain C only: fixed-width integers, float, double, uint64_t device addresses and params
+ * structs. Two libraries implement it: libdecodebench_cuda.so (nvcc, runs on a GPU) and
+ * libdecodebench_emu.so (g++ with kernels/emu, runs the same kernel sources on a CPU).
+ *
+ * Rules: every function returns a db_status (0 = DB_OK); nothing exits or throws across this
+ * seam; the library never keeps a pointer the caller passed in; each call names its context (and
+ * so its device), so no caller depends on thread-local CUDA state. After a failure,
+ * db_last_error_message gives the detail (CUDA error name, kernel name, offending value) for the
+ * calling OS thread.
+ */
+#ifndef DECODEBENCH_H
+#define DECODEBENCH_H
+
+#include <stddef.h>
+#include <stdint.h>
+
+#ifdef __cplusplus
+extern "C" {
+#endif
+
+#define DB_ABI_VERSION 1
+
+/* Status codes. Keep in step with db_status_string and cgo/status.go. */
+enum {
+  DB_OK = 0,
+  DB_ERR_INVALID_ARGUMENT = 1,  /* a null pointer, a bad enum value, a size <= 0 */
+  DB_ERR_UNSUPPORTED_SHAPE = 2, /* a shape the kernel cannot compute (e.g. K not a multiple of 8) */
+  DB_ERR_NO_DEVICE = 3,         /* no usable device, or the device index is out of range */
+  DB_ERR_OUT_OF_MEMORY = 4,     /* device (or emulated) allocation failed */
+  DB_ERR_CUDA = 5,              /* a CUDA runtime call failed; the message names it */
+  DB_ERR_LAUNCH = 6,            /* a kernel launch or execution failed */
+  DB_ERR_EMU_DEADLOCK = 7,      /* emulation: a barrier was not reached by every thread */
+  DB_ERR_INTERNAL = 8,          /* a bug in decodebench; the message says where */
+  DB_ERR_WORKSPACE = 9          /* the workspace passed is smaller than the call needs */
+};
+
+/* Element types of device buffers. */
+enum {
+  DB_DTYPE_F32 = 0,
+  DB_DTYPE_BF16 = 1,
+  DB_DTYPE_FP16 = 2,
+  DB_DTYPE_U32 = 3 /* raw 32-bit words (bandwidth probes, page tables) */
+};
+
+const char *db_status_string(int status);
+/* Copies the detail of the calling thread's last failure into buf (always NUL-terminated). */
+int db_last_error_message(char *buf, size_t len);
+int db_abi_version(void);
+/* "cuda" or "emu". */
+const char *db_backend_name(void);
+
+/* ---- devices ------------------------------------------------------------------------------ */
+
+typedef struct {
+  char name[256];
+  int32_t cc_major, cc_minor;
+  int32_t sm_count;
+  int32_t max_threads_per_block;
+  int64_t l2_bytes;
+  int64_t smem_per_block_bytes;       /* default limit */
+  int64_t smem_per_block_optin_bytes; /* with cudaFuncAttributeMaxDynamicSharedMemorySize */
+  int64_t smem_per_sm_bytes;
+  uint64_t mem_total_bytes;
+  uint64_t mem_free_bytes;
+  int32_t sm_clock_khz;  /* cudaDevAttrClockRate (0 where the runtime does not say) */
+  int32_t mem_clock_khz; /* cudaDevAttrMemoryClockRate */
+  int32_t mem_bus_width_bits;
+} db_device_props;
+
+int db_device_count(int32_t *count);
+int db_device_props_get(int32_t device, db_device_props *out);
+
+/* ---- contexts, buffers, timers ------------------------------------------------------------ */
+
+/* A context binds one device and one non-default stream; all work of the context goes there. */
+typedef struct db_context db_context;
+int db_context_create(int32_t device, db_context **out);
+int db_context_destroy(db_context *ctx);
+int db_synchronize(db_context *ctx);
+
+int db_buffer_alloc(db_context *ctx, uint64_t bytes, uint64_t *dptr);
+int db_buffer_free(db_context *ctx, uint64_t dptr);
+/* Byte fill (0xFF poisons bf16, fp16 and f32 alike with NaN). */
+int db_memset(db_context *ctx, uint64_t dptr, int32_t byte_value, uint64_t bytes);
+int db_copy_to_host(db_context *ctx, void *host_dst, uint64_t src, uint64_t bytes);
+int db_copy_to_device(db_context *ctx, uint64_t dst, const void *host_src, uint64_t bytes);
+
+/*
+ * Fills count elements of dtype at dptr on the device: element i = round_to_dtype(
+ * db_hash_uniform(seed, i) * scale) for float types, db_hash64(seed, i) >> 32 for DB_DTYPE_U32.
+ * kernels/dbhash.h defines the hash; bench/ref reproduces it bit for bit in Go.
+ */
+int db_fill_hash(db_context *ctx, uint64_t dptr, uint64_t count, int32_t dtype, uint64_t seed,
+                 float scale);
+
+/* Device-side timing with events recorded on the context's stream. */
+typedef struct db_timer db_timer;
+int db_timer_create(db_context *ctx, db_timer **out);
+int db_timer_destroy(db_timer *t);
+int db_timer_start(db_timer *t);
+int db_timer_stop(db_timer *t);
+/* Waits for the stop event, then gives the milliseconds between start and stop. */
+int db_timer_elapsed_ms(db_timer *t, float *ms);
+
+/* ---- decode linear: Y[batch x n] = X[batch x k] * W^T, W row-major [n x k] ----------------- */
+
+enum {
+  DB_LINEAR_AUTO = 0, /* chosen from the shape and the device */
+  DB_LINEAR_GEMV = 1, /* CUDA-core GEMV, small batches, optional split-K */
+  DB_LINEAR_MMA = 2   /* tensor-core skinny GEMM, mma.sync m16n8k16 */
+};
+
+typedef struct {
+  uint64_t x, w, y;       /* device addresses; x, w, y all of dtype */
+  uint64_t workspace;     /* fp32 split-K partials; see db_linear_plan */
+  uint64_t workspace_bytes;
+  int32_t batch, n, k;    /* 1 <= batch <= 256, n >= 1, k >= 8 and k % 8 == 0 */
+  int32_t dtype;          /* DB_DTYPE_BF16 or DB_DTYPE_FP16; fp32 accumulation */
+  int32_t variant;        /* DB_LINEAR_* */
+  int32_t split_k;        /* 0 = auto; else 1.. (GEMV only) */
+} db_linear_params;
+
+/* Validates p, resolves variant and split_k where they are AUTO / 0 (written back into p), and
+ * gives the workspace the call needs. Unsupported shapes return DB_ERR_UNSUPPORTED_SHAPE with a
+ * message that names the value. */
+int db_linear_plan(db_context *ctx, db_linear_params *p, uint64_t *workspace_bytes);
+int db_linear(db_context *ctx, const db_linear_params *p);
+
+/* ---- probes: the measured ceilings -------------------------------------------------------- */
+
+enum {
+  DB_PROBE_READ = 0,  /* result[0..1] = uint32 wrap-around sum of a[0..n) (checked exactly)  */
+  DB_PROBE_WRITE = 1, /* a[i] = db_hash64(seed, i) >> 32 for uint32 words                    */
+  DB_PROBE_COPY = 2,  /* b[i] = a[i]                                                         */
+  DB_PROBE_TRIAD = 3, /* a[i] = b[i] + scalar * c[i], float32                                */
+  DB_PROBE_FMA_F32 = 4, /* fp32 FMA chains in registers; result gets one value per thread     */
+  DB_PROBE_MMA_BF16 = 5 /* mma.sync m16n8k16 bf16 chains; result gets one value per thread   */
+};
+
+typedef struct {
+  int32_t kind;
+  uint64_t a, b, c;       /* device buffers (which ones each kind uses: see above) */
+  uint64_t words;         /* memory probes: number of 32-bit words in each buffer */
+  uint64_t result;        /* READ: 1 uint32; FMA/MMA: one float per launched thread */
+  uint64_t seed;          /* WRITE */
+  float scalar;           /* TRIAD */
+  int32_t blocks;         /* 0 = auto (enough bytes in flight to fill every SM) */
+  int32_t threads;        /* 0 = auto */
+  int32_t iterations;     /* compute probes: loop trips per thread */
+  /* written by the call: the minimum work the launch did */
+  double bytes_moved;
+  double flops;
+  int32_t blocks_used, threads_used;
+} db_probe_params;
+
+int db_probe(db_context *ctx, db_probe_params *p);
+
+#ifdef __cplusplus
+}
+#endif
+#endif /* DECODEBENCH_H */
