@@ -1,0 +1,176 @@
+package main
+
+import (
+	"encoding/json"
+	"fmt"
+	"os"
+	"text/tabwriter"
+
+	"github.com/urfave/cli/v2"
+
+	"github.com/decodebench/decodebench/bench/model"
+)
+
+func modelCommand() *cli.Command {
+	return &cli.Command{
+		Name:  "model",
+		Usage: "list the model presets, or show one model's decode shape, bytes and FLOPs",
+		Subcommands: []*cli.Command{
+			{
+				Name:  "list",
+				Usage: "list the preset models",
+				Flags: []cli.Flag{jsonFlag()},
+				Action: func(c *cli.Context) error {
+					if c.NArg() > 0 {
+						return usageError("model list takes no arguments (got %q)", c.Args().First())
+					}
+					return modelList(c.Bool("json"))
+				},
+			},
+			{
+				Name:      "show",
+				Usage:     "show a model's shape, parameter counts, bytes per step and its kernel shapes",
+				UsageText: "decodebench model show (--model NAME | --model-config FILE) [--tp N] [--batch B] [--context S] [--json]",
+				Flags: append(modelFlags(),
+					&cli.IntFlag{Name: "batch", Value: 1, EnvVars: []string{"DECODEBENCH_BATCH"}, Usage: "batch size for the per-step numbers"},
+					&cli.IntFlag{Name: "context", Value: 4096, EnvVars: []string{"DECODEBENCH_CONTEXT"}, Usage: "context length (tokens) for the per-step numbers"},
+					jsonFlag()),
+				Action: func(c *cli.Context) error {
+					if c.NArg() > 0 {
+						return usageError("model show takes no arguments (got %q); use --model NAME", c.Args().First())
+					}
+					shape, err := resolveModel(c)
+					if err != nil {
+						return err
+					}
+					batch, context := c.Int("batch"), c.Int("context")
+					if batch < 1 {
+						return usageError("--batch %d: the batch must be a whole number >= 1", batch)
+					}
+					if context < 1 {
+						return usageError("--context %d: the context must be a whole number of tokens >= 1", context)
+					}
+					return modelShow(shape, batch, context, c.Bool("json"))
+				},
+			},
+		},
+	}
+}
+
+func jsonFlag() cli.Flag {
+	return &cli.BoolFlag{Name: "json", EnvVars: []string{"DECODEBENCH_JSON"}, Usage: "print JSON instead of a table"}
+}
+
+func modelList(asJSON bool) error {
+	presets := model.Presets()
+	if asJSON {
+		type row struct {
+			Name        string `json:"name"`
+			Family      string `json:"family"`
+			ParamsTotal int64  `json:"params_total"`
+			ParamsActive int64 `json:"params_active"`
+			Layers      int    `json:"layers"`
+			Hidden      int    `json:"hidden"`
+			QHeads      int    `json:"q_heads"`
+			KVHeads     int    `json:"kv_heads"`
+			HeadDim     int    `json:"head_dim"`
+			FFN         int    `json:"ffn"`
+			Vocab       int    `json:"vocab"`
+			Experts     int    `json:"experts,omitempty"`
+		}
+		rows := make([]row, 0, len(presets))
+		for _, p := range presets {
+			rows = append(rows, row{p.Name, p.Family, p.ParamsTotal(), p.ParamsActive(), p.Layers, p.Hidden,
+				p.QHeads, p.KVHeads, p.HeadDim, p.FFN, p.Vocab, p.Experts})
+		}
+		return writeJSON(rows)
+	}
+	w := tabwriter.NewWriter(os.Stdout, 0, 0, 2, ' ', 0)
+	fmt.Fprintln(w, "NAME\tFAMILY\tPARAMS\tACTIVE\tLAYERS\tHIDDEN\tHEADS/KV\tHEAD DIM\tFFN\tVOCAB")
+	for _, p := range presets {
+		fmt.Fprintf(w, "%s\t%s\t%s\t%s\t%d\t%d\t%d/%d\t%d\t%s\t%d\n", p.Name, p.Family,
+			humanCount(float64(p.ParamsTotal())), humanCount(float64(p.ParamsActive())), p.Layers, p.Hidden,
+			p.QHeads, p.KVHeads, p.HeadDim, ffnText(p), p.Vocab)
+	}
+	return w.Flush()
+}
+
+func ffnText(p model.Shape) string {
+	if p.Experts > 0 {
+		return fmt.Sprintf("%dx%d (top-%d)", p.Experts, p.ExpertFFN, p.ExpertsPerToken)
+	}
+	return fmt.Sprint(p.FFN)
+}
+
+// modelShowJSON is the --json output of `model show`.
+type modelShowJSON struct {
+	Name               string         `json:"name"`
+	Family             string         `json:"family"`
+	Source             string         `json:"source"`
+	TP                 int            `json:"tp"`
+	Shape              model.Shape    `json:"shape"`
+	ParamsTotal        int64          `json:"params_total"`
+	ParamsActive       int64          `json:"params_active"`
+	WeightBytesTotal   float64        `json:"weight_bytes_total"`
+	WeightBytesPerStep float64        `json:"weight_bytes_per_step"` // at batch 1
+	KVBytesPerToken    float64        `json:"kv_bytes_per_token"`
+	Batch              int            `json:"batch"`
+	Context            int            `json:"context"`
+	WeightBytesAtBatch float64        `json:"weight_bytes_per_step_at_batch"`
+	KVBytesPerSequence float64        `json:"kv_bytes_per_sequence"`
+	FLOPsPerStep       float64        `json:"flops_per_step"`
+	Kernels            []model.Kernel `json:"kernels"`
+}
+
+func modelShow(s model.Shape, batch, context int, asJSON bool) error {
+	out := modelShowJSON{
+		Name: s.Name, Family: s.Family, Source: s.Source, TP: max(s.TP, 1), Shape: s,
+		ParamsTotal: s.ParamsTotal(), ParamsActive: s.ParamsActive(),
+		WeightBytesTotal:   s.WeightBytesTotal(),
+		WeightBytesPerStep: s.WeightBytesPerStep(1),
+		KVBytesPerToken:    s.KVBytesPerToken(),
+		Batch:              batch, Context: context,
+		WeightBytesAtBatch: s.WeightBytesPerStep(batch),
+		KVBytesPerSequence: s.KVBytesPerSequence(context),
+		FLOPsPerStep:       s.FLOPsPerStep(batch, context),
+		Kernels:            s.Kernels(batch, context),
+	}
+	if asJSON {
+		return writeJSON(out)
+	}
+	w := tabwriter.NewWriter(os.Stdout, 0, 0, 2, ' ', 0)
+	fmt.Fprintf(w, "model\t%s (%s, from %s)\n", s.Name, s.Family, s.Source)
+	if out.TP > 1 {
+		fmt.Fprintf(w, "tensor parallel\t%d (numbers are one GPU's shard)\n", out.TP)
+	}
+	fmt.Fprintf(w, "shape\thidden %d, %d layers, %d query / %d KV heads of dim %d, FFN %s, vocab %d\n",
+		s.Hidden, s.Layers, s.QHeads, s.KVHeads, s.HeadDim, ffnText(s), s.Vocab)
+	fmt.Fprintf(w, "dtypes\tweights %s, KV cache %s\n", s.WeightDType, s.KVDType)
+	fmt.Fprintf(w, "parameters\t%s total, %s active per token\n", humanCount(float64(out.ParamsTotal)), humanCount(float64(out.ParamsActive)))
+	fmt.Fprintf(w, "weights\t%s in all; %s read per step at batch 1\n", humanBytes(out.WeightBytesTotal), humanBytes(out.WeightBytesPerStep))
+	fmt.Fprintf(w, "KV cache\t%s per token; %s per sequence at context %d\n", humanBytes(out.KVBytesPerToken), humanBytes(out.KVBytesPerSequence), context)
+	fmt.Fprintf(w, "one step at batch %d, context %d\t%s of weights + %s of KV, %.3g FLOPs\n", batch, context,
+		humanBytes(out.WeightBytesAtBatch), humanBytes(float64(batch)*out.KVBytesPerSequence), out.FLOPsPerStep)
+	w.Flush()
+	fmt.Println()
+	fmt.Println("kernels of one decode step (bytes are the minimum one call moves; decimal units):")
+	w = tabwriter.NewWriter(os.Stdout, 0, 0, 2, ' ', 0)
+	fmt.Fprintln(w, "KERNEL\tSHAPE\tCALLS/STEP\tBYTES/CALL\tFLOPS/CALL")
+	for _, k := range out.Kernels {
+		fmt.Fprintf(w, "%s\t%s\t%.4g\t%s\t%.3g\n", k.Name, kernelShapeText(k), k.Repeat, humanBytes(k.Bytes), k.FLOPs)
+	}
+	return w.Flush()
+}
+
+func kernelShapeText(k model.Kernel) string {
+	if k.Kind == "attention" {
+		return fmt.Sprintf("B=%d Hq=%d Hkv=%d D=%d S=%d", k.Batch, k.QHeads, k.KVHeads, k.HeadDim, k.Context)
+	}
+	return fmt.Sprintf("M=%d N=%d K=%d", k.M, k.N, k.K)
+}
+
+func writeJSON(v any) error {
+	enc := json.NewEncoder(os.Stdout)
+	enc.SetIndent("", "  ")
+	return enc.Encode(v)
+}

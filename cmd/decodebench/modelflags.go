@@ -1,0 +1,103 @@
+package main
+
+import (
+	"fmt"
+
+	"github.com/urfave/cli/v2"
+
+	"github.com/decodebench/decodebench/bench/model"
+)
+
+// modelFlags select a model shape: a preset or a Hugging Face config.json, optionally sharded
+// by tensor parallelism and with its dtypes overridden.
+func modelFlags() []cli.Flag {
+	return []cli.Flag{
+		&cli.StringFlag{Name: "model", Aliases: []string{"m"}, EnvVars: []string{"DECODEBENCH_MODEL"},
+			Usage: "a preset model name (see `decodebench model list`), e.g. llama3-8b"},
+		&cli.StringFlag{Name: "model-config", EnvVars: []string{"DECODEBENCH_MODEL_CONFIG"},
+			Usage: "a Hugging Face config.json (model types llama, mistral, mixtral, qwen2, gemma, gemma2, phi3)", TakesFile: true},
+		&cli.IntFlag{Name: "tp", Value: 1, EnvVars: []string{"DECODEBENCH_TP"},
+			Usage: "tensor-parallel degree: report one GPU's shard (must divide the heads, KV heads and FFN size)"},
+		&cli.StringFlag{Name: "weight-dtype", EnvVars: []string{"DECODEBENCH_WEIGHT_DTYPE"},
+			Usage: "override the weight dtype: bf16, fp16, fp8 or int8 (default: the model's)"},
+		&cli.StringFlag{Name: "kv-dtype", EnvVars: []string{"DECODEBENCH_KV_DTYPE"},
+			Usage: "KV-cache dtype: bf16, fp16, fp8 or int8 (default: the weight dtype)"},
+	}
+}
+
+// resolveModel turns the model flags into one GPU's shard of a model shape. Every error is a
+// usage error: it names the value and what would be accepted.
+func resolveModel(c *cli.Context) (model.Shape, error) {
+	name, cfg := c.String("model"), c.String("model-config")
+	var shape model.Shape
+	var err error
+	switch {
+	case name != "" && cfg != "":
+		return shape, usageError("give either --model or --model-config, not both (got --model %q and --model-config %q)", name, cfg)
+	case name != "":
+		shape, err = model.Lookup(name)
+	case cfg != "":
+		shape, err = model.LoadHFConfig(cfg)
+	default:
+		return shape, usageError("no model given: use --model NAME (see `decodebench model list`) or --model-config FILE")
+	}
+	if err != nil {
+		return shape, usageError("%v", err)
+	}
+	if s := c.String("weight-dtype"); s != "" {
+		d, err := model.ParseDType(s)
+		if err != nil {
+			return shape, usageError("--weight-dtype: %v", err)
+		}
+		shape.WeightDType = d
+	}
+	if s := c.String("kv-dtype"); s != "" {
+		d, err := model.ParseDType(s)
+		if err != nil {
+			return shape, usageError("--kv-dtype: %v", err)
+		}
+		shape.KVDType = d
+	}
+	tp := c.Int("tp")
+	if tp < 1 {
+		return shape, usageError("--tp %d: the tensor-parallel degree must be a whole number >= 1", tp)
+	}
+	if tp > 1 {
+		shape, err = shape.Shard(tp)
+		if err != nil {
+			return shape, usageError("--tp %d: %v", tp, err)
+		}
+	}
+	if err := shape.Validate(); err != nil {
+		return shape, usageError("%v", err)
+	}
+	return shape, nil
+}
+
+// humanBytes prints decimal units (1 GB = 1e9 B).
+func humanBytes(b float64) string {
+	switch {
+	case b >= 1e12:
+		return fmt.Sprintf("%.2f TB", b/1e12)
+	case b >= 1e9:
+		return fmt.Sprintf("%.2f GB", b/1e9)
+	case b >= 1e6:
+		return fmt.Sprintf("%.2f MB", b/1e6)
+	case b >= 1e3:
+		return fmt.Sprintf("%.1f kB", b/1e3)
+	}
+	return fmt.Sprintf("%.0f B", b)
+}
+
+// humanCount prints a parameter count: 8.03B, 1.24B, 350M.
+func humanCount(n float64) string {
+	switch {
+	case n >= 1e12:
+		return fmt.Sprintf("%.2fT", n/1e12)
+	case n >= 1e9:
+		return fmt.Sprintf("%.2fB", n/1e9)
+	case n >= 1e6:
+		return fmt.Sprintf("%.1fM", n/1e6)
+	}
+	return fmt.Sprintf("%.0f", n)
+}

@@ -1,0 +1,314 @@
+package main
+
+import (
+	"encoding/csv"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"io"
+	"os"
+	"path/filepath"
+	"strconv"
+	"text/tabwriter"
+
+	"github.com/urfave/cli/v2"
+
+	"github.com/decodebench/decodebench/bench/axes"
+	"github.com/decodebench/decodebench/bench/gpuinfo"
+	"github.com/decodebench/decodebench/bench/model"
+	"github.com/decodebench/decodebench/bench/roofline"
+	"github.com/decodebench/decodebench/plots"
+)
+
+func predictCommand() *cli.Command {
+	return &cli.Command{
+		Name:  "predict",
+		Usage: "the roofline bound on decode tokens/s for a model on a GPU, over batch and context (no GPU needed)",
+		UsageText: "decodebench predict (--model NAME | --model-config FILE) [--gpu NAME|auto] [--batch LIST] [--context LIST] [--tp N] [--out DIR] [--json]\n\n" +
+			"   LIST syntax: " + axes.Syntax,
+		Description: "For each batch B and context S the step time is bounded below by\n" +
+			"  max( (weight bytes read at B + B * KV bytes per sequence(S)) / memory bandwidth,\n" +
+			"       FLOPs of the step / dense bf16 tensor rate )\n" +
+			"from the GPU's datasheet row. per-request tokens/s = 1 / step time; per-server = B / step time.",
+		Flags: append(modelFlags(),
+			&cli.StringFlag{Name: "gpu", Value: "auto", EnvVars: []string{"DECODEBENCH_GPU"},
+				Usage: "a GPU spec row (h200, h100-sxm, a100-80gb, ...), or auto: the first GPU NVML sees, else h200"},
+			&cli.StringFlag{Name: "batch", Value: "1-256*2", EnvVars: []string{"DECODEBENCH_BATCH"},
+				Usage: "batch sizes, e.g. 1,2,4 or 1-256*2 (see LIST syntax)"},
+			&cli.StringFlag{Name: "context", Value: "1k,8k,32k", EnvVars: []string{"DECODEBENCH_CONTEXT"},
+				Usage: "context lengths in tokens (k = 1024), e.g. 1k,8k,32k or 1k-128k*2"},
+			&cli.Float64Flag{Name: "reserve", Value: 0.1, EnvVars: []string{"DECODEBENCH_RESERVE"},
+				Usage: "fraction of GPU memory kept free (activations, allocator) when asking whether a batch fits"},
+			&cli.StringFlag{Name: "out", EnvVars: []string{"DECODEBENCH_OUT"},
+				Usage: "write predict.csv, predict.json and the plots (PNG and SVG) into this directory"},
+			jsonFlag()),
+		Action: predictAction,
+	}
+}
+
+// predictRow is one (batch, context) bound; its JSON names are the documented output.
+type predictRow struct {
+	Model                  string  `json:"model"`
+	GPU                    string  `json:"gpu"`
+	TP                     int     `json:"tp"`
+	Batch                  int     `json:"batch"`
+	Context                int     `json:"context"`
+	WeightBytes            float64 `json:"weight_bytes"`
+	KVBytes                float64 `json:"kv_bytes"`
+	FLOPs                  float64 `json:"flops"`
+	MemorySeconds          float64 `json:"memory_seconds"`
+	ComputeSeconds         float64 `json:"compute_seconds"`
+	StepSeconds            float64 `json:"step_seconds"`
+	PerRequestTokensPerSec float64 `json:"per_request_tokens_per_s"`
+	PerServerTokensPerSec  float64 `json:"per_server_tokens_per_s"`
+	Bound                  string  `json:"bound"`
+	FitsInMemory           bool    `json:"fits_in_memory"`
+}
+
+func predictAction(c *cli.Context) error {
+	if c.NArg() > 0 {
+		return usageError("predict takes no arguments (got %q)", c.Args().First())
+	}
+	shape, err := resolveModel(c)
+	if err != nil {
+		return err
+	}
+	batches, err := axes.ParseIntList(c.String("batch"))
+	if err != nil {
+		return usageError("--batch: %v", err)
+	}
+	contexts, err := axes.ParseIntList(c.String("context"))
+	if err != nil {
+		return usageError("--context: %v", err)
+	}
+	reserve := c.Float64("reserve")
+	if reserve < 0 || reserve >= 1 {
+		return usageError("--reserve %g: give a fraction in [0, 1)", reserve)
+	}
+	gpu, note, err := resolveGPU(c.String("gpu"))
+	if err != nil {
+		return err
+	}
+	if note != "" {
+		fmt.Fprintln(os.Stderr, "decodebench: "+note)
+	}
+	ceiling := roofline.DatasheetCeiling(gpu)
+	rows := predictRows(shape, gpu, ceiling, batches, contexts, reserve)
+
+	if c.Bool("json") {
+		if err := writeJSON(rows); err != nil {
+			return err
+		}
+	} else {
+		printPredict(os.Stdout, shape, gpu, ceiling, rows, contexts, reserve)
+	}
+	if dir := c.String("out"); dir != "" {
+		paths, err := writePredictOutputs(dir, shape, gpu, ceiling, rows, batches, contexts)
+		if err != nil {
+			return failure("writing %s: %v", dir, err)
+		}
+		if !c.Bool("json") {
+			fmt.Printf("\nwrote %d files to %s: %s, ...\n", len(paths), dir, filepath.Base(paths[0]))
+		}
+	}
+	return nil
+}
+
+// resolveGPU turns --gpu into a spec row. "auto" asks NVML; with no GPU it falls back to the
+// H200 row and says so.
+func resolveGPU(name string) (roofline.GPU, string, error) {
+	if name != "auto" {
+		g, err := roofline.LookupGPU(name)
+		if err != nil {
+			return g, "", usageError("--gpu: %v", err)
+		}
+		return g, "", nil
+	}
+	fallback, err := roofline.LookupGPU("h200")
+	if err != nil {
+		return fallback, "", err
+	}
+	sys, err := gpuinfo.Open()
+	if err != nil {
+		return fallback, fmt.Sprintf("no GPU detected (%v); predicting for an %s", err, fallback.Name), nil
+	}
+	if len(sys.Devices) == 0 {
+		return fallback, "NVML sees no GPU; predicting for an " + fallback.Name, nil
+	}
+	d := sys.Devices[0]
+	if g, ok := roofline.MatchNVML(d.Name, d.MemoryTotalBytes); ok {
+		return g, fmt.Sprintf("GPU 0 is %s: using the %s spec row", d.Name, g.Key), nil
+	}
+	return fallback, "", usageError("GPU 0 (%s) has no spec row; pass --gpu with one of the rows `decodebench predict --gpu list` would show: %v", d.Name, gpuKeys())
+}
+
+func gpuKeys() []string {
+	var keys []string
+	for _, g := range roofline.GPUs() {
+		keys = append(keys, g.Key)
+	}
+	return keys
+}
+
+func predictRows(s model.Shape, gpu roofline.GPU, ceiling roofline.Ceiling, batches, contexts []int, reserve float64) []predictRow {
+	var rows []predictRow
+	for _, ctx := range contexts {
+		maxFit := roofline.MaxBatchThatFits(s, gpu.MemoryBytes, ctx, reserve)
+		for _, b := range batches {
+			bd := roofline.StepBound(s, ceiling, b, ctx)
+			rows = append(rows, predictRow{
+				Model: s.Name, GPU: gpu.Key, TP: max(s.TP, 1), Batch: b, Context: ctx,
+				WeightBytes: bd.WeightBytes, KVBytes: bd.KVBytes, FLOPs: bd.FLOPs,
+				MemorySeconds: bd.MemorySeconds, ComputeSeconds: bd.ComputeSeconds, StepSeconds: bd.StepSeconds,
+				PerRequestTokensPerSec: bd.PerRequestTokensPerSec, PerServerTokensPerSec: bd.PerServerTokensPerSec,
+				Bound: bd.Limit, FitsInMemory: b <= maxFit,
+			})
+		}
+	}
+	return rows
+}
+
+func printPredict(out io.Writer, s model.Shape, gpu roofline.GPU, ceiling roofline.Ceiling, rows []predictRow, contexts []int, reserve float64) {
+	fmt.Fprintf(out, "%s on one %s (tp %d): weights %s, KV %s per token (%s weights, %s KV)\n",
+		s.Name, gpu.Name, max(s.TP, 1), humanBytes(s.WeightBytesTotal()), humanBytes(s.KVBytesPerToken()), s.WeightDType, s.KVDType)
+	fmt.Fprintf(out, "datasheet roofline: %.0f GB/s, %.0f TFLOP/s dense bf16 (%s); decimal units\n\n",
+		ceiling.BandwidthBytesPerSec/1e9, ceiling.FLOPsPerSec/1e12, gpu.Source)
+	w := tabwriter.NewWriter(out, 0, 0, 2, ' ', tabwriter.AlignRight)
+	fmt.Fprintln(w, "BATCH\tCONTEXT\tWEIGHTS\tKV\tSTEP ms\tMEMORY ms\tCOMPUTE ms\tPER-REQUEST tok/s\tPER-SERVER tok/s\tBOUND\tFITS\t")
+	for _, r := range rows {
+		fits := "yes"
+		if !r.FitsInMemory {
+			fits = "no"
+		}
+		fmt.Fprintf(w, "%d\t%d\t%s\t%s\t%.3f\t%.3f\t%.3f\t%.1f\t%.0f\t%s\t%s\t\n", r.Batch, r.Context,
+			humanBytes(r.WeightBytes), humanBytes(r.KVBytes), r.StepSeconds*1e3, r.MemorySeconds*1e3, r.ComputeSeconds*1e3,
+			r.PerRequestTokensPerSec, r.PerServerTokensPerSec, r.Bound, fits)
+	}
+	w.Flush()
+	fmt.Fprintln(out)
+	for _, ctx := range contexts {
+		maxFit := roofline.MaxBatchThatFits(s, gpu.MemoryBytes, ctx, reserve)
+		crit, ok := roofline.CriticalBatch(s, ceiling, ctx, 1<<16)
+		critText := "never up to batch 65536 (the KV cache keeps it memory-bound)"
+		if ok {
+			critText = "at batch " + strconv.Itoa(crit)
+		}
+		fmt.Fprintf(out, "context %d: turns compute-bound %s; the largest batch that fits in %s (%.0f%% kept free) is %d\n",
+			ctx, critText, humanBytes(gpu.MemoryBytes), reserve*100, maxFit)
+	}
+}
+
+func writePredictOutputs(dir string, s model.Shape, gpu roofline.GPU, ceiling roofline.Ceiling, rows []predictRow, batches, contexts []int) ([]string, error) {
+	if err := os.MkdirAll(dir, 0o755); err != nil {
+		return nil, err
+	}
+	var paths []string
+	jsonPath := filepath.Join(dir, "predict.json")
+	data, err := json.MarshalIndent(rows, "", "  ")
+	if err != nil {
+		return nil, err
+	}
+	if err := os.WriteFile(jsonPath, append(data, '\n'), 0o644); err != nil {
+		return nil, err
+	}
+	paths = append(paths, jsonPath)
+	csvPath := filepath.Join(dir, "predict.csv")
+	if err := writePredictCSV(csvPath, rows); err != nil {
+		return nil, err
+	}
+	paths = append(paths, csvPath)
+	plotPaths, err := predictPlots(dir, s, gpu, ceiling, rows, batches, contexts)
+	if err != nil {
+		return nil, err
+	}
+	return append(paths, plotPaths...), nil
+}
+
+func writePredictCSV(path string, rows []predictRow) (err error) {
+	f, err := os.Create(path)
+	if err != nil {
+		return err
+	}
+	defer func() { err = errors.Join(err, f.Close()) }()
+	w := csv.NewWriter(f)
+	w.Write([]string{"model", "gpu", "tp", "batch", "context", "weight_bytes", "kv_bytes", "flops", "memory_seconds",
+		"compute_seconds", "step_seconds", "per_request_tokens_per_s", "per_server_tokens_per_s", "bound", "fits_in_memory"})
+	g := func(v float64) string { return strconv.FormatFloat(v, 'g', 8, 64) }
+	for _, r := range rows {
+		w.Write([]string{r.Model, r.GPU, strconv.Itoa(r.TP), strconv.Itoa(r.Batch), strconv.Itoa(r.Context),
+			g(r.WeightBytes), g(r.KVBytes), g(r.FLOPs), g(r.MemorySeconds), g(r.ComputeSeconds), g(r.StepSeconds),
+			g(r.PerRequestTokensPerSec), g(r.PerServerTokensPerSec), r.Bound, strconv.FormatBool(r.FitsInMemory)})
+	}
+	w.Flush()
+	return w.Error()
+}
+
+func predictPlots(dir string, s model.Shape, gpu roofline.GPU, ceiling roofline.Ceiling, rows []predictRow, batches, contexts []int) ([]string, error) {
+	chart := plots.Chart{
+		Title: fmt.Sprintf("%s on %s: roofline bound", s.Name, gpu.Name),
+		Subtitle: fmt.Sprintf("datasheet %.0f GB/s, %.0f TFLOP/s bf16 · weights %s · tp %d · prediction, not a measurement",
+			ceiling.BandwidthBytesPerSec/1e9, ceiling.FLOPsPerSec/1e12, s.WeightDType, max(s.TP, 1)),
+	}
+	var perServer, perRequest, tradeoff []plots.Series
+	for _, ctx := range contexts {
+		label := "context " + contextLabel(ctx)
+		srv := plots.Series{Label: label, Style: plots.Bound}
+		req := plots.Series{Label: label, Style: plots.Bound}
+		for _, r := range rows {
+			if r.Context != ctx {
+				continue
+			}
+			srv.X, srv.Y = append(srv.X, float64(r.Batch)), append(srv.Y, r.PerServerTokensPerSec)
+			req.X, req.Y = append(req.X, float64(r.Batch)), append(req.Y, r.PerRequestTokensPerSec)
+		}
+		perServer, perRequest = append(perServer, srv), append(perRequest, req)
+		tr := plots.Series{Label: label, Style: plots.Bound, X: req.Y, Y: srv.Y}
+		for _, b := range srv.X {
+			tr.PointLabels = append(tr.PointLabels, "B="+strconv.Itoa(int(b)))
+		}
+		tradeoff = append(tradeoff, tr)
+	}
+	var paths []string
+	p, err := plots.TokensVsBatch(chart, perServer, perRequest, filepath.Join(dir, "tokens_vs_batch"))
+	if err != nil {
+		return nil, err
+	}
+	paths = append(paths, p...)
+	if p, err = plots.Tradeoff(chart, tradeoff, filepath.Join(dir, "tradeoff")); err != nil {
+		return nil, err
+	}
+	paths = append(paths, p...)
+
+	// The classic roofline: each kernel of one step at the smallest and largest batch, placed
+	// at its arithmetic intensity on the datasheet ceiling it is bound by.
+	var points []plots.RooflinePoint
+	ctx := contexts[len(contexts)/2]
+	for _, b := range []int{batches[0], batches[len(batches)-1]} {
+		for _, k := range s.Kernels(b, ctx) {
+			if k.Bytes <= 0 || k.FLOPs <= 0 {
+				continue
+			}
+			intensity := k.FLOPs / k.Bytes
+			points = append(points, plots.RooflinePoint{
+				Label:       fmt.Sprintf("%s B=%d", k.Name, b),
+				Intensity:   intensity,
+				FLOPsPerSec: min(intensity*ceiling.BandwidthBytesPerSec, ceiling.FLOPsPerSec),
+			})
+		}
+	}
+	rchart := chart
+	rchart.Title = fmt.Sprintf("%s kernels on the %s roofline (context %s)", s.Name, gpu.Name, contextLabel(ctx))
+	p, err = plots.Roofline(rchart, []plots.RooflineCeiling{{Label: "datasheet", BandwidthBytesPerSec: ceiling.BandwidthBytesPerSec, FLOPsPerSec: ceiling.FLOPsPerSec}},
+		points, filepath.Join(dir, "roofline"))
+	if err != nil {
+		return nil, err
+	}
+	return append(paths, p...), nil
+}
+
+func contextLabel(ctx int) string {
+	if ctx >= 1024 && ctx%1024 == 0 {
+		return strconv.Itoa(ctx/1024) + "k"
+	}
+	return strconv.Itoa(ctx)
+}
