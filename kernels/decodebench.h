@@ -158,6 +158,72 @@ typedef struct {
 
 int db_probe(db_context *ctx, db_probe_params *p);
 
+/* ---- decode attention over a KV cache (kernels/attention.cu) ------------------------------ */
+
+/*
+ * One new query token per sequence against that sequence's cached tokens:
+ *   out[b, hq, :] = sum_{t < context_lens[b]} softmax_t(scale * q[b, hq, :] . K[b, hkv, t, :]) V[b, hkv, t, :]
+ * with hkv = hq / (q_heads / kv_heads): the consecutive query heads of one group share a KV
+ * head (GQA; group 1 is multi-head, kv_heads 1 multi-query). q, out and the caches are all of
+ * one dtype (bf16 or fp16); softmax and accumulation are fp32.
+ */
+enum {
+  DB_KV_CONTIGUOUS = 0, /* [batch, kv_heads, capacity, head_dim]                              */
+  DB_KV_PAGED = 1       /* [num_pages, kv_heads, page_size, head_dim]; token t of sequence b is
+                           in page page_table[b * pages_per_seq + t / page_size] at t % page_size */
+};
+
+/* A KV cache: what both db_attention and db_kv_append read or write. */
+typedef struct {
+  uint64_t k, v;          /* device addresses of the K and V caches, same layout and dtype */
+  uint64_t page_table;    /* PAGED: int32 [batch, pages_per_seq] page ids in [0, num_pages) */
+  int32_t layout;         /* DB_KV_* */
+  int32_t dtype;          /* DB_DTYPE_BF16 or DB_DTYPE_FP16 */
+  int32_t kv_heads;       /* >= 1 */
+  int32_t head_dim;       /* 64, 80, 96, 128 or 256 */
+  int32_t capacity;       /* CONTIGUOUS: tokens per (sequence, kv head) the cache holds */
+  int32_t page_size;      /* PAGED: tokens per page, a power of two from 16 to 256 */
+  int32_t num_pages;      /* PAGED: pages in the cache */
+  int32_t pages_per_seq;  /* PAGED: the page table's row length */
+} db_kv_cache;
+
+typedef struct {
+  uint64_t q;             /* [batch, q_heads, head_dim], cache.dtype */
+  uint64_t out;           /* [batch, q_heads, head_dim], cache.dtype */
+  uint64_t context_lens;  /* int32 [batch]: tokens of each sequence, 1..max_context */
+  uint64_t workspace;     /* fp32 split partials; see db_attention_plan (0 when it needs none) */
+  uint64_t workspace_bytes;
+  db_kv_cache cache;
+  int32_t batch;          /* 1..65536 */
+  int32_t q_heads;        /* a multiple of cache.kv_heads */
+  int32_t max_context;    /* >= every context_lens[b]; at most the cache's tokens per sequence.
+                             Plans the splits; the kernels clamp each length to it, so a wrong
+                             length never reads outside the cache */
+  float scale;            /* softmax scale; 0 = 1/sqrt(head_dim) */
+  int32_t num_splits;     /* 0 = auto; else 1..1024 KV splits per sequence (written back) */
+  int32_t split_tokens;   /* written back: tokens per split (a multiple of the kernel's tile) */
+} db_attention_params;
+
+/* Validates p, resolves num_splits where it is 0 (from the shape and the device's SM count;
+ * written back with split_tokens), and gives the workspace the call needs: 0 for one split,
+ * else batch * q_heads * num_splits * (head_dim + 2) * 4 bytes. Unsupported shapes return
+ * DB_ERR_UNSUPPORTED_SHAPE and bad values DB_ERR_INVALID_ARGUMENT, with a message naming the
+ * value. Device memory is not read: context_lens and page_table are the caller's to check. */
+int db_attention_plan(db_context *ctx, db_attention_params *p, uint64_t *workspace_bytes);
+/* Runs the attention (planning it first if num_splits is 0). */
+int db_attention(db_context *ctx, const db_attention_params *p);
+
+typedef struct {
+  uint64_t k_new, v_new;  /* [batch, kv_heads, head_dim], cache.dtype: each sequence's new token */
+  uint64_t positions;     /* int32 [batch]: where each goes (its context length before the append);
+                             positions outside the sequence's capacity are skipped */
+  db_kv_cache cache;
+  int32_t batch;
+} db_kv_append_params;
+
+/* Writes each sequence's new K and V at its position, in either layout. */
+int db_kv_append(db_context *ctx, const db_kv_append_params *p);
+
 #ifdef __cplusplus
 }
 #endif

@@ -1,0 +1,390 @@
+package ref
+
+import (
+	"errors"
+	"fmt"
+	"math"
+	"math/bits"
+)
+
+// Decode attention: one new query token per sequence against that sequence's KV cache.
+//
+//	out[b, hq, :] = sum_t softmax_t(scale * q[b, hq, :] . k[b, hkv, t, :]) * v[b, hkv, t, :]
+//
+// over t < Context[b], where hkv = hq / (QHeads / KVHeads): each KV head serves a group of
+// consecutive query heads (GQA; a group of 1 is multi-head attention, KVHeads = 1 multi-query).
+
+// KVLayout is how a KV cache is stored. The values are the DB_KV_* enum of kernels/decodebench.h.
+type KVLayout int32
+
+const (
+	// KVContiguous: [Batch, KVHeads, Capacity, HeadDim]; sequence b's token t of head h is row
+	// (b*KVHeads + h)*Capacity + t.
+	KVContiguous KVLayout = 0
+	// KVPaged: [NumPages, KVHeads, PageSize, HeadDim]; token t of sequence b lives in page
+	// pageTable[b*PagesPerSeq + t/PageSize], at row (page*KVHeads + h)*PageSize + t%PageSize.
+	KVPaged KVLayout = 1
+)
+
+func (l KVLayout) String() string {
+	switch l {
+	case KVContiguous:
+		return "contiguous"
+	case KVPaged:
+		return "paged"
+	}
+	return fmt.Sprintf("layout(%d)", int32(l))
+}
+
+// Attention limits, the same as db_attention_plan's in kernels/attention.cu.
+var (
+	// AttentionHeadDims are the head dims the kernels are compiled for.
+	AttentionHeadDims = []int{64, 80, 96, 128, 256}
+)
+
+const (
+	MinPageSize = 16  // smallest page (tokens); pages are powers of two
+	MaxPageSize = 256 // largest page
+	MaxBatch    = 1 << 16
+	MaxSplits   = 1024 // most KV splits one call may ask for
+)
+
+// AttentionShape describes one decode-attention call and the cache it reads.
+type AttentionShape struct {
+	Batch, QHeads, KVHeads, HeadDim int
+	Context                         []int // per sequence, len Batch, each >= 1
+	Layout                          KVLayout
+
+	// Contiguous: tokens per (sequence, KV head) the cache holds; 0 means MaxContext().
+	Capacity int
+	// Paged: tokens per page, the page table's width (pages per sequence) and the number of
+	// pages in the cache. PagesPerSeq 0 means ceil(Capacity or MaxContext() / PageSize);
+	// NumPages 0 means Batch*PagesPerSeq.
+	PageSize, PagesPerSeq, NumPages int
+
+	// Scale multiplies q.k before the softmax; 0 means 1/sqrt(HeadDim).
+	Scale float64
+}
+
+// Group is the number of query heads per KV head.
+func (s AttentionShape) Group() int { return s.QHeads / s.KVHeads }
+
+// MaxContext is the longest context of the batch (0 for an empty one).
+func (s AttentionShape) MaxContext() int {
+	m := 0
+	for _, c := range s.Context {
+		m = max(m, c)
+	}
+	return m
+}
+
+// SoftmaxScale is Scale, or 1/sqrt(HeadDim) where Scale is 0.
+func (s AttentionShape) SoftmaxScale() float64 {
+	if s.Scale != 0 {
+		return s.Scale
+	}
+	return 1 / math.Sqrt(float64(s.HeadDim))
+}
+
+// WithDefaults fills Capacity, PagesPerSeq and NumPages where they are 0, and copies Context
+// so that the result shares nothing with s.
+func (s AttentionShape) WithDefaults() AttentionShape {
+	s.Context = append([]int(nil), s.Context...)
+	if s.Capacity == 0 {
+		s.Capacity = s.MaxContext()
+	}
+	if s.Layout == KVPaged && s.PageSize > 0 {
+		if s.PagesPerSeq == 0 {
+			s.PagesPerSeq = (s.Capacity + s.PageSize - 1) / s.PageSize
+		}
+		if s.NumPages == 0 {
+			s.NumPages = s.Batch * s.PagesPerSeq
+		}
+	}
+	return s
+}
+
+// SeqCapacity is how many tokens one sequence can hold: Capacity when contiguous,
+// PagesPerSeq*PageSize when paged.
+func (s AttentionShape) SeqCapacity() int {
+	if s.Layout == KVPaged {
+		return s.PagesPerSeq * s.PageSize
+	}
+	return s.Capacity
+}
+
+// Validate reports the first thing wrong with s (after WithDefaults), in the words
+// db_attention_plan uses, so that a bad shape is refused before any device work.
+func (s AttentionShape) Validate() error {
+	switch {
+	case s.Batch < 1 || s.Batch > MaxBatch:
+		return fmt.Errorf("batch %d out of range 1..%d", s.Batch, MaxBatch)
+	case s.QHeads < 1:
+		return fmt.Errorf("q_heads %d must be >= 1", s.QHeads)
+	case s.KVHeads < 1:
+		return fmt.Errorf("kv_heads %d must be >= 1", s.KVHeads)
+	case s.QHeads%s.KVHeads != 0:
+		return fmt.Errorf("q_heads %d is not a multiple of kv_heads %d", s.QHeads, s.KVHeads)
+	case !isAttentionHeadDim(s.HeadDim):
+		return fmt.Errorf("head_dim %d unsupported (want one of %v)", s.HeadDim, AttentionHeadDims)
+	case len(s.Context) != s.Batch:
+		return fmt.Errorf("%d context lengths for a batch of %d", len(s.Context), s.Batch)
+	case s.Scale < 0 || math.IsNaN(s.Scale) || math.IsInf(s.Scale, 0):
+		return fmt.Errorf("scale %g must be finite and >= 0 (0 = 1/sqrt(head_dim))", s.Scale)
+	}
+	for b, c := range s.Context {
+		if c < 1 {
+			return fmt.Errorf("context length %d of sequence %d must be >= 1", c, b)
+		}
+	}
+	switch s.Layout {
+	case KVContiguous:
+		if s.Capacity < s.MaxContext() {
+			return fmt.Errorf("cache capacity %d is less than the longest context %d", s.Capacity, s.MaxContext())
+		}
+	case KVPaged:
+		if err := ValidatePageSize(s.PageSize); err != nil {
+			return err
+		}
+		if s.PagesPerSeq < 1 {
+			return fmt.Errorf("pages per sequence %d must be >= 1", s.PagesPerSeq)
+		}
+		if s.NumPages < 1 {
+			return fmt.Errorf("num_pages %d must be >= 1", s.NumPages)
+		}
+		if s.SeqCapacity() < s.MaxContext() {
+			return fmt.Errorf("%d pages of %d tokens hold %d tokens, less than the longest context %d",
+				s.PagesPerSeq, s.PageSize, s.SeqCapacity(), s.MaxContext())
+		}
+	default:
+		return fmt.Errorf("unknown KV layout %d", int32(s.Layout))
+	}
+	if s.CacheElements() > math.MaxInt64/4 {
+		return errors.New("KV cache too large")
+	}
+	return nil
+}
+
+// ValidatePageSize accepts the page sizes the kernels support: powers of two from 16 to 256.
+func ValidatePageSize(p int) error {
+	if p < MinPageSize || p > MaxPageSize || bits.OnesCount(uint(p)) != 1 {
+		return fmt.Errorf("page size %d unsupported (want a power of two from %d to %d)", p, MinPageSize, MaxPageSize)
+	}
+	return nil
+}
+
+func isAttentionHeadDim(d int) bool {
+	for _, x := range AttentionHeadDims {
+		if d == x {
+			return true
+		}
+	}
+	return false
+}
+
+// CacheElements is the element count of one of the K and V caches.
+func (s AttentionShape) CacheElements() int {
+	if s.Layout == KVPaged {
+		return s.NumPages * s.KVHeads * s.PageSize * s.HeadDim
+	}
+	return s.Batch * s.KVHeads * s.Capacity * s.HeadDim
+}
+
+// QElements is the element count of Q and of the output: Batch*QHeads*HeadDim.
+func (s AttentionShape) QElements() int { return s.Batch * s.QHeads * s.HeadDim }
+
+// KVOffset is the element offset in a cache of the HeadDim-long vector of sequence b, KV head
+// h, token t. Paged caches read pageTable.
+func (s AttentionShape) KVOffset(pageTable []int32, b, h, t int) int {
+	if s.Layout == KVPaged {
+		page := int(pageTable[b*s.PagesPerSeq+t/s.PageSize])
+		return ((page*s.KVHeads+h)*s.PageSize + t%s.PageSize) * s.HeadDim
+	}
+	return ((b*s.KVHeads+h)*s.Capacity + t) * s.HeadDim
+}
+
+// ValidatePageTable checks that every page a sequence can reach through its first pages
+// slots (those covering tokens < tokens[b]) is a page of the cache, and that no page is
+// given to two sequences (or twice to one), which would let an append overwrite another
+// sequence's tokens.
+func (s AttentionShape) ValidatePageTable(pageTable []int32, tokens []int) error {
+	if len(pageTable) != s.Batch*s.PagesPerSeq {
+		return fmt.Errorf("page table has %d entries, want batch %d x %d pages", len(pageTable), s.Batch, s.PagesPerSeq)
+	}
+	owner := make(map[int32]int)
+	for b := 0; b < s.Batch; b++ {
+		need := (tokens[b] + s.PageSize - 1) / s.PageSize
+		if need > s.PagesPerSeq {
+			return fmt.Errorf("sequence %d needs %d pages, the table has %d", b, need, s.PagesPerSeq)
+		}
+		for i := 0; i < need; i++ {
+			p := pageTable[b*s.PagesPerSeq+i]
+			if p < 0 || int(p) >= s.NumPages {
+				return fmt.Errorf("page table[%d][%d] = %d out of range 0..%d", b, i, p, s.NumPages-1)
+			}
+			if o, dup := owner[p]; dup {
+				return fmt.Errorf("page %d is given twice (sequences %d and %d)", p, o, b)
+			}
+			owner[p] = b
+		}
+	}
+	return nil
+}
+
+// ShuffledPageTable gives each sequence PagesPerSeq distinct pages drawn from a permutation
+// of 0..NumPages-1 (so that consecutive tokens of a sequence live in scattered pages, as in a
+// serving engine), or -1 where the pages run out. The shuffle is a Fisher-Yates driven by
+// Hash64(seed, i).
+func (s AttentionShape) ShuffledPageTable(seed uint64) []int32 {
+	perm := make([]int32, s.NumPages)
+	for i := range perm {
+		perm[i] = int32(i)
+	}
+	for i := len(perm) - 1; i > 0; i-- {
+		j := int(Hash64(seed, uint64(i)) % uint64(i+1))
+		perm[i], perm[j] = perm[j], perm[i]
+	}
+	table := make([]int32, s.Batch*s.PagesPerSeq)
+	for i := range table {
+		table[i] = -1
+		if i < len(perm) {
+			table[i] = perm[i]
+		}
+	}
+	return table
+}
+
+// AttentionSeeds are the hash seeds of each input of an attention check, all derived from one
+// user seed so that Q, K, V and the appended token are independent streams.
+type AttentionSeeds struct {
+	Q, K, V, KNew, VNew, PageTable uint64
+}
+
+// NewAttentionSeeds derives the input seeds from seed.
+func NewAttentionSeeds(seed uint64) AttentionSeeds {
+	sub := func(tag uint64) uint64 { return Hash64(seed, 0xA77E0000+tag) }
+	return AttentionSeeds{Q: sub(0), K: sub(1), V: sub(2), KNew: sub(3), VNew: sub(4), PageTable: sub(5)}
+}
+
+// HashedInput is what db_fill_hash(seed, scale) leaves in the first n elements of a buffer of
+// dtype d: Round(d, HashUniform(seed, i) * scale), widened to float64.
+func HashedInput(d DType, seed uint64, n int, scale float32) []float64 {
+	out := make([]float64, n)
+	for i := range out {
+		out[i] = float64(Round(d, HashUniform(seed, uint64(i))*scale))
+	}
+	return out
+}
+
+// Attention is the float64 reference of decode attention: q is [Batch, QHeads, HeadDim], k
+// and v are whole caches in s's layout (CacheElements each), pageTable is [Batch,
+// PagesPerSeq] for a paged cache (nil otherwise). It returns [Batch, QHeads, HeadDim].
+// The softmax subtracts the row's max before exponentiating, as any sane kernel does.
+func Attention(s AttentionShape, pageTable []int32, q, k, v []float64) ([]float64, error) {
+	if err := s.Validate(); err != nil {
+		return nil, err
+	}
+	if len(q) != s.QElements() || len(k) != s.CacheElements() || len(v) != s.CacheElements() {
+		return nil, fmt.Errorf("input sizes q %d, k %d, v %d do not match the shape (q %d, caches %d)",
+			len(q), len(k), len(v), s.QElements(), s.CacheElements())
+	}
+	if s.Layout == KVPaged {
+		if err := s.ValidatePageTable(pageTable, s.Context); err != nil {
+			return nil, err
+		}
+	}
+	d, group, scale := s.HeadDim, s.Group(), s.SoftmaxScale()
+	out := make([]float64, s.QElements())
+	scores := make([]float64, s.MaxContext())
+	for b := 0; b < s.Batch; b++ {
+		n := s.Context[b]
+		for hq := 0; hq < s.QHeads; hq++ {
+			h := hq / group
+			qv := q[(b*s.QHeads+hq)*d:][:d]
+			m := math.Inf(-1)
+			for t := 0; t < n; t++ {
+				kv := k[s.KVOffset(pageTable, b, h, t):][:d]
+				dot := 0.0
+				for i := range qv {
+					dot += qv[i] * kv[i]
+				}
+				scores[t] = dot * scale
+				m = math.Max(m, scores[t])
+			}
+			sum := 0.0
+			for t := 0; t < n; t++ {
+				scores[t] = math.Exp(scores[t] - m)
+				sum += scores[t]
+			}
+			o := out[(b*s.QHeads+hq)*d:][:d]
+			for t := 0; t < n; t++ {
+				vv := v[s.KVOffset(pageTable, b, h, t):][:d]
+				w := scores[t] / sum
+				for i := range o {
+					o[i] += w * vv[i]
+				}
+			}
+		}
+	}
+	return out, nil
+}
+
+// AppendKV writes each sequence's new token into the caches at position positions[b], as
+// db_kv_append does: kNew and vNew are [Batch, KVHeads, HeadDim].
+func AppendKV(s AttentionShape, pageTable []int32, positions []int, k, v, kNew, vNew []float64) error {
+	if len(positions) != s.Batch {
+		return fmt.Errorf("%d positions for a batch of %d", len(positions), s.Batch)
+	}
+	for b, p := range positions {
+		if p < 0 || p >= s.SeqCapacity() {
+			return fmt.Errorf("position %d of sequence %d outside the cache (capacity %d)", p, b, s.SeqCapacity())
+		}
+	}
+	d := s.HeadDim
+	for b := 0; b < s.Batch; b++ {
+		for h := 0; h < s.KVHeads; h++ {
+			off := s.KVOffset(pageTable, b, h, positions[b])
+			src := (b*s.KVHeads + h) * d
+			copy(k[off:off+d], kNew[src:src+d])
+			copy(v[off:off+d], vNew[src:src+d])
+		}
+	}
+	return nil
+}
+
+// SoftmaxPartial is one split's share of a softmax-weighted sum: Max is the largest score it
+// saw (-Inf when it saw none), Sum = sum_t exp(score_t - Max), Acc = sum_t exp(score_t - Max) * v_t.
+type SoftmaxPartial struct {
+	Max, Sum float64
+	Acc      []float64
+}
+
+// MergeSoftmaxPartials is the log-sum-exp combine the split-KV kernels use: with
+// M = max over splits of Max, out = sum_s exp(Max_s - M) Acc_s / sum_s exp(Max_s - M) Sum_s.
+// Splits that saw no token (Sum 0) contribute nothing; if none saw any, out is zero.
+func MergeSoftmaxPartials(parts []SoftmaxPartial, d int) []float64 {
+	m := math.Inf(-1)
+	for _, p := range parts {
+		if p.Sum > 0 {
+			m = math.Max(m, p.Max)
+		}
+	}
+	out := make([]float64, d)
+	total := 0.0
+	for _, p := range parts {
+		if p.Sum <= 0 {
+			continue
+		}
+		w := math.Exp(p.Max - m)
+		total += w * p.Sum
+		for i := range out {
+			out[i] += w * p.Acc[i]
+		}
+	}
+	if total > 0 {
+		for i := range out {
+			out[i] /= total
+		}
+	}
+	return out
+}

@@ -1,0 +1,310 @@
+package ref
+
+import (
+	"math"
+	"strings"
+	"testing"
+)
+
+// logicalCaches fills k and v of shape s so that token t of (sequence b, head h) holds
+// f(b, h, t, i), whatever the layout: the layouts can then be checked against each other.
+func logicalCaches(s AttentionShape, table []int32, f func(b, h, t, i int) float64) (k, v []float64) {
+	k = make([]float64, s.CacheElements())
+	v = make([]float64, s.CacheElements())
+	for b := 0; b < s.Batch; b++ {
+		for h := 0; h < s.KVHeads; h++ {
+			for t := 0; t < s.Context[b]; t++ {
+				off := s.KVOffset(table, b, h, t)
+				for i := 0; i < s.HeadDim; i++ {
+					k[off+i] = f(b, h, t, i)
+					v[off+i] = f(b, h, t, i+1000)
+				}
+			}
+		}
+	}
+	return k, v
+}
+
+func hashed(seed uint64) func(b, h, t, i int) float64 {
+	return func(b, h, t, i int) float64 {
+		return float64(HashUniform(seed, uint64(((b*64+h)*8192+t)*2048+i)))
+	}
+}
+
+func maxAbsDiff(a, b []float64) float64 {
+	m := 0.0
+	for i := range a {
+		m = math.Max(m, math.Abs(a[i]-b[i]))
+	}
+	return m
+}
+
+func TestAttentionContextOneIsV(t *testing.T) {
+	s := AttentionShape{Batch: 2, QHeads: 4, KVHeads: 2, HeadDim: 64, Context: []int{1, 1}}.WithDefaults()
+	q := HashedInput(BF16, 1, s.QElements(), 1)
+	k, v := logicalCaches(s, nil, hashed(2))
+	out, err := Attention(s, nil, q, k, v)
+	if err != nil {
+		t.Fatal(err)
+	}
+	for b := 0; b < 2; b++ {
+		for hq := 0; hq < 4; hq++ {
+			want := v[s.KVOffset(nil, b, hq/2, 0):][:64]
+			got := out[(b*4+hq)*64:][:64]
+			if d := maxAbsDiff(got, want); d != 0 {
+				t.Fatalf("b %d hq %d: one token should give v exactly, off by %g", b, hq, d)
+			}
+		}
+	}
+}
+
+func TestAttentionEqualKeysAverageV(t *testing.T) {
+	s := AttentionShape{Batch: 1, QHeads: 1, KVHeads: 1, HeadDim: 64, Context: []int{5}}.WithDefaults()
+	q := HashedInput(FP16, 3, s.QElements(), 1)
+	k, v := logicalCaches(s, nil, func(b, h, tok, i int) float64 {
+		if i >= 1000 {
+			return float64(tok) // v = token index in every dim
+		}
+		return 0.25
+	})
+	out, err := Attention(s, nil, q, k, v)
+	if err != nil {
+		t.Fatal(err)
+	}
+	for i, o := range out {
+		if math.Abs(o-2) > 1e-12 {
+			t.Fatalf("out[%d] = %v, want the mean token index 2", i, o)
+		}
+	}
+}
+
+// A two-pass softmax written out by hand for one head.
+func TestAttentionMatchesHandSoftmax(t *testing.T) {
+	s := AttentionShape{Batch: 1, QHeads: 1, KVHeads: 1, HeadDim: 64, Context: []int{3}, Scale: 0.5}.WithDefaults()
+	q := make([]float64, 64)
+	q[0] = 1
+	k, v := logicalCaches(s, nil, func(b, h, tok, i int) float64 {
+		switch {
+		case i == 0:
+			return float64(tok) // score = 0.5*t
+		case i == 1000:
+			return float64(10 * (tok + 1))
+		}
+		return 0
+	})
+	out, err := Attention(s, nil, q, k, v)
+	if err != nil {
+		t.Fatal(err)
+	}
+	e0, e1, e2 := 1.0, math.Exp(0.5), math.Exp(1)
+	want := (10*e0 + 20*e1 + 30*e2) / (e0 + e1 + e2)
+	if math.Abs(out[0]-want) > 1e-12 || out[1] != 0 {
+		t.Fatalf("out[0:2] = %v, want [%v 0]", out[:2], want)
+	}
+}
+
+func TestAttentionLayoutsAndGroupsAgree(t *testing.T) {
+	ctx := []int{1, 17, 40, 33}
+	for _, tc := range []struct {
+		name          string
+		qHeads, group int
+	}{
+		{"multi-head", 4, 1}, {"group 4", 8, 4}, {"group 7", 14, 7}, {"multi-query", 6, 6},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			kvHeads := tc.qHeads / tc.group
+			cont := AttentionShape{Batch: 4, QHeads: tc.qHeads, KVHeads: kvHeads, HeadDim: 80, Context: ctx}.WithDefaults()
+			q := HashedInput(BF16, 9, cont.QElements(), 1)
+			kc, vc := logicalCaches(cont, nil, hashed(4))
+			want, err := Attention(cont, nil, q, kc, vc)
+			if err != nil {
+				t.Fatal(err)
+			}
+
+			paged := AttentionShape{Batch: 4, QHeads: tc.qHeads, KVHeads: kvHeads, HeadDim: 80, Context: ctx,
+				Layout: KVPaged, PageSize: 16, NumPages: 19}.WithDefaults()
+			table := paged.ShuffledPageTable(5)
+			kp, vp := logicalCaches(paged, table, hashed(4))
+			got, err := Attention(paged, table, q, kp, vp)
+			if err != nil {
+				t.Fatal(err)
+			}
+			if d := maxAbsDiff(got, want); d != 0 {
+				t.Fatalf("paged differs from contiguous by %g", d)
+			}
+
+			// Multi-head with each KV head repeated for its group gives the same output.
+			mha := cont
+			mha.KVHeads = tc.qHeads
+			km, vm := logicalCaches(mha, nil, func(b, h, tok, i int) float64 { return hashed(4)(b, h/tc.group, tok, i) })
+			got, err = Attention(mha, nil, q, km, vm)
+			if err != nil {
+				t.Fatal(err)
+			}
+			if d := maxAbsDiff(got, want); d != 0 {
+				t.Fatalf("GQA differs from repeated-KV multi-head by %g", d)
+			}
+		})
+	}
+}
+
+func TestMergeSoftmaxPartialsMatchesOnePass(t *testing.T) {
+	const n, d = 50, 3
+	scores := make([]float64, n)
+	vals := make([][]float64, n)
+	for i := range scores {
+		scores[i] = 8 * float64(HashUniform(11, uint64(i)))
+		vals[i] = []float64{float64(HashUniform(12, uint64(i))), float64(i), 1}
+	}
+	partial := func(lo, hi int) SoftmaxPartial {
+		p := SoftmaxPartial{Max: math.Inf(-1), Acc: make([]float64, d)}
+		for i := lo; i < hi; i++ {
+			p.Max = math.Max(p.Max, scores[i])
+		}
+		for i := lo; i < hi; i++ {
+			w := math.Exp(scores[i] - p.Max)
+			p.Sum += w
+			for j := range p.Acc {
+				p.Acc[j] += w * vals[i][j]
+			}
+		}
+		return p
+	}
+	want := MergeSoftmaxPartials([]SoftmaxPartial{partial(0, n)}, d)
+	for _, bounds := range [][]int{{0, 7, 7, 30, 50}, {0, 1, 2, 50, 50, 50}, {0, 25, 50}} {
+		var parts []SoftmaxPartial
+		for i := 0; i+1 < len(bounds); i++ {
+			parts = append(parts, partial(bounds[i], bounds[i+1]))
+		}
+		got := MergeSoftmaxPartials(parts, d)
+		if diff := maxAbsDiff(got, want); diff > 1e-12 {
+			t.Fatalf("splits %v: merge differs from one pass by %g", bounds, diff)
+		}
+	}
+	if got := MergeSoftmaxPartials([]SoftmaxPartial{partial(3, 3)}, d); maxAbsDiff(got, make([]float64, d)) != 0 {
+		t.Fatalf("no tokens at all should give zeros, got %v", got)
+	}
+	if math.Abs(want[2]-1) > 1e-12 {
+		t.Fatalf("softmax weights should sum to 1, got %v", want[2])
+	}
+}
+
+func TestAppendKVThenAttentionSeesToken(t *testing.T) {
+	for _, layout := range []KVLayout{KVContiguous, KVPaged} {
+		t.Run(layout.String(), func(t *testing.T) {
+			s := AttentionShape{Batch: 2, QHeads: 2, KVHeads: 1, HeadDim: 64, Context: []int{16, 3},
+				Layout: layout, Capacity: 17, PageSize: 16}.WithDefaults()
+			table := s.ShuffledPageTable(1)
+			k, v := logicalCaches(s, table, func(b, h, tok, i int) float64 { return 0 })
+			kNew := make([]float64, 2*64)
+			vNew := make([]float64, 2*64)
+			for i := range vNew {
+				kNew[i], vNew[i] = 100, 7 // a huge score: the new token takes all the weight
+			}
+			if err := AppendKV(s, table, s.Context, k, v, kNew, vNew); err != nil {
+				t.Fatal(err)
+			}
+			after := s
+			after.Context = []int{17, 4}
+			q := make([]float64, s.QElements())
+			for i := range q {
+				q[i] = 1
+			}
+			out, err := Attention(after, table, q, k, v)
+			if err != nil {
+				t.Fatal(err)
+			}
+			for i, o := range out {
+				if math.Abs(o-7) > 1e-9 {
+					t.Fatalf("out[%d] = %v, want the appended token's 7", i, o)
+				}
+			}
+			if err := AppendKV(s, table, []int{s.SeqCapacity(), 0}, k, v, kNew, vNew); err == nil {
+				t.Fatal("append past the capacity accepted")
+			}
+		})
+	}
+}
+
+func TestAttentionShapeValidate(t *testing.T) {
+	good := AttentionShape{Batch: 2, QHeads: 8, KVHeads: 2, HeadDim: 128, Context: []int{5, 9}}
+	for _, tc := range []struct {
+		name string
+		edit func(*AttentionShape)
+		want string // "" = valid
+	}{
+		{"valid contiguous", func(s *AttentionShape) {}, ""},
+		{"valid paged", func(s *AttentionShape) { s.Layout, s.PageSize = KVPaged, 256 }, ""},
+		{"zero batch", func(s *AttentionShape) { s.Batch, s.Context = 0, nil }, "batch 0"},
+		{"group not integral", func(s *AttentionShape) { s.KVHeads = 3 }, "not a multiple of kv_heads 3"},
+		{"head dim 112", func(s *AttentionShape) { s.HeadDim = 112 }, "head_dim 112 unsupported"},
+		{"context count", func(s *AttentionShape) { s.Context = []int{5} }, "1 context lengths for a batch of 2"},
+		{"context zero", func(s *AttentionShape) { s.Context = []int{5, 0} }, "context length 0 of sequence 1"},
+		{"capacity short", func(s *AttentionShape) { s.Capacity = 8 }, "capacity 8 is less than the longest context 9"},
+		{"page 8", func(s *AttentionShape) { s.Layout, s.PageSize = KVPaged, 8 }, "page size 8 unsupported"},
+		{"page 48", func(s *AttentionShape) { s.Layout, s.PageSize = KVPaged, 48 }, "page size 48 unsupported"},
+		{"page 512", func(s *AttentionShape) { s.Layout, s.PageSize = KVPaged, 512 }, "page size 512 unsupported"},
+		{"negative scale", func(s *AttentionShape) { s.Scale = -1 }, "scale -1"},
+		{"layout", func(s *AttentionShape) { s.Layout = 7 }, "unknown KV layout 7"},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			s := good
+			s.Context = append([]int(nil), good.Context...)
+			tc.edit(&s)
+			err := s.WithDefaults().Validate()
+			switch {
+			case tc.want == "" && err != nil:
+				t.Fatalf("unexpected error %v", err)
+			case tc.want != "" && (err == nil || !strings.Contains(err.Error(), tc.want)):
+				t.Fatalf("error %v, want one containing %q", err, tc.want)
+			}
+		})
+	}
+}
+
+func TestValidatePageTable(t *testing.T) {
+	s := AttentionShape{Batch: 2, QHeads: 1, KVHeads: 1, HeadDim: 64, Context: []int{20, 5},
+		Layout: KVPaged, PageSize: 16, PagesPerSeq: 2, NumPages: 4}.WithDefaults()
+	if err := s.ValidatePageTable([]int32{3, 0, 1, -1}, s.Context); err != nil {
+		t.Fatalf("a good table refused: %v", err)
+	}
+	if err := s.ValidatePageTable([]int32{3, 0, 3, -1}, s.Context); err == nil || !strings.Contains(err.Error(), "given twice") {
+		t.Fatalf("a shared page accepted: %v", err)
+	}
+	if err := s.ValidatePageTable([]int32{3, 4, 1, -1}, s.Context); err == nil || !strings.Contains(err.Error(), "out of range") {
+		t.Fatalf("a page past the cache accepted: %v", err)
+	}
+	if err := s.ValidatePageTable([]int32{3, 0, -1, 2}, s.Context); err == nil {
+		t.Fatal("a -1 page where a token lives accepted")
+	}
+}
+
+func TestShuffledPageTableIsAPermutation(t *testing.T) {
+	s := AttentionShape{Batch: 3, QHeads: 1, KVHeads: 1, HeadDim: 64, Context: []int{40, 40, 40},
+		Layout: KVPaged, PageSize: 16}.WithDefaults()
+	table := s.ShuffledPageTable(42)
+	if err := s.ValidatePageTable(table, []int{48, 48, 48}); err != nil {
+		t.Fatal(err)
+	}
+	identity := true
+	for i, p := range table {
+		identity = identity && int(p) == i
+	}
+	if identity {
+		t.Fatal("the shuffle left the identity")
+	}
+}
+
+func TestHashedInputRounds(t *testing.T) {
+	for _, d := range []DType{BF16, FP16} {
+		x := HashedInput(d, 7, 100, 0.5)
+		for i, v := range x {
+			if want := float64(Round(d, HashUniform(7, uint64(i))*0.5)); v != want {
+				t.Fatalf("%v[%d] = %v, want %v", d, i, v, want)
+			}
+			if float64(Round(d, float32(v))) != v {
+				t.Fatalf("%v[%d] = %v is not a %v value", d, i, v, d)
+			}
+		}
+	}
+}
