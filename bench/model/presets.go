@@ -1,0 +1,90 @@
+package model
+
+// Presets are built from each model's Hugging Face config.json. PublishedParams
+// is the count on the model card or the Hugging Face page; presets_test.go
+// checks ParamsTotal against it within 0.5%.
+
+// dense builds a bf16, whole-model preset with a gated MLP.
+func dense(family, name string, hidden, ffn, layers, qHeads, kvHeads, headDim, vocab int, tied bool, published float64) Shape {
+	return Shape{
+		Name: name, Family: family,
+		Hidden: hidden, FFN: ffn, Layers: layers,
+		QHeads: qHeads, KVHeads: kvHeads, HeadDim: headDim, Vocab: vocab,
+		TiedEmbeddings: tied, AttnBias: family == "qwen2", GatedMLP: true,
+		WeightDType: BF16, KVDType: BF16, TP: 1,
+		PublishedParams: published, Source: "preset",
+	}
+}
+
+// moe builds a Mixtral-style preset: no dense MLP, experts of width expertFFN.
+func moe(name string, hidden, expertFFN, layers, qHeads, kvHeads, vocab, experts, perToken int, published float64) Shape {
+	s := dense("mixtral", name, hidden, 0, layers, qHeads, kvHeads, hidden/qHeads, vocab, false, published)
+	s.Experts, s.ExpertsPerToken, s.ExpertFFN = experts, perToken, expertFFN
+	return s
+}
+
+// presets holds each preset with the other names Lookup accepts for it. Lookup
+// already ignores case, separators, an "org/" prefix, "Meta-" and the suffixes
+// -Instruct, -Chat, -hf, -it and -Base, so aliases list only what differs.
+var presets = []struct {
+	shape   Shape
+	aliases []string
+}{
+	{dense("llama", "Llama-2-7B", 4096, 11008, 32, 32, 32, 128, 32000, false, 6.74e9), nil},
+	{dense("llama", "Llama-2-13B", 5120, 13824, 40, 40, 40, 128, 32000, false, 13.0e9), nil},
+	{dense("llama", "Llama-2-70B", 8192, 28672, 80, 64, 8, 128, 32000, false, 69.0e9), nil},
+	{dense("llama", "Llama-3-8B", 4096, 14336, 32, 32, 8, 128, 128256, false, 8.03e9), nil},
+	{dense("llama", "Llama-3-70B", 8192, 28672, 80, 64, 8, 128, 128256, false, 70.6e9), nil},
+	// Llama 3.1 changes RoPE scaling (128k context), not the shape.
+	{dense("llama", "Llama-3.1-8B", 4096, 14336, 32, 32, 8, 128, 128256, false, 8.03e9), nil},
+	{dense("llama", "Llama-3.1-70B", 8192, 28672, 80, 64, 8, 128, 128256, false, 70.6e9), []string{"Llama-3.3-70B"}},
+	{dense("llama", "Llama-3.1-405B", 16384, 53248, 126, 128, 8, 128, 128256, false, 405.9e9), nil},
+	{dense("llama", "Llama-3.2-1B", 2048, 8192, 16, 32, 8, 64, 128256, true, 1.24e9), nil},
+	{dense("llama", "Llama-3.2-3B", 3072, 8192, 28, 24, 8, 128, 128256, true, 3.21e9), nil},
+
+	// Mistral-7B v0.1 and v0.2 share a shape; v0.3 grows the vocabulary to 32768.
+	{dense("mistral", "Mistral-7B", 4096, 14336, 32, 32, 8, 128, 32000, false, 7.24e9),
+		[]string{"Mistral-7B-v0.1", "Mistral-7B-v0.2"}},
+	{dense("mistral", "Mistral-7B-v0.3", 4096, 14336, 32, 32, 8, 128, 32768, false, 7.25e9), nil},
+	// Nemo: head_dim 128 on a 5120-wide model with 32 heads.
+	{dense("mistral", "Mistral-Nemo-12B", 5120, 14336, 40, 32, 8, 128, 131072, false, 12.2e9),
+		[]string{"Mistral-Nemo", "Mistral-Nemo-2407", "Mistral-Nemo-12B-2407"}},
+	// Active: 12.9B and 39B.
+	{moe("Mixtral-8x7B", 4096, 14336, 32, 32, 8, 32000, 8, 2, 46.7e9), []string{"Mixtral-8x7B-v0.1"}},
+	{moe("Mixtral-8x22B", 6144, 16384, 56, 48, 8, 32768, 8, 2, 141e9), []string{"Mixtral-8x22B-v0.1"}},
+
+	// Qwen2.5 counts from the Hugging Face pages (0.5B: 494M). The 14B and 32B
+	// model cards say 14.7B and 32.5B, 0.5% and 0.8% below what their
+	// config.json shapes hold (14.77B, 32.76B); no count is checked for them.
+	{dense("qwen2", "Qwen2.5-0.5B", 896, 4864, 24, 14, 2, 64, 151936, true, 0.494e9), nil},
+	{dense("qwen2", "Qwen2.5-1.5B", 1536, 8960, 28, 12, 2, 128, 151936, true, 1.54e9), nil},
+	{dense("qwen2", "Qwen2.5-3B", 2048, 11008, 36, 16, 2, 128, 151936, true, 3.09e9), nil},
+	{dense("qwen2", "Qwen2.5-7B", 3584, 18944, 28, 28, 4, 128, 152064, false, 7.62e9), nil},
+	{dense("qwen2", "Qwen2.5-14B", 5120, 13824, 48, 40, 8, 128, 152064, false, 0), nil},
+	{dense("qwen2", "Qwen2.5-32B", 5120, 27648, 64, 40, 8, 128, 152064, false, 0), nil},
+	{dense("qwen2", "Qwen2.5-72B", 8192, 29568, 80, 64, 8, 128, 152064, false, 72.7e9), nil},
+
+	// Gemma: GeGLU MLP, tied embeddings over a 256000-token vocabulary, and
+	// head_dim not tied to the width (Gemma-7B: 16 x 256 = 4096 on 3072).
+	{dense("gemma", "Gemma-2B", 2048, 16384, 18, 8, 1, 256, 256000, true, 2.51e9), nil},
+	{dense("gemma", "Gemma-7B", 3072, 24576, 28, 16, 16, 256, 256000, true, 8.54e9), nil},
+	{dense("gemma2", "Gemma-2-2B", 2304, 9216, 26, 8, 4, 256, 256000, true, 2.61e9), nil},
+	{dense("gemma2", "Gemma-2-9B", 3584, 14336, 42, 16, 8, 256, 256000, true, 9.24e9), nil},
+	{dense("gemma2", "Gemma-2-27B", 4608, 36864, 46, 32, 16, 128, 256000, true, 27.2e9), nil},
+
+	// Phi-3: the 4k and 128k variants, and Phi-3.5-mini, differ only in RoPE.
+	{dense("phi3", "Phi-3-mini", 3072, 8192, 32, 32, 32, 96, 32064, false, 3.82e9),
+		[]string{"Phi-3-mini-4k", "Phi-3-mini-128k", "Phi-3.5-mini"}},
+	// Published as "14B"; the shape holds 13.96B.
+	{dense("phi3", "Phi-3-medium", 5120, 17920, 40, 40, 10, 128, 32064, false, 14.0e9),
+		[]string{"Phi-3-medium-4k", "Phi-3-medium-128k"}},
+}
+
+// Presets returns every built-in shape, whole-model and bf16, in a stable order.
+func Presets() []Shape {
+	out := make([]Shape, len(presets))
+	for i, p := range presets {
+		out[i] = p.shape
+	}
+	return out
+}

@@ -1,0 +1,178 @@
+package model
+
+import (
+	"fmt"
+	"strings"
+)
+
+// Shape is everything about a decoder-only transformer that decides the cost of
+// a decode step. Every layer is attention (fused QKV projection, attention over
+// the KV cache, output projection) followed by an MLP: a dense one, a mixture of
+// experts, or both. Norms are RMSNorm (one weight vector of Hidden each).
+type Shape struct {
+	Name   string
+	Family string // "llama", "mistral", "mixtral", "qwen2", "gemma", "gemma2", "phi3" or "custom"
+
+	Hidden  int // model width: residual stream, embedding rows
+	FFN     int // dense MLP width; 0 for a mixture of experts without a dense MLP (Mixtral)
+	Layers  int
+	QHeads  int
+	KVHeads int // < QHeads for grouped-query attention; must divide QHeads
+	HeadDim int // need not be Hidden/QHeads (Gemma-7B: 16 x 256 on a 3072-wide model)
+	Vocab   int
+
+	TiedEmbeddings bool // the LM head reuses the embedding table
+	AttnBias       bool // bias on the Q, K and V projections (Qwen2 always; Llama's attention_bias)
+	OProjBias      bool // bias on the output projection (Llama's attention_bias sets it with AttnBias)
+	MLPBias        bool // bias on the MLP and expert projections (Llama's mlp_bias)
+	GatedMLP       bool // gate and up projections (SwiGLU, GeGLU); false: up projection only
+
+	// Mixture of experts: each token goes to ExpertsPerToken of Experts MLPs of
+	// width ExpertFFN, chosen by a router (a Hidden x Experts linear).
+	Experts, ExpertsPerToken, ExpertFFN int // Experts == 0: dense
+
+	WeightDType, KVDType DType
+
+	TP int // tensor-parallel degree this shape is one GPU's shard of (1 = whole model)
+
+	PublishedParams float64 // published parameter count of the whole model for presets, 0 when unknown
+	Source          string  // "preset" or the config.json path
+}
+
+// Families lists the accepted values of Shape.Family.
+func Families() []string {
+	return []string{"llama", "mistral", "mixtral", "qwen2", "gemma", "gemma2", "phi3", "custom"}
+}
+
+// IsMoE reports whether the layers route tokens to experts.
+func (s Shape) IsMoE() bool { return s.Experts > 0 }
+
+// NormsPerLayer is the number of RMSNorm weight vectors per layer: 2 (before
+// attention and before the MLP), 4 for Gemma 2, which also norms each output.
+func (s Shape) NormsPerLayer() int {
+	if s.Family == "gemma2" {
+		return 4
+	}
+	return 2
+}
+
+// String names the model and, for a shard, the tensor-parallel degree.
+func (s Shape) String() string {
+	if s.TP > 1 {
+		return fmt.Sprintf("%s (1/%d tensor-parallel shard)", s.label(), s.TP)
+	}
+	return s.label()
+}
+
+func (s Shape) label() string {
+	if s.Name == "" {
+		return "(unnamed model)"
+	}
+	return s.Name
+}
+
+// Validate checks that the shape describes a model the arithmetic can count:
+// every size positive, the heads grouped evenly, experts consistent, known
+// dtypes. The error names the field and its value.
+func (s Shape) Validate() error {
+	bad := func(format string, args ...any) error {
+		return fmt.Errorf("model %s: "+format, append([]any{s.label()}, args...)...)
+	}
+	known := false
+	for _, f := range Families() {
+		known = known || s.Family == f
+	}
+	if !known {
+		return bad("Family = %q: accepted are %s", s.Family, strings.Join(Families(), ", "))
+	}
+	for _, f := range []struct {
+		name  string
+		value int
+	}{
+		{"Hidden", s.Hidden}, {"Layers", s.Layers}, {"QHeads", s.QHeads},
+		{"KVHeads", s.KVHeads}, {"HeadDim", s.HeadDim}, {"Vocab", s.Vocab}, {"TP", s.TP},
+	} {
+		if f.value <= 0 {
+			return bad("%s = %d: must be positive", f.name, f.value)
+		}
+	}
+	if s.QHeads%s.KVHeads != 0 {
+		return bad("QHeads = %d is not a multiple of KVHeads = %d: each KV head serves a whole group of query heads", s.QHeads, s.KVHeads)
+	}
+	switch {
+	case s.Experts < 0:
+		return bad("Experts = %d: must be 0 (dense) or positive", s.Experts)
+	case s.Experts == 0 && s.FFN <= 0:
+		return bad("FFN = %d: a dense model needs a positive MLP width", s.FFN)
+	case s.Experts == 0 && (s.ExpertsPerToken != 0 || s.ExpertFFN != 0):
+		return bad("ExpertsPerToken = %d, ExpertFFN = %d with Experts = 0: set Experts for a mixture of experts, or zero both", s.ExpertsPerToken, s.ExpertFFN)
+	case s.Experts > 0 && (s.ExpertsPerToken < 1 || s.ExpertsPerToken > s.Experts):
+		return bad("ExpertsPerToken = %d: must be between 1 and Experts = %d", s.ExpertsPerToken, s.Experts)
+	case s.Experts > 0 && s.ExpertFFN <= 0:
+		return bad("ExpertFFN = %d: must be positive for a mixture of experts", s.ExpertFFN)
+	case s.FFN < 0:
+		return bad("FFN = %d: must be 0 (no dense MLP) or positive", s.FFN)
+	}
+	if !s.WeightDType.valid() {
+		return bad("WeightDType = %q: accepted are %s", s.WeightDType, dtypeList())
+	}
+	if !s.KVDType.valid() {
+		return bad("KVDType = %q: accepted are %s", s.KVDType, dtypeList())
+	}
+	if s.PublishedParams < 0 {
+		return bad("PublishedParams = %g: must be 0 (unknown) or positive", s.PublishedParams)
+	}
+	return nil
+}
+
+// Shard returns what one GPU holds when the model is split tp ways by Megatron
+// tensor parallelism: the query and KV heads, the MLP width and each expert's
+// width divide by tp; the vocabulary splits into ceil(Vocab/tp) rows per GPU
+// (the last shard padded); Hidden, norms and the router are replicated. A tp
+// that does not divide the heads or the MLP widths is rejected: a GPU must hold
+// whole heads and equal slices. Sharding a shard multiplies TP. Shard(1)
+// returns the shape unchanged.
+func (s Shape) Shard(tp int) (Shape, error) {
+	if err := s.Validate(); err != nil {
+		return Shape{}, err
+	}
+	if tp < 1 {
+		return Shape{}, fmt.Errorf("model %s: tensor-parallel degree %d: must be 1 or more", s.label(), tp)
+	}
+	if tp == 1 {
+		return s, nil
+	}
+	var misfits []string
+	if s.QHeads%tp != 0 {
+		misfits = append(misfits, fmt.Sprintf("%d query heads", s.QHeads))
+	}
+	if s.KVHeads%tp != 0 {
+		misfits = append(misfits, fmt.Sprintf("%d KV heads", s.KVHeads))
+	}
+	if s.FFN%tp != 0 {
+		misfits = append(misfits, fmt.Sprintf("MLP width %d", s.FFN))
+	}
+	if s.ExpertFFN%tp != 0 {
+		misfits = append(misfits, fmt.Sprintf("expert MLP width %d", s.ExpertFFN))
+	}
+	if len(misfits) > 0 {
+		return Shape{}, fmt.Errorf("model %s: tensor-parallel degree %d does not divide its %s; each GPU must hold whole heads and an equal slice of the MLP",
+			s.label(), tp, joinAnd(misfits))
+	}
+	shard := s
+	shard.QHeads /= tp
+	shard.KVHeads /= tp
+	shard.FFN /= tp
+	shard.ExpertFFN /= tp
+	shard.Vocab = (s.Vocab + tp - 1) / tp
+	shard.TP = s.TP * tp
+	return shard, nil
+}
+
+// joinAnd joins items as "a, b and c".
+func joinAnd(items []string) string {
+	if len(items) < 2 {
+		return strings.Join(items, "")
+	}
+	return strings.Join(items[:len(items)-1], ", ") + " and " + items[len(items)-1]
+}
