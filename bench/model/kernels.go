@@ -12,20 +12,26 @@ type Kernel struct {
 	// Name is one of "qkv_proj", "attention", "o_proj", "gate_up_proj" (or
 	// "up_proj" for an MLP without a gate), "down_proj", "router",
 	// "expert_gate_up" (or "expert_up"), "expert_down", "lm_head".
-	Name   string
-	Kind   string  // "linear" or "attention"
-	Repeat float64 // calls per step: Layers, Layers * ExpectedDistinctExperts for experts, 1 for the LM head
+	Name   string  `json:"name"`
+	Kind   string  `json:"kind"`   // "linear" or "attention"
+	Repeat float64 `json:"repeat"` // calls per step: Layers, Layers * ExpectedDistinctExperts for experts, 1 for the LM head
 
 	// Linear: Y[M x N] = X[M x K] * W^T. M is the tokens in the call: the batch,
 	// or for an expert the expected tokens per touched expert,
 	// B*k / ExpectedDistinctExperts(B), rounded up, at least 1.
-	M, N, K int
+	M int `json:"m,omitempty"`
+	N int `json:"n,omitempty"`
+	K int `json:"k,omitempty"`
 
 	// Attention: one layer, Batch sequences of Context cached tokens each.
-	Batch, QHeads, KVHeads, HeadDim, Context int
+	Batch   int `json:"batch,omitempty"`
+	QHeads  int `json:"q_heads,omitempty"`
+	KVHeads int `json:"kv_heads,omitempty"`
+	HeadDim int `json:"head_dim,omitempty"`
+	Context int `json:"context,omitempty"`
 
-	Bytes float64 // minimum bytes one call moves: weights (and bias) + activations in + out, or K and V + Q + O
-	FLOPs float64 // per call: 2*M*N*K, or 4*Batch*QHeads*HeadDim*Context
+	Bytes float64 `json:"bytes"` // minimum bytes one call moves: weights (and bias) + activations in + out, or K and V + Q + O
+	FLOPs float64 `json:"flops"` // per call: 2*M*N*K, or 4*Batch*QHeads*HeadDim*Context
 }
 
 const (

@@ -10,33 +10,36 @@ import (
 // the KV cache, output projection) followed by an MLP: a dense one, a mixture of
 // experts, or both. Norms are RMSNorm (one weight vector of Hidden each).
 type Shape struct {
-	Name   string
-	Family string // "llama", "mistral", "mixtral", "qwen2", "gemma", "gemma2", "phi3" or "custom"
+	Name   string `json:"name"`
+	Family string `json:"family"` // "llama", "mistral", "mixtral", "qwen2", "gemma", "gemma2", "phi3" or "custom"
 
-	Hidden  int // model width: residual stream, embedding rows
-	FFN     int // dense MLP width; 0 for a mixture of experts without a dense MLP (Mixtral)
-	Layers  int
-	QHeads  int
-	KVHeads int // < QHeads for grouped-query attention; must divide QHeads
-	HeadDim int // need not be Hidden/QHeads (Gemma-7B: 16 x 256 on a 3072-wide model)
-	Vocab   int
+	Hidden  int `json:"hidden"` // model width: residual stream, embedding rows
+	FFN     int `json:"ffn"`    // dense MLP width; 0 for a mixture of experts without a dense MLP (Mixtral)
+	Layers  int `json:"layers"`
+	QHeads  int `json:"q_heads"`
+	KVHeads int `json:"kv_heads"` // < QHeads for grouped-query attention; must divide QHeads
+	HeadDim int `json:"head_dim"` // need not be Hidden/QHeads (Gemma-7B: 16 x 256 on a 3072-wide model)
+	Vocab   int `json:"vocab"`
 
-	TiedEmbeddings bool // the LM head reuses the embedding table
-	AttnBias       bool // bias on the Q, K and V projections (Qwen2 always; Llama's attention_bias)
-	OProjBias      bool // bias on the output projection (Llama's attention_bias sets it with AttnBias)
-	MLPBias        bool // bias on the MLP and expert projections (Llama's mlp_bias)
-	GatedMLP       bool // gate and up projections (SwiGLU, GeGLU); false: up projection only
+	TiedEmbeddings bool `json:"tied_embeddings,omitempty"` // the LM head reuses the embedding table
+	AttnBias       bool `json:"attn_bias,omitempty"`       // bias on the Q, K and V projections (Qwen2 always; Llama's attention_bias)
+	OProjBias      bool `json:"o_proj_bias,omitempty"`     // bias on the output projection (Llama's attention_bias sets it with AttnBias)
+	MLPBias        bool `json:"mlp_bias,omitempty"`        // bias on the MLP and expert projections (Llama's mlp_bias)
+	GatedMLP       bool `json:"gated_mlp"`                 // gate and up projections (SwiGLU, GeGLU); false: up projection only
 
 	// Mixture of experts: each token goes to ExpertsPerToken of Experts MLPs of
 	// width ExpertFFN, chosen by a router (a Hidden x Experts linear).
-	Experts, ExpertsPerToken, ExpertFFN int // Experts == 0: dense
+	Experts         int `json:"experts,omitempty"` // 0: dense
+	ExpertsPerToken int `json:"experts_per_token,omitempty"`
+	ExpertFFN       int `json:"expert_ffn,omitempty"`
 
-	WeightDType, KVDType DType
+	WeightDType DType `json:"weight_dtype"`
+	KVDType     DType `json:"kv_dtype"`
 
-	TP int // tensor-parallel degree this shape is one GPU's shard of (1 = whole model)
+	TP int `json:"tp"` // tensor-parallel degree this shape is one GPU's shard of (1 = whole model)
 
-	PublishedParams float64 // published parameter count of the whole model for presets, 0 when unknown
-	Source          string  // "preset" or the config.json path
+	PublishedParams float64 `json:"published_params,omitempty"` // published parameter count of the whole model for presets, 0 when unknown
+	Source          string  `json:"source"`                     // "preset" or the config.json path
 }
 
 // Families lists the accepted values of Shape.Family.

@@ -1,6 +1,7 @@
 package model
 
 import (
+	"encoding/json"
 	"reflect"
 	"strings"
 	"testing"
@@ -123,5 +124,38 @@ func TestShardVocabRoundsUp(t *testing.T) {
 	shard, err := s.Shard(2)
 	if err != nil || shard.Vocab != 16001 {
 		t.Errorf("Shard(2) vocab = %d, %v; want ceil(32001/2) = 16001", shard.Vocab, err)
+	}
+}
+
+// Shapes and kernels go into result records as JSON: they must read back equal.
+func TestJSONRoundTrip(t *testing.T) {
+	shard, err := mustLookup(t, "mixtral-8x7b").Shard(2)
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, s := range append(Presets(), shard) {
+		data, err := json.Marshal(s)
+		if err != nil {
+			t.Fatal(err)
+		}
+		var back Shape
+		if err := json.Unmarshal(data, &back); err != nil || !reflect.DeepEqual(back, s) {
+			t.Errorf("%s: JSON %s read back as %+v, %v", s.Name, data, back, err)
+		}
+		kernels := s.Kernels(3, 100)
+		data, err = json.Marshal(kernels)
+		if err != nil {
+			t.Fatal(err)
+		}
+		var kernelsBack []Kernel
+		if err := json.Unmarshal(data, &kernelsBack); err != nil || !reflect.DeepEqual(kernelsBack, kernels) {
+			t.Errorf("%s kernels: JSON %s read back as %+v, %v", s.Name, data, kernelsBack, err)
+		}
+	}
+	data, _ := json.Marshal(mustLookup(t, "qwen2.5-7b"))
+	for _, key := range []string{`"q_heads":28`, `"kv_heads":4`, `"attn_bias":true`, `"weight_dtype":"bf16"`} {
+		if !strings.Contains(string(data), key) {
+			t.Errorf("JSON %s lacks %s", data, key)
+		}
 	}
 }
