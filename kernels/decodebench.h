@@ -157,6 +157,10 @@ typedef struct {
 } db_probe_params;
 
 int db_probe(db_context *ctx, db_probe_params *p);
+/* Validates p and resolves blocks and threads where they are 0 (auto), filling blocks_used,
+ * threads_used, bytes_moved and flops as db_probe would, without launching anything: FMA_F32 and
+ * MMA_BF16 write blocks_used * threads_used floats to result, so size it from this first. */
+int db_probe_plan(db_context *ctx, db_probe_params *p);
 
 /* ---- decode attention over a KV cache (kernels/attention.cu) ------------------------------ */
 

@@ -1,5 +1,72 @@
-# Placeholder: the kernels build rules (nvcc and g++ emulation) live here.
-$(LIBDIR)/libdecodebench_cuda.so:
-	@echo "kernels: not built yet" >&2; exit 1
-$(LIBDIR)/libdecodebench_emu.so:
-	@mkdir -p $(LIBDIR)
+# kernels/kernels.mk: builds the two kernels libraries from the same sources. Included by the
+# top-level Makefile, which defines LIBDIR, NVCC and CXX.
+#
+#   make kernels   lib/libdecodebench_cuda.so   nvcc, sm_80/86/89/90 machine code + compute_90 PTX
+#   make emu       lib/libdecodebench_emu.so    g++ -x c++ on the same .cu files + kernels/emu
+#   make emu-test  the emulator's and the kernels' own C++ tests, run under emulation
+#
+# nvcc: Debian's CUDA 11.8 nvcc runs g++-11 through its own wrapper
+# (/usr/lib/nvidia-cuda-toolkit/bin/g++); g++-12 as host compiler needs -allow-unsupported-compiler
+# (its host_config.h rejects gcc > 11), so that is left to NVCC_HOST_FLAGS, e.g.
+#   make kernels NVCC_HOST_FLAGS="-ccbin g++-12 -allow-unsupported-compiler"
+# CUDA 12/13 accept g++-12 as is.
+
+KERNELS_BUILD   := build
+KERNELS_CU      := $(wildcard kernels/*.cu)
+KERNELS_DEPS    := $(wildcard kernels/*.h kernels/*.cuh kernels/emu/*.h) kernels/kernels.mk
+EMU_RUNTIME_SRC := $(filter-out %_test.cpp,$(wildcard kernels/emu/*.cpp))
+
+NVCC_GENCODE := -gencode arch=compute_80,code=sm_80 -gencode arch=compute_86,code=sm_86 \
+                -gencode arch=compute_89,code=sm_89 -gencode arch=compute_90,code=sm_90 \
+                -gencode arch=compute_90,code=compute_90
+NVCC_HOST_FLAGS ?=
+KERNELS_NVCCFLAGS := -O3 -std=c++17 $(NVCC_GENCODE) -Werror all-warnings \
+                     -Xcompiler -fPIC,-Wall,-Wextra,-Werror -Xptxas -v $(NVCC_HOST_FLAGS)
+EMU_CXXFLAGS := -O2 -std=c++20 -fPIC -pthread -Wall -Wextra -Werror
+
+CUDA_OBJS := $(patsubst kernels/%.cu,$(KERNELS_BUILD)/cuda/%.o,$(KERNELS_CU))
+EMU_OBJS  := $(patsubst kernels/%.cu,$(KERNELS_BUILD)/emu/%.o,$(KERNELS_CU)) \
+             $(patsubst kernels/emu/%.cpp,$(KERNELS_BUILD)/emu/runtime/%.o,$(EMU_RUNTIME_SRC))
+
+# ---- CUDA ----
+# Each object's nvcc output (ptxas -v: registers, stack, spills per kernel and architecture) goes
+# to a log beside it and to the terminal; the library rule gathers the logs into
+# build/kernels-ptxas.log and fails if a kernel spills.
+$(KERNELS_BUILD)/cuda/%.o: kernels/%.cu $(KERNELS_DEPS)
+	@mkdir -p $(@D)
+	$(NVCC) $(KERNELS_NVCCFLAGS) -c $< -o $@ > $(@:.o=.ptxas.log) 2>&1; \
+	  rc=$$?; cat $(@:.o=.ptxas.log); exit $$rc
+
+$(LIBDIR)/libdecodebench_cuda.so: $(CUDA_OBJS) kernels/exports.map kernels/check-spills.sh
+	@mkdir -p $(@D)
+	cat $(CUDA_OBJS:.o=.ptxas.log) > $(KERNELS_BUILD)/kernels-ptxas.log
+	sh kernels/check-spills.sh $(KERNELS_BUILD)/kernels-ptxas.log
+	$(NVCC) -shared -cudart static $(NVCC_HOST_FLAGS) -o $@ $(CUDA_OBJS) \
+	  -Xlinker --version-script=kernels/exports.map
+
+# ---- emulation ----
+$(KERNELS_BUILD)/emu/%.o: kernels/%.cu $(KERNELS_DEPS)
+	@mkdir -p $(@D)
+	$(CXX) $(EMU_CXXFLAGS) -x c++ -c $< -o $@
+
+$(KERNELS_BUILD)/emu/runtime/%.o: kernels/emu/%.cpp $(KERNELS_DEPS)
+	@mkdir -p $(@D)
+	$(CXX) $(EMU_CXXFLAGS) -c $< -o $@
+
+$(LIBDIR)/libdecodebench_emu.so: $(EMU_OBJS) kernels/exports.map
+	@mkdir -p $(@D)
+	$(CXX) -shared -pthread -o $@ $(EMU_OBJS) -Wl,--version-script=kernels/exports.map
+
+# ---- tests (fast: well under a minute under emulation) ----
+# emu_test links the objects, so its own test kernels can use common.cuh's internals;
+# linear_test uses only decodebench.h, through the library, as the Go side does.
+.PHONY: emu-test
+emu-test: $(KERNELS_BUILD)/emu/emu_test $(KERNELS_BUILD)/emu/linear_test
+	$(KERNELS_BUILD)/emu/emu_test
+	$(KERNELS_BUILD)/emu/linear_test
+
+$(KERNELS_BUILD)/emu/emu_test: kernels/emu/emu_test.cpp $(EMU_OBJS)
+	$(CXX) $(EMU_CXXFLAGS) -o $@ $< $(EMU_OBJS)
+
+$(KERNELS_BUILD)/emu/linear_test: kernels/emu/linear_test.cpp $(LIBDIR)/libdecodebench_emu.so
+	$(CXX) $(EMU_CXXFLAGS) -o $@ $< -L$(LIBDIR) -ldecodebench_emu -Wl,-rpath,$(CURDIR)/$(LIBDIR)

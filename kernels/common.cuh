@@ -1,0 +1,314 @@
+/*
+ * common.cuh: what every .cu file in kernels/ shares, for both builds.
+ *
+ *   nvcc (__CUDACC__):  the CUDA headers; PTX through asm volatile.
+ *   g++  (-x c++):      emu/emu.h, the host emulation of the same subset; every PTX wrapper below
+ *                       has a host version that follows the PTX ISA's documented semantics.
+ *
+ * Sections: portability, the seam (statuses, errors, contexts, launches), dtypes, warp
+ * reductions, PTX wrappers.
+ */
+#ifndef DECODEBENCH_COMMON_CUH
+#define DECODEBENCH_COMMON_CUH
+
+#include <algorithm>
+#include <cstddef>
+#include <cstdint>
+#include <new>
+#include <string>
+#include <utility>
+
+#include "dbhash.h"
+#include "decodebench.h"
+
+/* ---- portability ------------------------------------------------------------------------------ */
+
+#if defined(__CUDACC__)
+#include <cuda_bf16.h>
+#include <cuda_fp16.h>
+#include <cuda_runtime.h>
+#define DB_EMU 0
+#define DB_UNROLL _Pragma("unroll")
+#else
+#include "emu/emu.h"
+#define DB_EMU 1
+#define DB_UNROLL /* g++ -O2 picks its own unrolling; emulation speed is set by the fibers */
+#endif
+
+#define DB_DEVICE __device__ __forceinline__
+
+/* Dynamic shared memory: a pointer of `type` named `name`, 16-byte aligned. */
+#if DB_EMU
+#define DB_EXTERN_SHARED(type, name) type *name = reinterpret_cast<type *>(::db_emu::dynamic_smem())
+#else
+#define DB_EXTERN_SHARED(type, name)                                 \
+  extern __shared__ __align__(16) unsigned char db_smem_##name[];    \
+  type *name = reinterpret_cast<type *>(db_smem_##name)
+#endif
+
+/* ---- the seam: statuses, errors, contexts ----------------------------------------------------- */
+
+/* A context: one device, one non-blocking stream, and the device numbers the launch heuristics
+ * read (cached at creation so a launch makes no attribute queries). */
+struct db_context {
+  int32_t device;
+  cudaStream_t stream;
+  int32_t sm_count;
+  int32_t max_threads_per_sm;
+  int64_t l2_bytes;
+  int64_t smem_per_block_optin_bytes;
+};
+
+/* Records the calling thread's failure detail (printf-style) and returns status. Never throws. */
+int db_fail(int status, const char *fmt, ...) __attribute__((format(printf, 2, 3)));
+/* Maps a CUDA error to a status (OOM, NO_DEVICE, LAUNCH or CUDA) with `what` and the error name. */
+int db_fail_cuda(cudaError_t error, const char *what);
+/* Validates ctx and makes its device current on the calling thread. */
+int db_enter(db_context *ctx);
+
+#define DB_CHECK(expr)                       \
+  do {                                       \
+    const int db_status_ = (expr);           \
+    if (db_status_ != DB_OK) return db_status_; \
+  } while (0)
+
+#define DB_CHECK_CUDA(call)                                      \
+  do {                                                           \
+    const cudaError_t db_error_ = (call);                        \
+    if (db_error_ != cudaSuccess) return db_fail_cuda(db_error_, #call); \
+  } while (0)
+
+/* Runs an API function's body so that no C++ exception crosses the C seam. */
+template <class F>
+int db_guard(const char *function, F &&body) noexcept {
+  try {
+    return body();
+  } catch (const std::bad_alloc &) {
+    return db_fail(DB_ERR_OUT_OF_MEMORY, "%s: out of host memory", function);
+  } catch (const std::exception &e) {
+    return db_fail(DB_ERR_INTERNAL, "%s: unexpected exception: %s", function, e.what());
+  } catch (...) {
+    return db_fail(DB_ERR_INTERNAL, "%s: unexpected exception", function);
+  }
+}
+
+/* Launches kernel<<<grid, block, smem, stream>>>(args...) (or its emulation) and returns a status;
+ * the message names the kernel. Template kernels go in parentheses: DB_LAUNCH((k<T, 4>), ...). */
+#define DB_LAUNCH(kernel, grid, block, smem, stream, ...) \
+  db_launch(#kernel, kernel, grid, block, smem, stream, __VA_ARGS__)
+
+template <class... P, class... A>
+int db_launch(const char *name, void (*kernel)(P...), dim3 grid, dim3 block, size_t smem,
+              cudaStream_t stream, A &&...args) {
+#if DB_EMU
+  (void)stream;
+  std::string message;
+  switch (db_emu::launch(name, kernel, grid, block, smem, message, std::forward<A>(args)...)) {
+    case db_emu::LAUNCH_OK: return DB_OK;
+    case db_emu::LAUNCH_DEADLOCK: return db_fail(DB_ERR_EMU_DEADLOCK, "%s", message.c_str());
+    case db_emu::LAUNCH_FAILED: break;
+  }
+  return db_fail(DB_ERR_LAUNCH, "%s", message.c_str());
+#else
+  kernel<<<grid, block, smem, stream>>>(std::forward<A>(args)...);
+  const cudaError_t error = cudaGetLastError();
+  if (error != cudaSuccess)
+    return db_fail(DB_ERR_LAUNCH,
+                   "launch of %s (grid %u,%u,%u, block %u,%u,%u, %zu bytes of dynamic shared "
+                   "memory): %s: %s",
+                   name, grid.x, grid.y, grid.z, block.x, block.y, block.z, smem,
+                   cudaGetErrorName(error), cudaGetErrorString(error));
+  return DB_OK;
+#endif
+}
+
+inline const char *db_dtype_name(int32_t dtype) {
+  switch (dtype) {
+    case DB_DTYPE_F32: return "f32";
+    case DB_DTYPE_BF16: return "bf16";
+    case DB_DTYPE_FP16: return "fp16";
+    case DB_DTYPE_U32: return "u32";
+  }
+  return "unknown";
+}
+
+inline uint64_t db_ceil_div(uint64_t a, uint64_t b) { return (a + b - 1) / b; }
+
+/* min for kernels: CUDA's ::min overloads are device-only, std::min is host-only before C++20. */
+template <class T>
+DB_HD T db_min(T a, T b) {
+  return b < a ? b : a;
+}
+
+/* ---- dtypes: 16-bit floats as packed pairs in 32-bit words ------------------------------------ */
+
+template <class T>
+struct db_dtype;
+
+template <>
+struct db_dtype<__nv_bfloat16> {
+  /* bf16 is the top half of an fp32: unpacking is a shift and a mask, no conversion unit */
+  static DB_DEVICE float2 unpack(uint32_t pair) {
+    return make_float2(__uint_as_float(pair << 16), __uint_as_float(pair & 0xffff0000u));
+  }
+  static DB_DEVICE __nv_bfloat16 from_float(float v) { return __float2bfloat16_rn(v); }
+  static DB_DEVICE uint32_t pack(float lo, float hi) {
+    return (uint32_t)__bfloat16_as_ushort(__float2bfloat16_rn(lo)) |
+           (uint32_t)__bfloat16_as_ushort(__float2bfloat16_rn(hi)) << 16;
+  }
+};
+
+template <>
+struct db_dtype<__half> {
+  static DB_DEVICE float2 unpack(uint32_t pair) {
+    return make_float2(__half2float(__ushort_as_half((unsigned short)(pair & 0xffffu))),
+                       __half2float(__ushort_as_half((unsigned short)(pair >> 16))));
+  }
+  static DB_DEVICE __half from_float(float v) { return __float2half_rn(v); }
+  static DB_DEVICE uint32_t pack(float lo, float hi) {
+    return (uint32_t)__half_as_ushort(__float2half_rn(lo)) |
+           (uint32_t)__half_as_ushort(__float2half_rn(hi)) << 16;
+  }
+};
+
+/* ---- warp reductions (butterfly: every lane ends with the total) ------------------------------ */
+
+template <class T>
+DB_DEVICE T db_warp_sum(T v) {
+  DB_UNROLL
+  for (int offset = 16; offset > 0; offset >>= 1) v += __shfl_xor_sync(0xffffffffu, v, offset);
+  return v;
+}
+
+/* ---- PTX wrappers ----------------------------------------------------------------------------- */
+
+/* 16-byte load of data read once (weights, probe inputs): through the non-coherent path, without
+ * allocating in L1 so the reused activations stay there. PTX: ld.global.nc.L1::no_allocate.v4.u32
+ * (sm_70+, PTX ISA 7.4). */
+#if DB_EMU
+inline uint4 db_ld_stream_v4(const uint4 *p) { return *p; }
+#else
+DB_DEVICE uint4 db_ld_stream_v4(const uint4 *p) {
+  uint4 v;
+  asm volatile("ld.global.nc.L1::no_allocate.v4.u32 {%0, %1, %2, %3}, [%4];"
+               : "=r"(v.x), "=r"(v.y), "=r"(v.z), "=r"(v.w)
+               : "l"(p));
+  return v;
+}
+#endif
+
+/* 16-byte load of read-only data that other warps reuse (activations): ld.global.nc.v4.u32. */
+#if DB_EMU
+inline uint4 db_ld_nc_v4(const uint4 *p) { return *p; }
+#else
+DB_DEVICE uint4 db_ld_nc_v4(const uint4 *p) {
+  uint4 v;
+  asm volatile("ld.global.nc.v4.u32 {%0, %1, %2, %3}, [%4];"
+               : "=r"(v.x), "=r"(v.y), "=r"(v.z), "=r"(v.w)
+               : "l"(p));
+  return v;
+}
+#endif
+
+/*
+ * acc += A * B with mma.sync.aligned.m16n8k16.row.col.f32.{bf16,f16}.{bf16,f16}.f32, one warp.
+ * Fragments (PTX ISA, "Matrix Fragments for mma.m16n8k16 with floating point type"), with
+ * g = lane >> 2 (groupID) and t = lane % 4 (threadID_in_group); each 32-bit register holds two
+ * 16-bit elements, the lower index in the lower half:
+ *   A 16x16, a[0..3] = elements a0..a7:  row = g + 8 * ((i >> 1) & 1),  col = 2t + (i & 1) + 8 * (i >> 2)
+ *   B 16x8,  b[0..1] = elements b0..b3:  row = 2t + (i & 1) + 8 * (i >> 1),  col = g
+ *   C/D 16x8 f32, acc[0..3]:             row = g + 8 * (i >> 1),  col = 2t + (i & 1)
+ */
+#if DB_EMU
+namespace db_emu_ptx {
+struct MmaOperands {
+  uint32_t a[4];
+  uint32_t b[2];
+  float c[4];
+};
+inline float element_to_float(uint16_t bits, bool bf16) {
+  return bf16 ? __bfloat162float(__ushort_as_bfloat16(bits)) : __half2float(__ushort_as_half(bits));
+}
+/* The last lane to arrive computes D = A * B + C for the whole warp from every lane's fragments.
+ * Products of 16-bit floats are exact in double and the sum is rounded once to fp32; a tensor
+ * core's fp32 accumulation order is unspecified, so results agree to fp32 rounding. */
+template <bool Bf16>
+void mma_m16n8k16_complete(void *const *in, void *const *out, unsigned mask) {
+  if (mask != 0xffffffffu) db_emu::fail_launch("mma.sync.aligned needs all 32 lanes of the warp");
+  double A[16][16], B[16][8], C[16][8];
+  for (int lane = 0; lane < 32; ++lane) {
+    const MmaOperands &f = *static_cast<const MmaOperands *>(in[lane]);
+    const int g = lane >> 2, t = lane & 3;
+    for (int i = 0; i < 8; ++i) {
+      const uint16_t bits = (uint16_t)(f.a[i >> 1] >> (16 * (i & 1)));
+      A[g + 8 * ((i >> 1) & 1)][2 * t + (i & 1) + 8 * (i >> 2)] = element_to_float(bits, Bf16);
+    }
+    for (int i = 0; i < 4; ++i) {
+      const uint16_t bits = (uint16_t)(f.b[i >> 1] >> (16 * (i & 1)));
+      B[2 * t + (i & 1) + 8 * (i >> 1)][g] = element_to_float(bits, Bf16);
+    }
+    for (int i = 0; i < 4; ++i) C[g + 8 * (i >> 1)][2 * t + (i & 1)] = f.c[i];
+  }
+  for (int lane = 0; lane < 32; ++lane) {
+    float *d = static_cast<float *>(out[lane]);
+    const int g = lane >> 2, t = lane & 3;
+    for (int i = 0; i < 4; ++i) {
+      const int row = g + 8 * (i >> 1), col = 2 * t + (i & 1);
+      double sum = C[row][col];
+      for (int k = 0; k < 16; ++k) sum += A[row][k] * B[k][col];
+      d[i] = (float)sum;
+    }
+  }
+}
+template <bool Bf16>
+inline void mma_m16n8k16(float (&acc)[4], const uint32_t (&a)[4], const uint32_t (&b)[2],
+                         const char *what, const char *file, int line) {
+  MmaOperands in{{a[0], a[1], a[2], a[3]}, {b[0], b[1]}, {acc[0], acc[1], acc[2], acc[3]}};
+  float d[4];
+  db_emu::warp_collective(0xffffffffu, what, &mma_m16n8k16_complete<Bf16>, &in, d, file, line);
+  for (int i = 0; i < 4; ++i) acc[i] = d[i];
+}
+}  // namespace db_emu_ptx
+
+inline void db_mma_m16n8k16_bf16(float (&acc)[4], const uint32_t (&a)[4], const uint32_t (&b)[2],
+                                 DB_EMU_CALLER) {
+  db_emu_ptx::mma_m16n8k16<true>(acc, a, b, "mma.sync.m16n8k16.bf16", file, line);
+}
+inline void db_mma_m16n8k16_f16(float (&acc)[4], const uint32_t (&a)[4], const uint32_t (&b)[2],
+                                DB_EMU_CALLER) {
+  db_emu_ptx::mma_m16n8k16<false>(acc, a, b, "mma.sync.m16n8k16.f16", file, line);
+}
+#else
+DB_DEVICE void db_mma_m16n8k16_bf16(float (&acc)[4], const uint32_t (&a)[4],
+                                    const uint32_t (&b)[2]) {
+  asm volatile(
+      "mma.sync.aligned.m16n8k16.row.col.f32.bf16.bf16.f32 "
+      "{%0, %1, %2, %3}, {%4, %5, %6, %7}, {%8, %9}, {%0, %1, %2, %3};"
+      : "+f"(acc[0]), "+f"(acc[1]), "+f"(acc[2]), "+f"(acc[3])
+      : "r"(a[0]), "r"(a[1]), "r"(a[2]), "r"(a[3]), "r"(b[0]), "r"(b[1]));
+}
+DB_DEVICE void db_mma_m16n8k16_f16(float (&acc)[4], const uint32_t (&a)[4],
+                                   const uint32_t (&b)[2]) {
+  asm volatile(
+      "mma.sync.aligned.m16n8k16.row.col.f32.f16.f16.f32 "
+      "{%0, %1, %2, %3}, {%4, %5, %6, %7}, {%8, %9}, {%0, %1, %2, %3};"
+      : "+f"(acc[0]), "+f"(acc[1]), "+f"(acc[2]), "+f"(acc[3])
+      : "r"(a[0]), "r"(a[1]), "r"(a[2]), "r"(a[3]), "r"(b[0]), "r"(b[1]));
+}
+#endif
+
+/* The mma for a dtype, so kernels templated on T call one name. */
+template <class T>
+DB_DEVICE void db_mma_m16n8k16(float (&acc)[4], const uint32_t (&a)[4], const uint32_t (&b)[2]);
+template <>
+DB_DEVICE void db_mma_m16n8k16<__nv_bfloat16>(float (&acc)[4], const uint32_t (&a)[4],
+                                              const uint32_t (&b)[2]) {
+  db_mma_m16n8k16_bf16(acc, a, b);
+}
+template <>
+DB_DEVICE void db_mma_m16n8k16<__half>(float (&acc)[4], const uint32_t (&a)[4],
+                                       const uint32_t (&b)[2]) {
+  db_mma_m16n8k16_f16(acc, a, b);
+}
+
+#endif /* DECODEBENCH_COMMON_CUH */
