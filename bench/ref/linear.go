@@ -1,0 +1,130 @@
+package ref
+
+import (
+	"math"
+	"runtime"
+	"sync"
+)
+
+// LinearInputs describes one decode linear layer, Y[batch x n] = X[batch x k] · Wᵀ with W
+// row-major [n x k], whose X and W were filled on the device by db_fill_hash.
+type LinearInputs struct {
+	DType          DType // BF16 or FP16: the type of X, W and Y
+	Batch, N, K    int
+	SeedX, SeedW   uint64
+	ScaleX, ScaleW float32
+}
+
+// LinearReference is the exact product of the dtype-rounded inputs, in float64.
+type LinearReference struct {
+	// Want[b*N+j] = Σ_k X[b,k]·W[j,k].
+	Want []float64
+	// AbsDot[b*N+j] = Σ_k |X[b,k]·W[j,k]|: the scale of the accumulation error of element
+	// (b, j), which Want alone cannot give where the sum cancels.
+	AbsDot []float64
+}
+
+// Linear computes the reference of a decode linear layer. X is generated once; the rows of W
+// are generated from the hash as they are needed, one per worker, so memory stays at
+// O(batch·k + n·batch) whatever n·k is. In float64 every product of two bf16 or fp16 values
+// is exact and a sum of k of them is off by at most k·2^-53 of AbsDot: nothing next to the
+// errors being checked.
+func Linear(in LinearInputs) LinearReference {
+	x := Fill(in.DType, in.SeedX, in.ScaleX, in.Batch*in.K)
+	ref := LinearReference{Want: make([]float64, in.Batch*in.N), AbsDot: make([]float64, in.Batch*in.N)}
+
+	workers := min(runtime.GOMAXPROCS(0), in.N)
+	rows := make(chan int, workers)
+	var wg sync.WaitGroup
+	for range workers {
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			w := make([]float64, in.K)
+			for j := range rows {
+				base := uint64(j) * uint64(in.K)
+				for kk := range w {
+					w[kk] = float64(FillValue(in.DType, in.SeedW, in.ScaleW, base+uint64(kk)))
+				}
+				for b := 0; b < in.Batch; b++ {
+					xb := x[b*in.K : (b+1)*in.K]
+					var sum, abs float64
+					for kk, wv := range w {
+						p := float64(xb[kk]) * wv
+						sum += p
+						abs += math.Abs(p)
+					}
+					ref.Want[b*in.N+j] = sum
+					ref.AbsDot[b*in.N+j] = abs
+				}
+			}
+		}()
+	}
+	for j := 0; j < in.N; j++ {
+		rows <- j
+	}
+	close(rows)
+	wg.Wait()
+	return ref
+}
+
+// Linear tolerances. What separates a correct kernel from the reference:
+//
+//   - Output rounding: Y is stored as bf16 or fp16, rounded to nearest, so each element is off
+//     by at most the unit roundoff u = 2^-8 (bf16, 8 significand bits) or 2^-11 (fp16, 11
+//     bits), relatively: 3.9e-3 and 4.9e-4. Over many elements the L2 relative error is about
+//     u/sqrt(3) (a uniformly spread rounding error) and never more than u.
+//   - fp32 accumulation: the products of two bf16 or two fp16 values are exact in fp32, so only
+//     the k-1 additions err, each by at most 2^-24 of a partial sum: at most about k·2^-24 of
+//     AbsDot in the worst case, about sqrt(k/2)·2^-24 relatively in the usual one (5e-6 at
+//     k = 16384), whatever the order of summation (split-K, warp trees, mma).
+//   - The inputs are not a source of error: the reference uses the same rounded values.
+//
+// So the L2 tolerance is a small multiple of u: 1e-2 for bf16 (2.5·u) and 2e-3 for fp16 (4·u),
+// loose enough for any order of summation and tight enough that a real bug shows. Dropping
+// one 8-wide slice of k = 200, or reading one row of W wrong, gives 0.1 or more.
+
+// LinearTolerance is the largest acceptable ‖out−ref‖₂/‖ref‖₂ for an output of dtype d.
+func LinearTolerance(d DType) float64 {
+	switch d {
+	case BF16:
+		return 1e-2
+	case FP16:
+		return 2e-3
+	case F32:
+		return 1e-5
+	}
+	return 0
+}
+
+// LinearElementBound is the largest acceptable |out − ref| for one element of a linear layer
+// whose reference is want with AbsDot absDot, summed over k products. It is a rigorous bound
+// for any order of fp32 summation, doubled to allow for tensor cores that truncate instead of
+// rounding inside mma (2·k·2^-24·absDot), plus one rounding of the result to d (u·|result|),
+// plus half the spacing of d's subnormals, where relative bounds stop holding. It catches what
+// the L2 norm hides in a large output: one wrong element.
+func LinearElementBound(d DType, k int, want, absDot float64) float64 {
+	accumulation := 2 * float64(k) * 0x1p-24 * absDot
+	return accumulation + d.UnitRoundoff()*(math.Abs(want)+accumulation) + halfSubnormalSpacing(d)
+}
+
+// ElementBounds gives LinearElementBound for every element of the reference.
+func (r LinearReference) ElementBounds(d DType, k int) []float64 {
+	out := make([]float64, len(r.Want))
+	for i := range out {
+		out[i] = LinearElementBound(d, k, r.Want[i], r.AbsDot[i])
+	}
+	return out
+}
+
+func halfSubnormalSpacing(d DType) float64 {
+	switch d {
+	case FP16:
+		return 0x1p-25
+	case BF16:
+		return 0x1p-134
+	case F32:
+		return 0x1p-150
+	}
+	return 0
+}

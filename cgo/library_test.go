@@ -1,0 +1,132 @@
+package cgo_test
+
+import (
+	"errors"
+	"os"
+	"path/filepath"
+	"strings"
+	"testing"
+
+	"github.com/decodebench/decodebench/cgo"
+)
+
+func TestLocate(t *testing.T) {
+	emu := buildFake(t, fakeEmu)
+	dir := filepath.Dir(emu)
+	cases := []struct {
+		desc, env, backend, want string
+	}{
+		{"a directory", dir, cgo.BackendEmu, emu},
+		{"the file itself", emu, cgo.BackendEmu, emu},
+		{"the other backend's file stands for its directory", filepath.Join(dir, "libdecodebench_cuda.so"), cgo.BackendEmu, emu},
+		{"a file of another name is taken as is", buildFake(t, fakeOldABI), cgo.BackendEmu, buildFake(t, fakeOldABI)},
+	}
+	for _, c := range cases {
+		t.Run(c.desc, func(t *testing.T) {
+			t.Setenv(cgo.EnvKernels, c.env)
+			got, err := cgo.Locate(c.backend)
+			if err != nil || got != c.want {
+				t.Errorf("Locate(%q) with %s=%s = %q, %v; want %q", c.backend, cgo.EnvKernels, c.env, got, err, c.want)
+			}
+		})
+	}
+}
+
+func TestLocateNotFoundSaysWhereItLooked(t *testing.T) {
+	empty := t.TempDir()
+	t.Setenv(cgo.EnvKernels, empty)
+	t.Chdir(empty)
+	for _, c := range []struct{ backend, make string }{{cgo.BackendCUDA, "make kernels"}, {cgo.BackendEmu, "make emu"}} {
+		_, err := cgo.Locate(c.backend)
+		if !errors.Is(err, cgo.ErrLibraryNotFound) {
+			t.Fatalf("Locate(%q) = %v, want ErrLibraryNotFound", c.backend, err)
+		}
+		msg := err.Error()
+		exe, _ := os.Executable()
+		for _, want := range []string{cgo.LibraryFile(c.backend), empty, filepath.Dir(exe), "./lib", c.make, cgo.EnvKernels} {
+			if !strings.Contains(msg, want) {
+				t.Errorf("Locate(%q) error does not mention %q: %s", c.backend, want, msg)
+			}
+		}
+		if strings.Count(msg, "\n") > 0 {
+			t.Errorf("not one line: %q", msg)
+		}
+	}
+}
+
+func TestOpen(t *testing.T) {
+	emu := buildFake(t, fakeEmu)
+	t.Run("emu", func(t *testing.T) {
+		t.Setenv(cgo.EnvKernels, emu)
+		lib, err := cgo.Open(cgo.BackendEmu)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if lib.Name() != "emu" || lib.Path() != emu || !lib.Emulated() {
+			t.Errorf("Name %q Path %q Emulated %v", lib.Name(), lib.Path(), lib.Emulated())
+		}
+		again, err := cgo.Open(cgo.BackendEmu)
+		if err != nil || again != lib {
+			t.Errorf("a second Open gave %p, %v; want the same library %p", again, err, lib)
+		}
+	})
+	t.Run("unknown backend", func(t *testing.T) {
+		if _, err := cgo.Open("rocm"); err == nil || !strings.Contains(err.Error(), `"rocm"`) {
+			t.Errorf("Open(rocm) = %v", err)
+		}
+	})
+	t.Run("cuda asked, emu found under the cuda name", func(t *testing.T) {
+		dir := t.TempDir()
+		if err := os.Symlink(emu, filepath.Join(dir, "libdecodebench_cuda.so")); err != nil {
+			t.Fatal(err)
+		}
+		t.Setenv(cgo.EnvKernels, dir)
+		if _, err := cgo.Open(cgo.BackendCUDA); err == nil || !strings.Contains(err.Error(), `"emu" backend`) {
+			t.Errorf("Open(cuda) of an emu library = %v", err)
+		}
+	})
+	t.Run("old ABI", func(t *testing.T) {
+		_, err := cgo.OpenPath(buildFake(t, fakeOldABI))
+		if err == nil || !strings.Contains(err.Error(), "ABI version 99") {
+			t.Errorf("OpenPath(old ABI) = %v", err)
+		}
+	})
+	t.Run("missing function", func(t *testing.T) {
+		_, err := cgo.OpenPath(buildFake(t, fakeMissing))
+		if err == nil || !strings.Contains(err.Error(), "db_kv_append") {
+			t.Errorf("OpenPath(missing db_kv_append) = %v", err)
+		}
+	})
+	t.Run("not a library", func(t *testing.T) {
+		junk := filepath.Join(t.TempDir(), "libdecodebench_emu.so")
+		os.WriteFile(junk, []byte("not an ELF file"), 0o644)
+		if _, err := cgo.OpenPath(junk); err == nil || !strings.Contains(err.Error(), "cannot load") {
+			t.Errorf("OpenPath(junk) = %v", err)
+		}
+	})
+}
+
+func TestOpenAutoExplains(t *testing.T) {
+	t.Run("no GPU library", func(t *testing.T) {
+		empty := t.TempDir()
+		t.Setenv(cgo.EnvKernels, empty)
+		t.Chdir(empty)
+		_, err := cgo.Open(cgo.BackendAuto)
+		if err == nil || !errors.Is(err, cgo.ErrLibraryNotFound) {
+			t.Fatalf("Open(auto) = %v, want ErrLibraryNotFound", err)
+		}
+		for _, want := range []string{"libdecodebench_cuda.so", "make kernels", "--backend emu"} {
+			if !strings.Contains(err.Error(), want) {
+				t.Errorf("Open(auto) error does not mention %q: %v", want, err)
+			}
+		}
+	})
+	t.Run("GPU library, no device", func(t *testing.T) {
+		t.Setenv(cgo.EnvKernels, buildFake(t, fakeNoGPU))
+		_, err := cgo.Open(cgo.BackendAuto)
+		if err == nil || !errors.Is(err, cgo.ErrNoDevice) || !strings.Contains(err.Error(), "0 devices") ||
+			!strings.Contains(err.Error(), "--backend emu") {
+			t.Errorf("Open(auto) with no device = %v", err)
+		}
+	})
+}
