@@ -266,72 +266,121 @@ func NewAttentionSeeds(seed uint64) AttentionSeeds {
 	return AttentionSeeds{Q: sub(0), K: sub(1), V: sub(2), KNew: sub(3), VNew: sub(4), PageTable: sub(5)}
 }
 
-// HashedInput is what db_fill_hash(seed, scale) leaves in the first n elements of a buffer of
-// dtype d: Round(d, HashUniform(seed, i) * scale), widened to float64.
-func HashedInput(d DType, seed uint64, n int, scale float32) []float64 {
-	out := make([]float64, n)
-	for i := range out {
-		out[i] = float64(Round(d, HashUniform(seed, uint64(i))*scale))
-	}
-	return out
+// AttentionReference is the float64 reference of one decode-attention call, with the sums
+// that scale a correct kernel's rounding errors.
+type AttentionReference struct {
+	// Want[(b*QHeads+hq)*HeadDim+i] = sum_t w_t v_t[i], w = softmax_t(scale * q.k_t).
+	Want []float64
+	// AbsWeighted[...] = sum_t w_t |v_t[i]|: the scale of the P.V accumulation error, which
+	// Want alone cannot give where the sum cancels.
+	AbsWeighted []float64
+	// ScoreAbs[b*QHeads+hq] = max_t scale * sum_i |q_i k_t[i]|: the scale of a score's error.
+	ScoreAbs []float64
+	// Context is each sequence's length (tokens summed).
+	Context []int
+	HeadDim int
 }
 
 // Attention is the float64 reference of decode attention: q is [Batch, QHeads, HeadDim], k
 // and v are whole caches in s's layout (CacheElements each), pageTable is [Batch,
-// PagesPerSeq] for a paged cache (nil otherwise). It returns [Batch, QHeads, HeadDim].
-// The softmax subtracts the row's max before exponentiating, as any sane kernel does.
-func Attention(s AttentionShape, pageTable []int32, q, k, v []float64) ([]float64, error) {
+// PagesPerSeq] for a paged cache (nil otherwise). The inputs are the values the device holds
+// (bf16 or fp16, widened exactly); every product of two of them is exact in float64.
+func Attention(s AttentionShape, pageTable []int32, q, k, v []float32) (AttentionReference, error) {
 	if err := s.Validate(); err != nil {
-		return nil, err
+		return AttentionReference{}, err
 	}
 	if len(q) != s.QElements() || len(k) != s.CacheElements() || len(v) != s.CacheElements() {
-		return nil, fmt.Errorf("input sizes q %d, k %d, v %d do not match the shape (q %d, caches %d)",
+		return AttentionReference{}, fmt.Errorf("input sizes q %d, k %d, v %d do not match the shape (q %d, caches %d)",
 			len(q), len(k), len(v), s.QElements(), s.CacheElements())
 	}
 	if s.Layout == KVPaged {
 		if err := s.ValidatePageTable(pageTable, s.Context); err != nil {
-			return nil, err
+			return AttentionReference{}, err
 		}
 	}
 	d, group, scale := s.HeadDim, s.Group(), s.SoftmaxScale()
-	out := make([]float64, s.QElements())
-	scores := make([]float64, s.MaxContext())
+	r := AttentionReference{
+		Want:        make([]float64, s.QElements()),
+		AbsWeighted: make([]float64, s.QElements()),
+		ScoreAbs:    make([]float64, s.Batch*s.QHeads),
+		Context:     append([]int(nil), s.Context...),
+		HeadDim:     d,
+	}
+	weights := make([]float64, s.MaxContext())
 	for b := 0; b < s.Batch; b++ {
 		n := s.Context[b]
 		for hq := 0; hq < s.QHeads; hq++ {
 			h := hq / group
-			qv := q[(b*s.QHeads+hq)*d:][:d]
+			row := b*s.QHeads + hq
+			qv := q[row*d:][:d]
 			m := math.Inf(-1)
 			for t := 0; t < n; t++ {
 				kv := k[s.KVOffset(pageTable, b, h, t):][:d]
-				dot := 0.0
+				dot, abs := 0.0, 0.0
 				for i := range qv {
-					dot += qv[i] * kv[i]
+					p := float64(qv[i]) * float64(kv[i])
+					dot += p
+					abs += math.Abs(p)
 				}
-				scores[t] = dot * scale
-				m = math.Max(m, scores[t])
+				weights[t] = dot * scale
+				m = math.Max(m, weights[t])
+				r.ScoreAbs[row] = math.Max(r.ScoreAbs[row], abs*scale)
 			}
 			sum := 0.0
 			for t := 0; t < n; t++ {
-				scores[t] = math.Exp(scores[t] - m)
-				sum += scores[t]
+				weights[t] = math.Exp(weights[t] - m) // the softmax subtracts the max first
+				sum += weights[t]
 			}
-			o := out[(b*s.QHeads+hq)*d:][:d]
+			want, absw := r.Want[row*d:][:d], r.AbsWeighted[row*d:][:d]
 			for t := 0; t < n; t++ {
 				vv := v[s.KVOffset(pageTable, b, h, t):][:d]
-				w := scores[t] / sum
-				for i := range o {
-					o[i] += w * vv[i]
+				w := weights[t] / sum
+				for i := range want {
+					want[i] += w * float64(vv[i])
+					absw[i] += w * math.Abs(float64(vv[i]))
 				}
 			}
 		}
 	}
-	return out, nil
+	return r, nil
+}
+
+// Attention tolerances. What separates a correct kernel from the reference:
+//
+//   - Output rounding to bf16 or fp16, as for linear: at most u (2^-8, 2^-11) of each element,
+//     about u/sqrt(3) in the L2 norm. It dominates.
+//   - Scores: an fp32 dot of HeadDim exact products plus the rounding of the pre-scaled query
+//     errs by at most (HeadDim+2) 2^-24 of ScoreAbs; exp2f adds about 2 ulp. A score off by
+//     delta moves its normalised weight by at most 2 delta relatively (numerator and sum), so
+//     the output moves by at most that times AbsWeighted.
+//   - fp32 accumulation of P.V, of the running sum and of the split combine: each token, tile
+//     rescale and split adds at most 2^-24 of AbsWeighted, whatever the order.
+//
+// The element bound doubles the sum of these worst cases; the L2 tolerance is LinearTolerance
+// (1e-2 for bf16, 2e-3 for fp16): a dropped token among a few, a wrong page or a wrong KV
+// head gives 0.1 or more.
+
+// AttentionTolerance is the largest acceptable ||out-ref||_2 / ||ref||_2 for an output of d.
+func AttentionTolerance(d DType) float64 { return LinearTolerance(d) }
+
+// ElementBounds gives every output element's largest acceptable |out - ref| for an output of
+// dtype d computed with up to splits KV splits.
+func (r AttentionReference) ElementBounds(d DType, splits int) []float64 {
+	out := make([]float64, len(r.Want))
+	heads := len(r.ScoreAbs) / max(1, len(r.Context))
+	for i := range out {
+		row := i / r.HeadDim
+		n := r.Context[row/heads]
+		scoreErr := float64(r.HeadDim+2)*0x1p-24*r.ScoreAbs[row] + 0x1p-22
+		accumulation := (2*scoreErr + float64(n+splits+8)*0x1p-24) * r.AbsWeighted[i]
+		out[i] = 2*(accumulation+d.UnitRoundoff()*(math.Abs(r.Want[i])+accumulation)) + halfSubnormalSpacing(d)
+	}
+	return out
 }
 
 // AppendKV writes each sequence's new token into the caches at position positions[b], as
 // db_kv_append does: kNew and vNew are [Batch, KVHeads, HeadDim].
-func AppendKV(s AttentionShape, pageTable []int32, positions []int, k, v, kNew, vNew []float64) error {
+func AppendKV(s AttentionShape, pageTable []int32, positions []int, k, v, kNew, vNew []float32) error {
 	if len(positions) != s.Batch {
 		return fmt.Errorf("%d positions for a batch of %d", len(positions), s.Batch)
 	}

@@ -8,9 +8,9 @@ import (
 
 // logicalCaches fills k and v of shape s so that token t of (sequence b, head h) holds
 // f(b, h, t, i), whatever the layout: the layouts can then be checked against each other.
-func logicalCaches(s AttentionShape, table []int32, f func(b, h, t, i int) float64) (k, v []float64) {
-	k = make([]float64, s.CacheElements())
-	v = make([]float64, s.CacheElements())
+func logicalCaches(s AttentionShape, table []int32, f func(b, h, t, i int) float32) (k, v []float32) {
+	k = make([]float32, s.CacheElements())
+	v = make([]float32, s.CacheElements())
 	for b := 0; b < s.Batch; b++ {
 		for h := 0; h < s.KVHeads; h++ {
 			for t := 0; t < s.Context[b]; t++ {
@@ -25,10 +25,18 @@ func logicalCaches(s AttentionShape, table []int32, f func(b, h, t, i int) float
 	return k, v
 }
 
-func hashed(seed uint64) func(b, h, t, i int) float64 {
-	return func(b, h, t, i int) float64 {
-		return float64(HashUniform(seed, uint64(((b*64+h)*8192+t)*2048+i)))
+func hashed(seed uint64) func(b, h, t, i int) float32 {
+	return func(b, h, t, i int) float32 {
+		return Round(BF16, HashUniform(seed, uint64(((b*64+h)*8192+t)*2048+i)))
 	}
+}
+
+func widen(x []float32) []float64 {
+	out := make([]float64, len(x))
+	for i, v := range x {
+		out[i] = float64(v)
+	}
+	return out
 }
 
 func maxAbsDiff(a, b []float64) float64 {
@@ -41,16 +49,16 @@ func maxAbsDiff(a, b []float64) float64 {
 
 func TestAttentionContextOneIsV(t *testing.T) {
 	s := AttentionShape{Batch: 2, QHeads: 4, KVHeads: 2, HeadDim: 64, Context: []int{1, 1}}.WithDefaults()
-	q := HashedInput(BF16, 1, s.QElements(), 1)
+	q := Fill(BF16, 1, 1, s.QElements())
 	k, v := logicalCaches(s, nil, hashed(2))
-	out, err := Attention(s, nil, q, k, v)
+	ref, err := Attention(s, nil, q, k, v)
 	if err != nil {
 		t.Fatal(err)
 	}
 	for b := 0; b < 2; b++ {
 		for hq := 0; hq < 4; hq++ {
-			want := v[s.KVOffset(nil, b, hq/2, 0):][:64]
-			got := out[(b*4+hq)*64:][:64]
+			want := widen(v[s.KVOffset(nil, b, hq/2, 0):][:64])
+			got := ref.Want[(b*4+hq)*64:][:64]
 			if d := maxAbsDiff(got, want); d != 0 {
 				t.Fatalf("b %d hq %d: one token should give v exactly, off by %g", b, hq, d)
 			}
@@ -60,18 +68,18 @@ func TestAttentionContextOneIsV(t *testing.T) {
 
 func TestAttentionEqualKeysAverageV(t *testing.T) {
 	s := AttentionShape{Batch: 1, QHeads: 1, KVHeads: 1, HeadDim: 64, Context: []int{5}}.WithDefaults()
-	q := HashedInput(FP16, 3, s.QElements(), 1)
-	k, v := logicalCaches(s, nil, func(b, h, tok, i int) float64 {
+	q := Fill(FP16, 3, 1, s.QElements())
+	k, v := logicalCaches(s, nil, func(b, h, tok, i int) float32 {
 		if i >= 1000 {
-			return float64(tok) // v = token index in every dim
+			return float32(tok) // v = token index in every dim
 		}
 		return 0.25
 	})
-	out, err := Attention(s, nil, q, k, v)
+	ref, err := Attention(s, nil, q, k, v)
 	if err != nil {
 		t.Fatal(err)
 	}
-	for i, o := range out {
+	for i, o := range ref.Want {
 		if math.Abs(o-2) > 1e-12 {
 			t.Fatalf("out[%d] = %v, want the mean token index 2", i, o)
 		}
@@ -81,25 +89,28 @@ func TestAttentionEqualKeysAverageV(t *testing.T) {
 // A two-pass softmax written out by hand for one head.
 func TestAttentionMatchesHandSoftmax(t *testing.T) {
 	s := AttentionShape{Batch: 1, QHeads: 1, KVHeads: 1, HeadDim: 64, Context: []int{3}, Scale: 0.5}.WithDefaults()
-	q := make([]float64, 64)
+	q := make([]float32, 64)
 	q[0] = 1
-	k, v := logicalCaches(s, nil, func(b, h, tok, i int) float64 {
+	k, v := logicalCaches(s, nil, func(b, h, tok, i int) float32 {
 		switch {
 		case i == 0:
-			return float64(tok) // score = 0.5*t
+			return float32(tok) // score = 0.5*t
 		case i == 1000:
-			return float64(10 * (tok + 1))
+			return float32(10 * (tok + 1))
 		}
 		return 0
 	})
-	out, err := Attention(s, nil, q, k, v)
+	ref, err := Attention(s, nil, q, k, v)
 	if err != nil {
 		t.Fatal(err)
 	}
 	e0, e1, e2 := 1.0, math.Exp(0.5), math.Exp(1)
 	want := (10*e0 + 20*e1 + 30*e2) / (e0 + e1 + e2)
-	if math.Abs(out[0]-want) > 1e-12 || out[1] != 0 {
-		t.Fatalf("out[0:2] = %v, want [%v 0]", out[:2], want)
+	if math.Abs(ref.Want[0]-want) > 1e-12 || ref.Want[1] != 0 {
+		t.Fatalf("out[0:2] = %v, want [%v 0]", ref.Want[:2], want)
+	}
+	if ref.ScoreAbs[0] != 1 || math.Abs(ref.AbsWeighted[0]-want) > 1e-12 {
+		t.Fatalf("ScoreAbs %v (want 0.5*2), AbsWeighted %v (want %v)", ref.ScoreAbs[0], ref.AbsWeighted[0], want)
 	}
 }
 
@@ -114,7 +125,7 @@ func TestAttentionLayoutsAndGroupsAgree(t *testing.T) {
 		t.Run(tc.name, func(t *testing.T) {
 			kvHeads := tc.qHeads / tc.group
 			cont := AttentionShape{Batch: 4, QHeads: tc.qHeads, KVHeads: kvHeads, HeadDim: 80, Context: ctx}.WithDefaults()
-			q := HashedInput(BF16, 9, cont.QElements(), 1)
+			q := Fill(BF16, 9, 1, cont.QElements())
 			kc, vc := logicalCaches(cont, nil, hashed(4))
 			want, err := Attention(cont, nil, q, kc, vc)
 			if err != nil {
@@ -129,19 +140,19 @@ func TestAttentionLayoutsAndGroupsAgree(t *testing.T) {
 			if err != nil {
 				t.Fatal(err)
 			}
-			if d := maxAbsDiff(got, want); d != 0 {
+			if d := maxAbsDiff(got.Want, want.Want); d != 0 {
 				t.Fatalf("paged differs from contiguous by %g", d)
 			}
 
 			// Multi-head with each KV head repeated for its group gives the same output.
 			mha := cont
 			mha.KVHeads = tc.qHeads
-			km, vm := logicalCaches(mha, nil, func(b, h, tok, i int) float64 { return hashed(4)(b, h/tc.group, tok, i) })
+			km, vm := logicalCaches(mha, nil, func(b, h, tok, i int) float32 { return hashed(4)(b, h/tc.group, tok, i) })
 			got, err = Attention(mha, nil, q, km, vm)
 			if err != nil {
 				t.Fatal(err)
 			}
-			if d := maxAbsDiff(got, want); d != 0 {
+			if d := maxAbsDiff(got.Want, want.Want); d != 0 {
 				t.Fatalf("GQA differs from repeated-KV multi-head by %g", d)
 			}
 		})
@@ -195,9 +206,9 @@ func TestAppendKVThenAttentionSeesToken(t *testing.T) {
 			s := AttentionShape{Batch: 2, QHeads: 2, KVHeads: 1, HeadDim: 64, Context: []int{16, 3},
 				Layout: layout, Capacity: 17, PageSize: 16}.WithDefaults()
 			table := s.ShuffledPageTable(1)
-			k, v := logicalCaches(s, table, func(b, h, tok, i int) float64 { return 0 })
-			kNew := make([]float64, 2*64)
-			vNew := make([]float64, 2*64)
+			k, v := logicalCaches(s, table, func(b, h, tok, i int) float32 { return 0 })
+			kNew := make([]float32, 2*64)
+			vNew := make([]float32, 2*64)
 			for i := range vNew {
 				kNew[i], vNew[i] = 100, 7 // a huge score: the new token takes all the weight
 			}
@@ -206,15 +217,15 @@ func TestAppendKVThenAttentionSeesToken(t *testing.T) {
 			}
 			after := s
 			after.Context = []int{17, 4}
-			q := make([]float64, s.QElements())
+			q := make([]float32, s.QElements())
 			for i := range q {
 				q[i] = 1
 			}
-			out, err := Attention(after, table, q, k, v)
+			ref, err := Attention(after, table, q, k, v)
 			if err != nil {
 				t.Fatal(err)
 			}
-			for i, o := range out {
+			for i, o := range ref.Want {
 				if math.Abs(o-7) > 1e-9 {
 					t.Fatalf("out[%d] = %v, want the appended token's 7", i, o)
 				}
@@ -295,16 +306,65 @@ func TestShuffledPageTableIsAPermutation(t *testing.T) {
 	}
 }
 
-func TestHashedInputRounds(t *testing.T) {
+// The bounds must pass what fp32 arithmetic in any order gives and catch a single wrong token.
+func TestAttentionElementBounds(t *testing.T) {
+	s := AttentionShape{Batch: 1, QHeads: 2, KVHeads: 1, HeadDim: 128, Context: []int{300}}.WithDefaults()
 	for _, d := range []DType{BF16, FP16} {
-		x := HashedInput(d, 7, 100, 0.5)
-		for i, v := range x {
-			if want := float64(Round(d, HashUniform(7, uint64(i))*0.5)); v != want {
-				t.Fatalf("%v[%d] = %v, want %v", d, i, v, want)
+		q := Fill(d, 1, 1, s.QElements())
+		k := Fill(d, 2, 1, s.CacheElements())
+		v := Fill(d, 3, 1, s.CacheElements())
+		ref, err := Attention(s, nil, q, k, v)
+		if err != nil {
+			t.Fatal(err)
+		}
+		bounds := ref.ElementBounds(d, 1)
+		// A float32 kernel: two-pass softmax in float32, rounded to d.
+		got := make([]float32, len(ref.Want))
+		for hq := 0; hq < 2; hq++ {
+			scores := make([]float32, 300)
+			m := float32(math.Inf(-1))
+			for tok := range scores {
+				var dot float32
+				for i := 0; i < 128; i++ {
+					dot += q[hq*128+i] * k[tok*128+i]
+				}
+				scores[tok] = dot * float32(s.SoftmaxScale())
+				m = max(m, scores[tok])
 			}
-			if float64(Round(d, float32(v))) != v {
-				t.Fatalf("%v[%d] = %v is not a %v value", d, i, v, d)
+			var sum float32
+			acc := make([]float32, 128)
+			for tok, sc := range scores {
+				p := float32(math.Exp(float64(sc - m)))
+				sum += p
+				for i := range acc {
+					acc[i] += p * v[tok*128+i]
+				}
 			}
+			for i := range acc {
+				got[hq*128+i] = Round(d, acc[i]/sum)
+			}
+		}
+		c := Compare(got, ref.Want, bounds, AttentionTolerance(d))
+		if !c.Passed {
+			t.Fatalf("%v: a float32 kernel fails: %s", d, c.Reason())
+		}
+		// Drop token 7 from head 0: the comparison must fail.
+		dropped := append([]float32(nil), got...)
+		s2 := s
+		s2.Context = []int{299}
+		k2 := append(append([]float32(nil), k[:7*128]...), k[8*128:]...)
+		v2 := append(append([]float32(nil), v[:7*128]...), v[8*128:]...)
+		k2 = append(k2, make([]float32, 128)...)
+		v2 = append(v2, make([]float32, 128)...)
+		wrong, err := Attention(s2, nil, q, k2, v2)
+		if err != nil {
+			t.Fatal(err)
+		}
+		for i := 0; i < 128; i++ {
+			dropped[i] = Round(d, float32(wrong.Want[i]))
+		}
+		if c := Compare(dropped, ref.Want, bounds, AttentionTolerance(d)); c.Passed {
+			t.Fatalf("%v: a dropped token passes (rel error %g)", d, c.RelError)
 		}
 	}
 }
