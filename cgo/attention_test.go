@@ -16,11 +16,11 @@ import (
 
 // attnSetup holds the device buffers of one small attention call, filled from the hash.
 type attnSetup struct {
-	shape  ref.AttentionShape
-	dtype  ref.DType
-	seeds  ref.AttentionSeeds
-	table  []int32
-	params cgo.AttentionParams
+	shape                     ref.AttentionShape
+	dtype                     ref.DType
+	seeds                     ref.AttentionSeeds
+	table                     []int32
+	params                    cgo.AttentionParams
 	q, k, v, out, lens, pages *cgo.Buffer
 }
 
