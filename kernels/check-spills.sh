@@ -31,7 +31,6 @@ if [ -z "$table" ]; then
 fi
 
 printf '%-6s %5s %6s %7s %6s  %s\n' arch regs stack spill-st spill-ld kernel
-failed=0
 echo "$table" | while read -r arch regs stack stores loads name; do
   pretty=$(echo "$name" | $demangle)
   printf '%-6s %5s %6s %7s %6s  %s\n' "$arch" "$regs" "$stack" "$stores" "$loads" "$pretty"

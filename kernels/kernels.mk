@@ -60,13 +60,24 @@ $(LIBDIR)/libdecodebench_emu.so: $(EMU_OBJS) kernels/exports.map
 # ---- tests (fast: well under a minute under emulation) ----
 # emu_test links the objects, so its own test kernels can use common.cuh's internals;
 # linear_test uses only decodebench.h, through the library, as the Go side does.
+# emu_test_ucontext runs the same tests on the portable ucontext switch (aarch64 hosts use it).
 .PHONY: emu-test
-emu-test: $(KERNELS_BUILD)/emu/emu_test $(KERNELS_BUILD)/emu/linear_test
+emu-test: $(KERNELS_BUILD)/emu/emu_test $(KERNELS_BUILD)/emu/emu_test_ucontext \
+          $(KERNELS_BUILD)/emu/linear_test
 	$(KERNELS_BUILD)/emu/emu_test
+	$(KERNELS_BUILD)/emu/emu_test_ucontext
 	$(KERNELS_BUILD)/emu/linear_test
 
 $(KERNELS_BUILD)/emu/emu_test: kernels/emu/emu_test.cpp $(EMU_OBJS)
 	$(CXX) $(EMU_CXXFLAGS) -o $@ $< $(EMU_OBJS)
+
+EMU_UCONTEXT_OBJS := $(filter-out %/scheduler.o,$(EMU_OBJS)) $(KERNELS_BUILD)/emu/ucontext/scheduler.o
+$(KERNELS_BUILD)/emu/ucontext/scheduler.o: kernels/emu/scheduler.cpp $(KERNELS_DEPS)
+	@mkdir -p $(@D)
+	$(CXX) $(EMU_CXXFLAGS) -DDB_EMU_UCONTEXT -c $< -o $@
+
+$(KERNELS_BUILD)/emu/emu_test_ucontext: kernels/emu/emu_test.cpp $(EMU_UCONTEXT_OBJS)
+	$(CXX) $(EMU_CXXFLAGS) -o $@ $< $(EMU_UCONTEXT_OBJS)
 
 $(KERNELS_BUILD)/emu/linear_test: kernels/emu/linear_test.cpp $(LIBDIR)/libdecodebench_emu.so
 	$(CXX) $(EMU_CXXFLAGS) -o $@ $< -L$(LIBDIR) -ldecodebench_emu -Wl,-rpath,$(CURDIR)/$(LIBDIR)

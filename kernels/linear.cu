@@ -21,8 +21,10 @@ namespace {
 /* ---- GEMV ------------------------------------------------------------------------------------ */
 
 // 4 warps x 2 rows per block. Per lane and loop trip: 2 rows x 4 chunks = 8 independent 16-byte
-// loads of W (128 B) in flight; at 16 resident blocks per SM (2048 threads) that is far more than
-// the ~48 KiB an H200 SM needs, so 4 blocks per SM (kGemvBlocksPerSm) is the split-K target.
+// loads of W (128 B) in flight, 16 KiB per block. ptxas (CUDA 11.8, sm_80 / sm_90): 56-62
+// registers at a batch tile of 1, 64-80 at 2 and 4, 115-120 at 8, no spills; even at 120
+// registers 4 blocks (16 warps, 64 KiB in flight) fit an SM, more than the ~48 KiB an H200 SM
+// needs, so 4 blocks per SM (kGemvBlocksPerSm) is the split-K target.
 // Two rows per warp halve the activation loads per weight byte against one row per warp.
 // Activations are not staged in shared memory: every warp of the SM rereads the same few KiB from
 // L1, which costs no barrier and no occupancy (staging would, at batch x k x 2 B per block).
@@ -151,7 +153,9 @@ __global__ void linear_splitk_reduce_kernel(const float *__restrict__ partial, T
 // ldmatrix, and every global load is 16 bytes; a k-step reads one full 128-byte line per row.
 //
 // U k-steps are loaded before any mma: per warp U x 32 rows x 128 B = 8 KiB in flight at U = 2.
-// Registers: W U*32, X U*NB*8, accumulators NB*8 (NB=1: ~88, NB=2: ~112; NB=4 runs U=1: ~96).
+// Registers: W U*32, X U*NB*8, accumulators NB*8; ptxas (CUDA 11.8, sm_80 / sm_90), no spills:
+// NB=1 U=2 56 / 80, NB=2 U=2 71 / 110, NB=4 U=1 102 / 112 (U=2 at NB=4 would need ~170: too few
+// warps per SM to cover the latency).
 constexpr int kMmaRowsPerWarp = 32;
 constexpr int kMmaMaxWarps = 8;
 // Warps per SM the K split aims for: 8 x 8 KiB = 64 KiB in flight per SM.

@@ -5,10 +5,12 @@
 //   linear: both variants (and GEMV split-K) at awkward shapes, bf16 and fp16;
 //   probes: READ's exact sum, WRITE / COPY / TRIAD element by element, FMA / MMA finite;
 //   errors: the statuses and messages the Go side relies on.
+#include <atomic>
 #include <cmath>
 #include <cstdio>
 #include <cstring>
 #include <string>
+#include <thread>
 #include <vector>
 
 #include "../dbhash.h"
@@ -16,7 +18,7 @@
 
 namespace {
 
-int g_failures = 0;
+std::atomic<int> g_failures{0};
 
 #define EXPECT(cond, ...)                                          \
   do {                                                             \
@@ -381,6 +383,21 @@ void test_api(db_context *ctx) {
   MUST(db_timer_destroy(timer));
 }
 
+// The Go side may call from several OS threads at once: launches serialize, results stay right.
+void test_threads() {
+  std::vector<std::thread> threads;
+  for (int t = 0; t < 3; ++t)
+    threads.emplace_back([t] {
+      db_context *ctx = nullptr;
+      MUST(db_context_create(0, &ctx));
+      for (int i = 0; i < 4; ++i)
+        check_linear(ctx, t == 1 ? DB_DTYPE_FP16 : DB_DTYPE_BF16, 5 + t, 40 + i, 136,
+                     i % 2 ? DB_LINEAR_MMA : DB_LINEAR_GEMV, 0);
+      MUST(db_context_destroy(ctx));
+    });
+  for (std::thread &t : threads) t.join();
+}
+
 }  // namespace
 
 int main() {
@@ -391,8 +408,9 @@ int main() {
   test_linear_errors(ctx);
   test_linear(ctx);
   MUST(db_context_destroy(ctx));
+  test_threads();
   if (g_failures) {
-    std::printf("linear_test: %d failure(s)\n", g_failures);
+    std::printf("linear_test: %d failure(s)\n", g_failures.load());
     return 1;
   }
   std::printf("linear_test: ok\n");
