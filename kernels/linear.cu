@@ -23,8 +23,10 @@ namespace {
 // 4 warps x 2 rows per block. Per lane and loop trip: 2 rows x 4 chunks = 8 independent 16-byte
 // loads of W (128 B) in flight, 16 KiB per block. ptxas (CUDA 11.8, sm_80 / sm_90): 56-62
 // registers at a batch tile of 1, 64-80 at 2 and 4, 115-120 at 8, no spills; even at 120
-// registers 4 blocks (16 warps, 64 KiB in flight) fit an SM, more than the ~48 KiB an H200 SM
-// needs, so 4 blocks per SM (kGemvBlocksPerSm) is the split-K target.
+// registers 4 blocks (16 warps, 64 KiB in flight) fit an SM. Split-K starts below 2 blocks per
+// SM (kGemvBlocksPerSm: 32 KiB in flight per SM, under the ~48 KiB an H200 SM wants), where the
+// extra reduce launch (a few microseconds) costs less than the idle bandwidth; n = 4096 (512
+// blocks on 132 SMs) runs unsplit, n = 1024 splits in 3.
 // Two rows per warp halve the activation loads per weight byte against one row per warp.
 // Activations are not staged in shared memory: every warp of the SM rereads the same few KiB from
 // L1, which costs no barrier and no occupancy (staging would, at batch x k x 2 B per block).
@@ -33,7 +35,7 @@ constexpr int kGemvThreads = kGemvWarps * 32;
 constexpr int kGemvRowsPerWarp = 2;
 constexpr int kGemvRowsPerBlock = kGemvWarps * kGemvRowsPerWarp;
 constexpr int kGemvUnroll = 4;
-constexpr int kGemvBlocksPerSm = 4;
+constexpr int kGemvBlocksPerSm = 2;
 // A split covers at least one full sweep of a warp's lanes and unroll (1024 elements of k).
 constexpr int kGemvMinChunksPerSplit = 32 * kGemvUnroll;
 constexpr int kMaxSplitK = 64;

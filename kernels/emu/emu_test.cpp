@@ -155,6 +155,13 @@ __global__ void split_barrier_kernel(int *out) {
   out[threadIdx.x] = 1;
 }
 
+__global__ void warp_divergence_kernel(int *out) {
+  if (threadIdx.x & 1)
+    out[threadIdx.x] = __shfl_xor_sync(0xffffffffu, 1, 1);
+  else
+    out[threadIdx.x] = (int)__ballot_sync(0xffffffffu, 1);
+}
+
 __global__ void warp_deadlock_kernel(int *out) {
   if (threadIdx.x != 0) return;
   out[0] = __shfl_sync(0xffffffffu, 1, 0);  // lanes 1..31 have exited
@@ -180,6 +187,11 @@ void test_deadlocks() {
   msg = last_error();
   EXPECT(status == DB_ERR_EMU_DEADLOCK, "status %d: %s", status, msg.c_str());
   EXPECT(msg.find("__shfl_sync") != std::string::npos, "message: %s", msg.c_str());
+
+  status = DB_LAUNCH(warp_divergence_kernel, dim3(1), dim3(32), 0, nullptr, out.data());
+  msg = last_error();
+  EXPECT(status == DB_ERR_EMU_DEADLOCK, "status %d: %s", status, msg.c_str());
+  EXPECT(msg.find("diverged") != std::string::npos, "message: %s", msg.c_str());
 
   // The emulator is usable again after a deadlock (the abandoned fibers are reset).
   test_mma<true>();

@@ -242,9 +242,9 @@ void switch_away(Launch &L) {
 }
 
 std::string block_label(const Launch &L) {
-  return format("kernel %s, block (%u,%u,%u) of grid (%u,%u,%u), block (%u,%u,%u)", L.name, blockIdx.x,
-                blockIdx.y, blockIdx.z, gridDim.x, gridDim.y, gridDim.z, blockDim.x, blockDim.y,
-                blockDim.z);
+  return format("kernel %s, block (%u,%u,%u) of grid (%u,%u,%u) x (%u,%u,%u) threads", L.name,
+                blockIdx.x, blockIdx.y, blockIdx.z, gridDim.x, gridDim.y, gridDim.z, blockDim.x,
+                blockDim.y, blockDim.z);
 }
 
 // "32 thread(s) wait at __syncthreads (emu_test.cpp:40); 32 thread(s) have exited"
@@ -388,8 +388,11 @@ void warp_collective(unsigned mask, const char *what, CollectiveFn fn, void *in,
     W.file = file;
     W.line = line;
   } else if (W.fn != fn || W.mask != mask || std::strcmp(W.what, what) != 0) {
-    fail_launch(format("warp %d diverged: lane %d reached %s (%s:%d) with mask 0x%08x while lanes "
-                       "0x%08x wait at %s (%s:%d) with mask 0x%08x (the emulator runs one "
+    // Lanes of one warp wait at different collectives: none of them can complete.
+    abandon(L, LAUNCH_DEADLOCK,
+            "emulation deadlock in " + block_label(L) +
+                format(": warp %d diverged: lane %d reached %s (%s:%d) with mask 0x%08x while "
+                       "lanes 0x%08x wait at %s (%s:%d) with mask 0x%08x (the emulator runs one "
                        "collective per warp at a time)",
                        self->warp, self->lane, what, base_name(file), line, mask, W.arrived, W.what,
                        base_name(W.file), W.line, W.mask));
