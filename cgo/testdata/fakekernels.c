@@ -6,6 +6,10 @@
  *   -DFAKE_BACKEND='"cuda"' -DFAKE_DEVICES=0   a GPU library that sees no device
  *   -DFAKE_ABI_VERSION=99                      a library of another ABI
  *   -DFAKE_OMIT_KV_APPEND                      a library missing one function
+ *   -DFAKE_LINEAR_SKIP=i                       a linear layer that never writes Y[i]
+ *   -DFAKE_LINEAR_BIAS=x                       a linear layer that adds x to every output
+ *   -DFAKE_PROBE_BUG                           probes that get one word or value wrong
+ * cgotest.FakeLibrary builds it for tests.
  */
 #include <math.h>
 #include <stdio.h>
@@ -202,6 +206,12 @@ int db_linear(db_context *ctx, const db_linear_params *in) {
         float wv = p.dtype == DB_DTYPE_BF16 ? from_bf16(w[(size_t)j * p.k + k]) : from_fp16(w[(size_t)j * p.k + k]);
         acc += xv * wv;
       }
+#ifdef FAKE_LINEAR_BIAS
+      acc += (float)(FAKE_LINEAR_BIAS);
+#endif
+#ifdef FAKE_LINEAR_SKIP
+      if (b * p.n + j == (FAKE_LINEAR_SKIP)) continue;
+#endif
       y[b * p.n + j] = p.dtype == DB_DTYPE_BF16 ? to_bf16(acc) : to_fp16(acc);
     }
   return DB_OK;
@@ -224,21 +234,33 @@ int db_probe(db_context *ctx, db_probe_params *p) {
     case DB_PROBE_READ: {
       uint32_t s = 0;
       for (uint64_t i = 0; i < p->words; i++) s += a[i];
+#ifdef FAKE_PROBE_BUG
+      s++;
+#endif
       *(uint32_t *)(uintptr_t)p->result = s;
       p->bytes_moved = 4.0 * p->words;
       return DB_OK;
     }
     case DB_PROBE_WRITE:
       for (uint64_t i = 0; i < p->words; i++) a[i] = (uint32_t)(db_hash64(p->seed, i) >> 32);
+#ifdef FAKE_PROBE_BUG
+      a[p->words - 1] ^= 1;
+#endif
       p->bytes_moved = 4.0 * p->words;
       return DB_OK;
     case DB_PROBE_COPY:
       memcpy(b, a, 4 * p->words);
+#ifdef FAKE_PROBE_BUG
+      b[0] ^= 1;
+#endif
       p->bytes_moved = 8.0 * p->words;
       return DB_OK;
     case DB_PROBE_TRIAD: {
       float *fa = (float *)a, *fb = (float *)b, *fc = (float *)(uintptr_t)p->c;
-      for (uint64_t i = 0; i < p->words; i++) fa[i] = fb[i] + p->scalar * fc[i];
+      for (uint64_t i = 0; i < p->words; i++) fa[i] = fmaf(p->scalar, fc[i], fb[i]);
+#ifdef FAKE_PROBE_BUG
+      fa[1] = fb[1] + p->scalar * fc[1] + 1.0f;
+#endif
       p->bytes_moved = 12.0 * p->words;
       return DB_OK;
     }
