@@ -4,6 +4,8 @@ CXX     ?= g++
 NVCC    ?= nvcc
 BIN     := bin/decodebench
 LIBDIR  := lib
+# go-nvml's nvml.h declares deprecated functions; silence their warnings in every cgo build.
+export CGO_CFLAGS ?= -O2 -g -Wno-deprecated-declarations
 
 .PHONY: all build kernels emu test run clean
 

@@ -21,7 +21,7 @@ func modelFlags() []cli.Flag {
 		&cli.StringFlag{Name: "weight-dtype", EnvVars: []string{"DECODEBENCH_WEIGHT_DTYPE"},
 			Usage: "override the weight dtype: bf16, fp16, fp8 or int8 (default: the model's)"},
 		&cli.StringFlag{Name: "kv-dtype", EnvVars: []string{"DECODEBENCH_KV_DTYPE"},
-			Usage: "KV-cache dtype: bf16, fp16, fp8 or int8 (default: the weight dtype)"},
+			Usage: "override the KV-cache dtype: bf16, fp16, fp8 or int8 (default: the model's, bf16 for fp8/int8 weights)"},
 	}
 }
 

@@ -186,6 +186,9 @@ func printPredict(out io.Writer, s model.Shape, gpu roofline.GPU, ceiling roofli
 	}
 	w.Flush()
 	fmt.Fprintln(out)
+	if crit, ok := roofline.CriticalBatch(s, ceiling, 0, 1<<16); ok {
+		fmt.Fprintf(out, "weights alone (no KV cache) would turn the step compute-bound at batch %d\n", crit)
+	}
 	for _, ctx := range contexts {
 		maxFit := roofline.MaxBatchThatFits(s, gpu.MemoryBytes, ctx, reserve)
 		crit, ok := roofline.CriticalBatch(s, ceiling, ctx, 1<<16)
