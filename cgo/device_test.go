@@ -28,6 +28,7 @@ var libraries = []struct {
 		return lib
 	}},
 	{"emu", func(t *testing.T) *cgo.Library { return cgotest.Emu(t) }},
+	{"cuda", func(t *testing.T) *cgo.Library { return cgotest.CUDA(t) }},
 }
 
 // forEachLibrary runs test on device 0 of each library.

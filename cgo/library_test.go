@@ -8,6 +8,7 @@ import (
 	"testing"
 
 	"github.com/decodebench/decodebench/cgo"
+	"github.com/decodebench/decodebench/cgo/cgotest"
 )
 
 func TestLocate(t *testing.T) {
@@ -129,4 +130,25 @@ func TestOpenAutoExplains(t *testing.T) {
 			t.Errorf("Open(auto) with no device = %v", err)
 		}
 	})
+}
+
+// TestCUDALibraryExportsTheABI loads the CUDA build wherever it was built, GPU or not: every
+// function resolves and the ABI version matches, and without a device it says so as an error.
+func TestCUDALibraryExportsTheABI(t *testing.T) {
+	path, err := cgotest.LibraryPath(cgo.BackendCUDA)
+	if err != nil {
+		t.Skipf("CUDA library not built (make kernels): %v", err)
+	}
+	lib, err := cgo.OpenPath(path)
+	if err != nil {
+		t.Fatalf("the CUDA library does not load: %v", err)
+	}
+	if lib.Name() != cgo.BackendCUDA || lib.Emulated() {
+		t.Errorf("%s says it is %q", path, lib.Name())
+	}
+	n, err := lib.DeviceCount()
+	if err != nil && !errors.Is(err, cgo.ErrNoDevice) && !errors.Is(err, cgo.StatusCUDA) {
+		t.Errorf("DeviceCount without a device = %v, want ErrNoDevice or a CUDA error", err)
+	}
+	t.Logf("%s: %d device(s), %v", path, n, err)
 }

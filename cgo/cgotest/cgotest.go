@@ -18,23 +18,38 @@ import (
 // EnvRequireEmu turns a missing emulator library from a skip into a failure.
 const EnvRequireEmu = "DECODEBENCH_REQUIRE_EMU"
 
+// EnvRequireGPU turns a missing CUDA library, driver or device from a skip into a failure: for
+// the runs on a GPU machine that must not pass as a row of skips.
+const EnvRequireGPU = "DECODEBENCH_REQUIRE_GPU"
+
+// LibraryPath finds a backend's library as cgo.Locate does, then in lib/ at the root of the
+// module the test runs in; the error says where it looked.
+func LibraryPath(backend string) (string, error) {
+	path, err := cgo.Locate(backend)
+	if err == nil {
+		return path, nil
+	}
+	searched := err.Error()
+	if root, ok := moduleRoot(); ok {
+		candidate := filepath.Join(root, "lib", cgo.LibraryFile(backend))
+		if fi, statErr := os.Stat(candidate); statErr == nil && !fi.IsDir() {
+			return candidate, nil
+		}
+		searched += "; nor in " + filepath.Dir(candidate)
+	}
+	return "", errors.New(searched)
+}
+
 // EmuPath gives the path of libdecodebench_emu.so: where cgo.Locate finds it
 // ($DECODEBENCH_KERNELS first), else lib/ at the root of the module the test runs in. If there
 // is none it skips t, or fails it under DECODEBENCH_REQUIRE_EMU=1.
 func EmuPath(t testing.TB) string {
 	t.Helper()
-	path, err := cgo.Locate(cgo.BackendEmu)
+	path, err := LibraryPath(cgo.BackendEmu)
 	if err == nil {
 		return path
 	}
 	searched := err.Error()
-	if root, ok := moduleRoot(); ok {
-		candidate := filepath.Join(root, "lib", cgo.LibraryFile(cgo.BackendEmu))
-		if fi, statErr := os.Stat(candidate); statErr == nil && !fi.IsDir() {
-			return candidate
-		}
-		searched += "; nor in " + filepath.Dir(candidate)
-	}
 	if os.Getenv(EnvRequireEmu) == "1" {
 		t.Fatalf("%s=1 but the emulator library is missing: %s", EnvRequireEmu, searched)
 	}
@@ -53,6 +68,39 @@ func Emu(t testing.TB) *cgo.Library {
 	}
 	if lib.Name() != cgo.BackendEmu {
 		t.Fatalf("%s is the %q backend, not the emulator", path, lib.Name())
+	}
+	return lib
+}
+
+// CUDA loads the GPU library when it is built and sees a device. Otherwise it skips t, saying
+// why, or fails it under DECODEBENCH_REQUIRE_GPU=1. A library that is there but does not load
+// always fails t: the CUDA build must export the whole ABI even where nothing runs it.
+func CUDA(t testing.TB) *cgo.Library {
+	t.Helper()
+	require := os.Getenv(EnvRequireGPU) == "1"
+	path, err := LibraryPath(cgo.BackendCUDA)
+	if err != nil {
+		if require {
+			t.Fatalf("%s=1 but the CUDA library is missing: %v", EnvRequireGPU, err)
+		}
+		t.Skipf("CUDA library not built, skipping: %v", err)
+	}
+	lib, err := cgo.OpenPath(path)
+	if err != nil {
+		t.Fatalf("CUDA library: %v", err)
+	}
+	if lib.Name() != cgo.BackendCUDA {
+		t.Fatalf("%s is the %q backend, not cuda", path, lib.Name())
+	}
+	n, err := lib.DeviceCount()
+	if err == nil && n < 1 {
+		err = errors.New("it reports 0 devices")
+	}
+	if err != nil {
+		if require {
+			t.Fatalf("%s=1 but %s sees no GPU: %v", EnvRequireGPU, path, err)
+		}
+		t.Skipf("no GPU, skipping (%s loads, but %v)", path, err)
 	}
 	return lib
 }

@@ -25,13 +25,13 @@ func verifyCommand() *cli.Command {
 			"reproduces bit for bit, and outputs are poisoned with NaN first. Exit status 0 when the\n" +
 			"kernel passes, 1 when it fails or cannot run, 2 for a bad flag or value.\n" +
 			"Use --backend emu to check correctness on a machine without a GPU.",
-		Subcommands:  []*cli.Command{verifyLinearCommand(), verifyProbeCommand()},
+		Subcommands:  []*cli.Command{verifyLinearCommand(), verifyProbeCommand(), verifyAttentionCommand()},
 		OnUsageError: onUsageError,
 		Action: func(c *cli.Context) error {
 			if c.NArg() > 0 {
-				return usageError("verify: unknown kernel %q (want linear or probe)", c.Args().First())
+				return usageError("verify: unknown kernel %q (want linear, probe or attention)", c.Args().First())
 			}
-			return usageError("verify needs a kernel, linear or probe: e.g. `decodebench verify linear --batch 1 --n 4096 --k 4096 --backend emu`")
+			return usageError("verify needs a kernel, linear, probe or attention: e.g. `decodebench verify linear --batch 1 --n 4096 --k 4096 --backend emu`")
 		},
 	}
 }

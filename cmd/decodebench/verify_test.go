@@ -188,7 +188,7 @@ func TestVerifyUsageErrors(t *testing.T) {
 		{"stray argument", append(linear, "--batch", "1", "--n", "8", "--k", "8", "extra"), `"extra"`},
 		{"unknown backend", []string{"verify", "linear", "--batch", "1", "--n", "8", "--k", "8", "--backend", "rocm"}, `"rocm"`},
 		{"negative device", append(linear, "--batch", "1", "--n", "8", "--k", "8", "--device", "-1"), "--device -1"},
-		{"no kernel", []string{"verify"}, "linear or probe"},
+		{"no kernel", []string{"verify"}, "linear, probe or attention"},
 		{"unknown kernel", []string{"verify", "conv"}, `"conv"`},
 		{"no probe name", []string{"verify", "probe"}, "read, write"},
 		{"unknown probe", []string{"verify", "probe", "stream"}, `"stream"`},
@@ -326,5 +326,27 @@ func TestJSONFloat(t *testing.T) {
 	if err := json.Unmarshal(b, &back); err != nil || len(back) != 4 || back[0] != 1.5 ||
 		!math.IsNaN(float64(back[1])) || !math.IsInf(float64(back[2]), 1) || !math.IsInf(float64(back[3]), -1) {
 		t.Errorf("round trip: %v, %v", back, err)
+	}
+}
+
+// TestVerifyOnGPU runs the same checks on a GPU where there is one (skipped otherwise, failed
+// under DECODEBENCH_REQUIRE_GPU=1): real tensor cores, real fmaf, the auto launch sizes.
+func TestVerifyOnGPU(t *testing.T) {
+	lib := cgotest.CUDA(t)
+	hermetic(t, lib.Path())
+	for _, args := range [][]string{
+		{"--batch", "1", "--n", "4096", "--k", "4096"},
+		{"--batch", "3", "--n", "300", "--k", "200", "--variant", "gemv", "--split-k", "3", "--dtype", "fp16"},
+		{"--batch", "17", "--n", "1000", "--k", "1024", "--variant", "mma"},
+		{"--batch", "256", "--n", "7", "--k", "24"},
+	} {
+		out, code, msg := runCLI(t, append([]string{"verify", "linear", "--backend", "auto"}, args...)...)
+		if code != 0 || !strings.Contains(out, "cuda backend") {
+			t.Errorf("verify linear %v: exit %d (%s)\n%s", args, code, msg, out)
+		}
+	}
+	out, code, msg := runCLI(t, "verify", "probe", "all", "--backend", "cuda", "--words", fmt.Sprint(1<<24))
+	if code != 0 {
+		t.Errorf("verify probe all: exit %d (%s)\n%s", code, msg, out)
 	}
 }
