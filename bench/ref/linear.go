@@ -81,8 +81,10 @@ func Linear(in LinearInputs) LinearReference {
 //   - The inputs are not a source of error: the reference uses the same rounded values.
 //
 // So the L2 tolerance is a small multiple of u: 1e-2 for bf16 (2.5·u) and 2e-3 for fp16 (4·u),
-// loose enough for any order of summation and tight enough that a real bug shows. Dropping
-// one 8-wide slice of k = 200, or reading one row of W wrong, gives 0.1 or more.
+// loose enough for any order of summation and tight enough that a real bug shows: dropping one
+// 8-wide slice of k = 200 everywhere gives about 0.2. One wrong element hides in the L2 norm of
+// a large output, so every element also has a bound of its own (LinearElementBound); an
+// unwritten one stays NaN from the poison and fails on its own.
 
 // LinearTolerance is the largest acceptable ‖out−ref‖₂/‖ref‖₂ for an output of dtype d.
 func LinearTolerance(d DType) float64 {
