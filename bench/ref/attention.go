@@ -5,6 +5,8 @@ import (
 	"fmt"
 	"math"
 	"math/bits"
+	"runtime"
+	"sync"
 )
 
 // Decode attention: one new query token per sequence against that sequence's KV cache.
@@ -306,42 +308,54 @@ func Attention(s AttentionShape, pageTable []int32, q, k, v []float32) (Attentio
 		Context:     append([]int(nil), s.Context...),
 		HeadDim:     d,
 	}
-	weights := make([]float64, s.MaxContext())
-	for b := 0; b < s.Batch; b++ {
-		n := s.Context[b]
-		for hq := 0; hq < s.QHeads; hq++ {
-			h := hq / group
-			row := b*s.QHeads + hq
-			qv := q[row*d:][:d]
-			m := math.Inf(-1)
-			for t := 0; t < n; t++ {
-				kv := k[s.KVOffset(pageTable, b, h, t):][:d]
-				dot, abs := 0.0, 0.0
-				for i := range qv {
-					p := float64(qv[i]) * float64(kv[i])
-					dot += p
-					abs += math.Abs(p)
-				}
-				weights[t] = dot * scale
-				m = math.Max(m, weights[t])
-				r.ScoreAbs[row] = math.Max(r.ScoreAbs[row], abs*scale)
-			}
-			sum := 0.0
-			for t := 0; t < n; t++ {
-				weights[t] = math.Exp(weights[t] - m) // the softmax subtracts the max first
-				sum += weights[t]
-			}
-			want, absw := r.Want[row*d:][:d], r.AbsWeighted[row*d:][:d]
-			for t := 0; t < n; t++ {
-				vv := v[s.KVOffset(pageTable, b, h, t):][:d]
-				w := weights[t] / sum
-				for i := range want {
-					want[i] += w * float64(vv[i])
-					absw[i] += w * math.Abs(float64(vv[i]))
-				}
-			}
-		}
+	// One (sequence, query head) row per job, on every core: a reference of a few thousand
+	// tokens by dozens of heads is seconds of float64 work on one.
+	rows := make(chan int, s.Batch*s.QHeads)
+	for row := 0; row < s.Batch*s.QHeads; row++ {
+		rows <- row
 	}
+	close(rows)
+	var wg sync.WaitGroup
+	for range min(runtime.GOMAXPROCS(0), s.Batch*s.QHeads) {
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			weights := make([]float64, s.MaxContext())
+			for row := range rows {
+				b, hq := row/s.QHeads, row%s.QHeads
+				h, n := hq/group, s.Context[b]
+				qv := q[row*d:][:d]
+				m := math.Inf(-1)
+				for t := 0; t < n; t++ {
+					kv := k[s.KVOffset(pageTable, b, h, t):][:d]
+					dot, abs := 0.0, 0.0
+					for i := range qv {
+						p := float64(qv[i]) * float64(kv[i])
+						dot += p
+						abs += math.Abs(p)
+					}
+					weights[t] = dot * scale
+					m = math.Max(m, weights[t])
+					r.ScoreAbs[row] = math.Max(r.ScoreAbs[row], abs*scale)
+				}
+				sum := 0.0
+				for t := 0; t < n; t++ {
+					weights[t] = math.Exp(weights[t] - m) // the softmax subtracts the max first
+					sum += weights[t]
+				}
+				want, absw := r.Want[row*d:][:d], r.AbsWeighted[row*d:][:d]
+				for t := 0; t < n; t++ {
+					vv := v[s.KVOffset(pageTable, b, h, t):][:d]
+					w := weights[t] / sum
+					for i := range want {
+						want[i] += w * float64(vv[i])
+						absw[i] += w * math.Abs(float64(vv[i]))
+					}
+				}
+			}
+		}()
+	}
+	wg.Wait()
 	return r, nil
 }
 

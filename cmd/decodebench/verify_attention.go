@@ -1,0 +1,458 @@
+package main
+
+import (
+	"errors"
+	"fmt"
+	"io"
+	"strings"
+
+	"github.com/urfave/cli/v2"
+
+	"github.com/decodebench/decodebench/bench/axes"
+	"github.com/decodebench/decodebench/bench/ref"
+	"github.com/decodebench/decodebench/cgo"
+)
+
+// `decodebench verify attention`: decode attention (and, with --append, the KV append before
+// it) run once on hashed inputs, checked against ref.Attention.
+
+// maxRefCacheElements bounds the caches the host reference materialises (float32, K and V):
+// 2^28 elements is 1 GiB each.
+const maxRefCacheElements = 1 << 28
+
+func verifyAttentionCommand() *cli.Command {
+	return &cli.Command{
+		Name:  "attention",
+		Usage: "check decode attention over a KV cache (GQA, contiguous or paged, split-KV) for one shape",
+		UsageText: "decodebench verify attention --batch B --q-heads H --kv-heads G --head-dim D --context LIST " +
+			"[--page-size P] [--splits N] [--dtype bf16|fp16] [--append] [--scale S] [--backend auto|cuda|emu] [--seed S] [--json]",
+		Description: "One new query token per sequence against its cached tokens. --context gives each sequence's\n" +
+			"length: one value for every sequence, or one per sequence (items may be ranges of the LIST\n" +
+			"syntax, expanded in place: \"1,17,200\" or \"1-4\" for four sequences of 1..4 tokens). Without\n" +
+			"--page-size the cache is contiguous [batch, kv_heads, context, head_dim]; with it, paged\n" +
+			"[pages, kv_heads, page_size, head_dim] through a shuffled page table. With --append the last\n" +
+			"token of every sequence is written by the KV append kernel first, so the check also covers it.",
+		Flags: append([]cli.Flag{
+			&cli.IntFlag{Name: "batch", Usage: "sequences in the batch, 1..65536"},
+			&cli.IntFlag{Name: "q-heads", Usage: "query heads, a multiple of --kv-heads"},
+			&cli.IntFlag{Name: "kv-heads", Usage: "KV heads (the group size is q-heads / kv-heads; 1 is multi-query)"},
+			&cli.IntFlag{Name: "head-dim", Usage: "head dimension: 64, 80, 96, 128 or 256"},
+			&cli.StringFlag{Name: "context", Usage: "tokens of each sequence (>= 1): one value for all, or one per sequence"},
+			&cli.IntFlag{Name: "page-size", Usage: "tokens per page of a paged cache, a power of two from 16 to 256; 0 = contiguous"},
+			&cli.IntFlag{Name: "splits", Usage: "KV splits per sequence, 1..1024; 0 lets the kernel choose from the shape and the SM count"},
+			&cli.StringFlag{Name: "dtype", Value: "bf16", Usage: "element type of Q, the caches and the output: bf16 or fp16"},
+			&cli.BoolFlag{Name: "append", Usage: "write each sequence's last token with the KV append kernel before the attention"},
+			&cli.Float64Flag{Name: "scale", Usage: "softmax scale; 0 = 1/sqrt(head-dim)"},
+			&cli.Uint64Flag{Name: "seed", Value: 1, Usage: "seed of the input hash (Q, K, V, the new token and the page table get distinct seeds derived from it)"},
+			jsonFlag(),
+		}, backendFlags()...),
+		OnUsageError: onUsageError,
+		Action:       verifyAttentionAction,
+	}
+}
+
+// attentionRequest is a validated `verify attention` command line.
+type attentionRequest struct {
+	shape   ref.AttentionShape // with defaults: Capacity, PagesPerSeq, NumPages filled
+	dtype   ref.DType
+	splits  int
+	append  bool
+	seed    uint64
+	backend backendChoice
+}
+
+// parseContextList reads --context: comma-separated items in the LIST syntax, each expanded
+// in place (unlike a sweep axis, order and repeats matter: one value per sequence).
+func parseContextList(s string) ([]int, error) {
+	var out []int
+	for _, item := range strings.Split(s, ",") {
+		values, err := axes.ParseIntList(item)
+		if err != nil {
+			return nil, err
+		}
+		out = append(out, values...)
+		if len(out) > ref.MaxBatch {
+			return nil, fmt.Errorf("%q gives more than %d lengths", s, ref.MaxBatch)
+		}
+	}
+	return out, nil
+}
+
+func parseAttentionRequest(c *cli.Context) (attentionRequest, error) {
+	var r attentionRequest
+	if c.NArg() > 0 {
+		return r, usageError("verify attention takes no arguments (got %q)", c.Args().First())
+	}
+	for _, name := range []string{"batch", "q-heads", "kv-heads", "head-dim", "context"} {
+		if !c.IsSet(name) {
+			return r, usageError("verify attention needs --%s (usage: --batch B --q-heads H --kv-heads G --head-dim D --context LIST)", name)
+		}
+	}
+	batch := c.Int("batch")
+	if batch < 1 || batch > ref.MaxBatch {
+		return r, usageError("--batch %d: want 1..%d sequences", batch, ref.MaxBatch)
+	}
+	lens, err := parseContextList(c.String("context"))
+	if err != nil {
+		return r, usageError("--context: %v", err)
+	}
+	switch len(lens) {
+	case 1:
+		for len(lens) < batch {
+			lens = append(lens, lens[0])
+		}
+	case batch:
+	default:
+		return r, usageError("--context gives %d lengths for a batch of %d: give one for all or one per sequence", len(lens), batch)
+	}
+	shape := ref.AttentionShape{Batch: batch, QHeads: c.Int("q-heads"), KVHeads: c.Int("kv-heads"),
+		HeadDim: c.Int("head-dim"), Context: lens, Scale: c.Float64("scale")}
+	if p := c.Int("page-size"); p != 0 {
+		if err := ref.ValidatePageSize(p); err != nil {
+			return r, usageError("--page-size: %v (or 0 for a contiguous cache)", err)
+		}
+		shape.Layout, shape.PageSize = ref.KVPaged, p
+	}
+	r.shape = shape.WithDefaults()
+	if err := r.shape.Validate(); err != nil {
+		return r, usageError("verify attention: %v", err)
+	}
+	if n := r.shape.CacheElements(); n > maxRefCacheElements {
+		return r, usageError("verify attention: the KV caches hold %d elements each; the host reference takes at most %d (lower --batch, --kv-heads or --context)",
+			n, maxRefCacheElements)
+	}
+	if r.dtype, err = ref.ParseDType(c.String("dtype")); err != nil || (r.dtype != ref.BF16 && r.dtype != ref.FP16) {
+		return r, usageError("--dtype %q: the attention kernels take bf16 or fp16", c.String("dtype"))
+	}
+	if r.splits = c.Int("splits"); r.splits < 0 || r.splits > ref.MaxSplits {
+		return r, usageError("--splits %d: want 0 (the kernel chooses) or 1..%d", r.splits, ref.MaxSplits)
+	}
+	if r.backend, err = parseBackendFlags(c); err != nil {
+		return r, err
+	}
+	r.append, r.seed = c.Bool("append"), c.Uint64("seed")
+	return r, nil
+}
+
+// attentionReport is the verdict of one `verify attention` run; it is also the --json output.
+type attentionReport struct {
+	Passed         bool                   `json:"passed"`
+	Reason         string                 `json:"reason,omitempty"`
+	RelError       jsonFloat              `json:"rel_error"`
+	Tolerance      float64                `json:"tolerance"`
+	Worst          attentionElementJSON   `json:"worst"`
+	NonFinite      int                    `json:"non_finite"`
+	OutOfBound     int                    `json:"out_of_bound"`
+	Mismatches     []attentionElementJSON `json:"mismatches,omitempty"`
+	Kernel         string                 `json:"kernel"`
+	Layout         string                 `json:"layout"`
+	PageSize       int                    `json:"page_size,omitempty"`
+	Splits         int                    `json:"splits"`
+	SplitTokens    int                    `json:"split_tokens"`
+	WorkspaceBytes uint64                 `json:"workspace_bytes"`
+	Append         bool                   `json:"append"`
+	Batch          int                    `json:"batch"`
+	QHeads         int                    `json:"q_heads"`
+	KVHeads        int                    `json:"kv_heads"`
+	HeadDim        int                    `json:"head_dim"`
+	Context        []int                  `json:"context"`
+	Scale          float64                `json:"scale"`
+	DType          string                 `json:"dtype"`
+	Backend        string                 `json:"backend"`
+	Library        string                 `json:"library"`
+	Device         int                    `json:"device"`
+	DeviceName     string                 `json:"device_name"`
+	Seed           uint64                 `json:"seed"`
+}
+
+// attentionElementJSON is one output element of out[batch, q_heads, head_dim] next to its
+// reference.
+type attentionElementJSON struct {
+	Index  int       `json:"index"`
+	Seq    int       `json:"seq"`
+	Head   int       `json:"head"` // query head
+	Dim    int       `json:"dim"`
+	Got    jsonFloat `json:"got"`
+	Want   float64   `json:"want"`
+	AbsErr jsonFloat `json:"abs_err"`
+	Bound  float64   `json:"bound"`
+}
+
+func toAttentionElementJSON(e ref.Element, s ref.AttentionShape) attentionElementJSON {
+	row := e.Index / s.HeadDim
+	return attentionElementJSON{Index: e.Index, Seq: row / s.QHeads, Head: row % s.QHeads, Dim: e.Index % s.HeadDim,
+		Got: jsonFloat(e.Got), Want: e.Want, AbsErr: jsonFloat(e.AbsErr), Bound: e.Bound}
+}
+
+func verifyAttentionAction(c *cli.Context) error {
+	req, err := parseAttentionRequest(c)
+	if err != nil {
+		return err
+	}
+	lib, dev, err := req.backend.open()
+	if err != nil {
+		return err
+	}
+	defer dev.Close()
+	out, asJSON := c.App.Writer, c.Bool("json")
+	if !asJSON {
+		s := req.shape
+		fmt.Fprintf(out, "verify attention: batch %d, q heads %d, kv heads %d (group %d), head dim %d, context %s, %s, %v%s, seed %d on the %s\n",
+			s.Batch, s.QHeads, s.KVHeads, s.Group(), s.HeadDim, describeContexts(s.Context), describeLayout(s),
+			req.dtype, map[bool]string{true: ", last token appended", false: ""}[req.append], req.seed, describeDevice(lib, dev))
+	}
+	rep, err := runAttention(dev, req, out, asJSON)
+	if err != nil {
+		return err
+	}
+	rep.Backend, rep.Library, rep.Device = lib.Name(), lib.Path(), dev.Index()
+	if props, err := dev.Props(); err == nil {
+		rep.DeviceName = props.Name
+	}
+	if asJSON {
+		if err := writeJSONTo(out, rep); err != nil {
+			return err
+		}
+	} else {
+		printAttentionReport(out, rep)
+	}
+	if !rep.Passed {
+		return failure("verify attention failed: %s", rep.Reason)
+	}
+	return nil
+}
+
+func describeLayout(s ref.AttentionShape) string {
+	if s.Layout == ref.KVPaged {
+		return fmt.Sprintf("paged (%d-token pages, %d per sequence)", s.PageSize, s.PagesPerSeq)
+	}
+	return "contiguous"
+}
+
+// describeContexts shortens a long list of lengths: "[1 17 200]", "4 x 100", "[1 2 3 ... 64] (64)".
+func describeContexts(lens []int) string {
+	same := true
+	for _, n := range lens {
+		same = same && n == lens[0]
+	}
+	switch {
+	case same && len(lens) > 1:
+		return fmt.Sprintf("%d x %d", len(lens), lens[0])
+	case len(lens) > 8:
+		return fmt.Sprintf("%v ... %d] (%d sequences)", strings.TrimSuffix(fmt.Sprint(lens[:6]), "]"), lens[len(lens)-1], len(lens))
+	}
+	return fmt.Sprint(lens)
+}
+
+// attentionRun is the device side of one check, with everything the reference needs.
+type attentionRun struct {
+	got       []float32
+	table     []int32
+	plan      cgo.AttentionParams
+	workspace uint64
+}
+
+// runAttention allocates and fills the inputs (and with --append writes each sequence's last
+// token through db_kv_append), poisons the output and the workspace, plans, runs and compares.
+func runAttention(dev *cgo.Device, req attentionRequest, out io.Writer, quiet bool) (attentionReport, error) {
+	s := req.shape
+	seeds := ref.NewAttentionSeeds(req.seed)
+	run, err := runAttentionOnDevice(dev, req, seeds, out, quiet)
+	if err != nil {
+		return attentionReport{}, err
+	}
+
+	n := s.CacheElements()
+	q := ref.Fill(req.dtype, seeds.Q, 1, s.QElements())
+	k, v := ref.Fill(req.dtype, seeds.K, 1, n), ref.Fill(req.dtype, seeds.V, 1, n)
+	if req.append {
+		rows := s.Batch * s.KVHeads * s.HeadDim
+		kNew, vNew := ref.Fill(req.dtype, seeds.KNew, 1, rows), ref.Fill(req.dtype, seeds.VNew, 1, rows)
+		if err := ref.AppendKV(s, run.table, appendPositions(s), k, v, kNew, vNew); err != nil {
+			return attentionReport{}, failure("reference append: %v", err)
+		}
+	}
+	want, err := ref.Attention(s, run.table, q, k, v)
+	if err != nil {
+		return attentionReport{}, failure("reference: %v", err)
+	}
+	cmp := ref.Compare(run.got, want.Want, want.ElementBounds(req.dtype, run.plan.NumSplits), ref.AttentionTolerance(req.dtype))
+	rep := attentionReport{
+		Passed: cmp.Passed, Reason: cmp.Reason(), RelError: jsonFloat(cmp.RelError), Tolerance: cmp.Tolerance,
+		Worst: toAttentionElementJSON(cmp.Worst, s), NonFinite: cmp.NonFinite, OutOfBound: cmp.OutOfBound,
+		Kernel: "attention", Layout: s.Layout.String(), PageSize: s.PageSize,
+		Splits: run.plan.NumSplits, SplitTokens: run.plan.SplitTokens, WorkspaceBytes: run.workspace, Append: req.append,
+		Batch: s.Batch, QHeads: s.QHeads, KVHeads: s.KVHeads, HeadDim: s.HeadDim, Context: s.Context,
+		Scale: s.SoftmaxScale(), DType: req.dtype.String(), Seed: req.seed,
+	}
+	for _, m := range cmp.Mismatches {
+		rep.Mismatches = append(rep.Mismatches, toAttentionElementJSON(m, s))
+	}
+	return rep, nil
+}
+
+// appendPositions are where --append writes: each sequence's last token.
+func appendPositions(s ref.AttentionShape) []int {
+	pos := make([]int, s.Batch)
+	for b, n := range s.Context {
+		pos[b] = n - 1
+	}
+	return pos
+}
+
+func runAttentionOnDevice(dev *cgo.Device, req attentionRequest, seeds ref.AttentionSeeds, out io.Writer, quiet bool) (attentionRun, error) {
+	s, dt := req.shape, cgo.DType(req.dtype)
+	var run attentionRun
+	var bufs []*cgo.Buffer
+	defer func() {
+		for _, b := range bufs {
+			b.Close()
+		}
+	}()
+	alloc := func(what string, bytes uint64) (*cgo.Buffer, error) {
+		b, err := dev.Alloc(bytes)
+		if err != nil {
+			return nil, failure("allocating %s (%d bytes): %v", what, bytes, err)
+		}
+		bufs = append(bufs, b)
+		return b, nil
+	}
+	elem := dt.Bytes()
+	qElems, cacheElems := uint64(s.QElements()), uint64(s.CacheElements())
+	var q, k, v, o, lens *cgo.Buffer
+	for _, a := range []struct {
+		dst   **cgo.Buffer
+		what  string
+		bytes uint64
+	}{
+		{&q, "Q", qElems * elem}, {&k, "the K cache", cacheElems * elem}, {&v, "the V cache", cacheElems * elem},
+		{&o, "the output", qElems * elem}, {&lens, "the context lengths", uint64(4 * s.Batch)},
+	} {
+		b, err := alloc(a.what, a.bytes)
+		if err != nil {
+			return run, err
+		}
+		*a.dst = b
+	}
+	for _, f := range []struct {
+		b     *cgo.Buffer
+		what  string
+		count uint64
+		seed  uint64
+	}{{q, "Q", qElems, seeds.Q}, {k, "the K cache", cacheElems, seeds.K}, {v, "the V cache", cacheElems, seeds.V}} {
+		if err := f.b.FillHash(dt, f.count, f.seed, 1); err != nil {
+			return run, failure("filling %s: %v", f.what, err)
+		}
+	}
+	cache := cgo.KVCache{K: k.Ptr, V: v.Ptr, Layout: cgo.KVLayout(s.Layout), DType: dt,
+		KVHeads: s.KVHeads, HeadDim: s.HeadDim, Capacity: s.Capacity}
+	if s.Layout == ref.KVPaged {
+		run.table = s.ShuffledPageTable(seeds.PageTable)
+		pages, err := alloc("the page table", uint64(4*len(run.table)))
+		if err != nil {
+			return run, err
+		}
+		if err := cgo.Write(pages, run.table); err != nil {
+			return run, failure("copying the page table: %v", err)
+		}
+		cache.PageTable, cache.PageSize, cache.NumPages, cache.PagesPerSeq = pages.Ptr, s.PageSize, s.NumPages, s.PagesPerSeq
+	}
+	if err := cgo.Write(lens, toInt32s(s.Context)); err != nil {
+		return run, failure("copying the context lengths: %v", err)
+	}
+
+	if req.append {
+		rows := uint64(s.Batch * s.KVHeads * s.HeadDim)
+		kNew, err := alloc("the new K", rows*elem)
+		if err != nil {
+			return run, err
+		}
+		vNew, err := alloc("the new V", rows*elem)
+		if err != nil {
+			return run, err
+		}
+		positions, err := alloc("the append positions", uint64(4*s.Batch))
+		if err != nil {
+			return run, err
+		}
+		if err := kNew.FillHash(dt, rows, seeds.KNew, 1); err != nil {
+			return run, failure("filling the new K: %v", err)
+		}
+		if err := vNew.FillHash(dt, rows, seeds.VNew, 1); err != nil {
+			return run, failure("filling the new V: %v", err)
+		}
+		if err := cgo.Write(positions, toInt32s(appendPositions(s))); err != nil {
+			return run, failure("copying the append positions: %v", err)
+		}
+		err = dev.KVAppend(cgo.KVAppendParams{KNew: kNew.Ptr, VNew: vNew.Ptr, Positions: positions.Ptr, Cache: cache, Batch: s.Batch})
+		if errors.Is(err, cgo.ErrUnsupportedShape) || errors.Is(err, cgo.ErrInvalidArgument) {
+			return run, usageError("the KV append kernel refuses this shape: %v", err)
+		} else if err != nil {
+			return run, failure("%v", err)
+		}
+	}
+
+	if err := o.Memset(0xFF); err != nil { // NaN: an element the kernel skips cannot pass
+		return run, failure("poisoning the output: %v", err)
+	}
+	params := cgo.AttentionParams{Q: q.Ptr, Out: o.Ptr, ContextLens: lens.Ptr, Cache: cache,
+		Batch: s.Batch, QHeads: s.QHeads, MaxContext: s.MaxContext(), Scale: float32(s.Scale), NumSplits: req.splits}
+	plan, workspace, err := dev.AttentionPlan(params)
+	if errors.Is(err, cgo.ErrUnsupportedShape) || errors.Is(err, cgo.ErrInvalidArgument) {
+		return run, usageError("the attention kernels refuse this shape: %v", err)
+	} else if err != nil {
+		return run, failure("%v", err)
+	}
+	if !quiet {
+		fmt.Fprintf(out, "plan: %d split(s) of %d tokens, workspace %d bytes\n", plan.NumSplits, plan.SplitTokens, workspace)
+	}
+	if workspace > 0 {
+		ws, err := alloc("the split workspace", workspace)
+		if err != nil {
+			return run, err
+		}
+		if err := ws.Memset(0xFF); err != nil { // a partial the combine reads unwritten is NaN
+			return run, failure("poisoning the workspace: %v", err)
+		}
+		plan.Workspace, plan.WorkspaceBytes = ws.Ptr, ws.Bytes
+	}
+	if err := dev.Attention(plan); err != nil {
+		return run, failure("%v", err)
+	}
+	if err := dev.Synchronize(); err != nil {
+		return run, failure("%v", err)
+	}
+	raw := make([]byte, qElems*elem)
+	if err := o.CopyToHost(raw); err != nil {
+		return run, failure("copying the output back: %v", err)
+	}
+	got, err := ref.Decode(req.dtype, raw)
+	if err != nil {
+		return run, failure("%v", err)
+	}
+	run.got, run.plan, run.workspace = got, plan, workspace
+	return run, nil
+}
+
+func toInt32s(xs []int) []int32 {
+	out := make([]int32, len(xs))
+	for i, x := range xs {
+		out[i] = int32(x)
+	}
+	return out
+}
+
+func printAttentionReport(out io.Writer, r attentionReport) {
+	w := r.Worst
+	fmt.Fprintf(out, "relative L2 error %.3g (tolerance %.3g); worst element %d (seq %d, head %d, dim %d): got %.7g, want %.7g, |error| %.3g (bound %.3g)\n",
+		float64(r.RelError), r.Tolerance, w.Index, w.Seq, w.Head, w.Dim, float64(w.Got), w.Want, float64(w.AbsErr), w.Bound)
+	if r.Passed {
+		fmt.Fprintln(out, "PASS")
+		return
+	}
+	fmt.Fprintf(out, "FAIL: %s\n", r.Reason)
+	for _, m := range r.Mismatches {
+		fmt.Fprintf(out, "  element %d (seq %d, head %d, dim %d): got %.7g, want %.7g, |error| %.3g > bound %.3g\n",
+			m.Index, m.Seq, m.Head, m.Dim, float64(m.Got), m.Want, float64(m.AbsErr), m.Bound)
+	}
+}

@@ -1,0 +1,230 @@
+package main
+
+import (
+	"encoding/json"
+	"fmt"
+	"strings"
+	"testing"
+
+	"github.com/decodebench/decodebench/bench/ref"
+	"github.com/decodebench/decodebench/cgo/cgotest"
+)
+
+// attentionCase is one `verify attention` run of the emulator matrix.
+type attentionCase struct {
+	desc                            string
+	batch, qHeads, kvHeads, headDim int
+	context                         string // --context
+	pageSize, splits                int    // 0 = contiguous, 0 = auto
+	dtype                           string
+	append                          bool
+}
+
+func (c attentionCase) args() []string {
+	args := []string{"verify", "attention", "--backend", "emu", "--json",
+		"--batch", fmt.Sprint(c.batch), "--q-heads", fmt.Sprint(c.qHeads), "--kv-heads", fmt.Sprint(c.kvHeads),
+		"--head-dim", fmt.Sprint(c.headDim), "--context", c.context,
+		"--page-size", fmt.Sprint(c.pageSize), "--splits", fmt.Sprint(c.splits), "--seed", fmt.Sprint(c.batch*31 + c.headDim)}
+	if c.dtype != "" {
+		args = append(args, "--dtype", c.dtype)
+	}
+	if c.append {
+		args = append(args, "--append")
+	}
+	return args
+}
+
+// The issue's matrix, small enough for the emulator: every head dim; groups 1, 4, 7, 8, 16 and
+// multi-query past one block's 16 heads; both layouts and every page size class; contexts of
+// 1, a few, not a multiple of the page or the tile, and a few thousand; ragged batches; forced
+// splits including more than there are tiles; the append kernel before the attention.
+var attentionMatrix = []attentionCase{
+	// head dims (group 4, a ragged batch with a 1-token sequence)
+	{desc: "d64", batch: 2, qHeads: 8, kvHeads: 2, headDim: 64, context: "1,70"},
+	{desc: "d80 paged", batch: 2, qHeads: 8, kvHeads: 2, headDim: 80, context: "45,1", pageSize: 16},
+	{desc: "d96 fp16", batch: 2, qHeads: 8, kvHeads: 2, headDim: 96, context: "33,5", dtype: "fp16"},
+	{desc: "d128 paged fp16", batch: 2, qHeads: 8, kvHeads: 2, headDim: 128, context: "1,40", pageSize: 32, dtype: "fp16"},
+	{desc: "d256", batch: 2, qHeads: 8, kvHeads: 2, headDim: 256, context: "17,3", splits: 2},
+	{desc: "d256 paged split 5", batch: 1, qHeads: 4, kvHeads: 1, headDim: 256, context: "100", pageSize: 16, splits: 5},
+
+	// group sizes
+	{desc: "multi-head", batch: 2, qHeads: 3, kvHeads: 3, headDim: 64, context: "3,33", pageSize: 16, splits: 2},
+	{desc: "group 2", batch: 1, qHeads: 4, kvHeads: 2, headDim: 128, context: "50"},
+	{desc: "group 7 (Qwen2.5-7B: 28/4)", batch: 2, qHeads: 28, kvHeads: 4, headDim: 128, context: "9,64", pageSize: 16},
+	{desc: "group 8 (Llama-3-70B: 64/8)", batch: 1, qHeads: 16, kvHeads: 2, headDim: 128, context: "77", splits: 3},
+	{desc: "group 16", batch: 1, qHeads: 16, kvHeads: 1, headDim: 64, context: "20", pageSize: 16},
+	{desc: "multi-query 20 heads", batch: 2, qHeads: 20, kvHeads: 1, headDim: 64, context: "5,31", splits: 2},
+	{desc: "multi-query 32 heads", batch: 1, qHeads: 32, kvHeads: 1, headDim: 80, context: "40", pageSize: 32},
+
+	// contexts and layouts
+	{desc: "context 1 everywhere", batch: 3, qHeads: 4, kvHeads: 1, headDim: 64, context: "1"},
+	{desc: "context 1 paged", batch: 3, qHeads: 4, kvHeads: 1, headDim: 128, context: "1", pageSize: 256},
+	{desc: "not a multiple of the page", batch: 2, qHeads: 4, kvHeads: 2, headDim: 64, context: "33,100", pageSize: 32, splits: 3},
+	{desc: "pages of 64 and a partial tile", batch: 2, qHeads: 4, kvHeads: 2, headDim: 96, context: "65,129", pageSize: 64},
+	{desc: "pages of 256", batch: 2, qHeads: 8, kvHeads: 1, headDim: 128, context: "300,257", pageSize: 256, splits: 2},
+	{desc: "ragged batch", batch: 5, qHeads: 8, kvHeads: 2, headDim: 128, context: "1,17,256,300,64", pageSize: 32},
+	{desc: "a few thousand paged", batch: 1, qHeads: 4, kvHeads: 1, headDim: 128, context: "3000", pageSize: 16},
+	{desc: "a few thousand one split", batch: 1, qHeads: 4, kvHeads: 1, headDim: 64, context: "2900", splits: 1},
+
+	// splits
+	{desc: "one split", batch: 2, qHeads: 8, kvHeads: 2, headDim: 64, context: "37,200", splits: 1},
+	{desc: "7 splits", batch: 2, qHeads: 8, kvHeads: 2, headDim: 64, context: "37,200", splits: 7},
+	{desc: "64 splits of a 37-token context", batch: 1, qHeads: 8, kvHeads: 2, headDim: 64, context: "37", splits: 64},
+	{desc: "1024 splits", batch: 2, qHeads: 2, kvHeads: 1, headDim: 80, context: "3,130", pageSize: 16, splits: 1024},
+
+	// append, then attention that must see the new token
+	{desc: "append contiguous", batch: 3, qHeads: 8, kvHeads: 2, headDim: 128, context: "1,17,40", append: true},
+	{desc: "append paged", batch: 3, qHeads: 7, kvHeads: 1, headDim: 64, context: "1,16,33", pageSize: 16, splits: 2, append: true},
+	{desc: "append paged d256 fp16", batch: 2, qHeads: 4, kvHeads: 2, headDim: 256, context: "300,2", pageSize: 256, dtype: "fp16", append: true},
+}
+
+func TestVerifyAttentionMatrix(t *testing.T) {
+	useEmu(t)
+	for _, c := range attentionMatrix {
+		t.Run(c.desc, func(t *testing.T) {
+			out, code, msg := runCLI(t, c.args()...)
+			var rep attentionReport
+			if err := json.Unmarshal([]byte(out), &rep); err != nil {
+				t.Fatalf("exit %d (%s); output is not one JSON object: %v\n%s", code, msg, err, out)
+			}
+			if code != 0 || !rep.Passed {
+				t.Fatalf("exit %d (%s): %s", code, msg, out)
+			}
+			if rep.Kernel != "attention" || rep.Backend != "emu" || rep.Batch != c.batch || rep.QHeads != c.qHeads ||
+				rep.KVHeads != c.kvHeads || rep.HeadDim != c.headDim || rep.Append != c.append || len(rep.Context) != c.batch {
+				t.Errorf("report describes another run: %s", out)
+			}
+			if wantLayout := map[bool]string{true: "paged", false: "contiguous"}[c.pageSize > 0]; rep.Layout != wantLayout || rep.PageSize != c.pageSize {
+				t.Errorf("layout %s/%d, want %s/%d", rep.Layout, rep.PageSize, wantLayout, c.pageSize)
+			}
+			if c.splits > 0 && rep.Splits != c.splits {
+				t.Errorf("%d splits asked, %d ran", c.splits, rep.Splits)
+			}
+			if rep.Splits < 1 || rep.SplitTokens < 1 || (rep.Splits > 1) != (rep.WorkspaceBytes > 0) {
+				t.Errorf("plan: %d splits of %d tokens, workspace %d", rep.Splits, rep.SplitTokens, rep.WorkspaceBytes)
+			}
+		})
+	}
+}
+
+// Auto splits: a single short sequence is not split below 256 tokens a split; a long one on
+// few blocks is; a batch that fills the card is not.
+func TestVerifyAttentionAutoSplits(t *testing.T) {
+	useEmu(t)
+	for _, c := range []struct {
+		args     []string
+		min, max int
+	}{
+		{[]string{"--batch", "1", "--q-heads", "4", "--kv-heads", "1", "--head-dim", "64", "--context", "200"}, 1, 1},
+		{[]string{"--batch", "1", "--q-heads", "4", "--kv-heads", "1", "--head-dim", "64", "--context", "2048"}, 2, 8},
+		{[]string{"--batch", "64", "--q-heads", "2", "--kv-heads", "1", "--head-dim", "64", "--context", "300"}, 1, 1},
+	} {
+		out, code, msg := runCLI(t, append([]string{"verify", "attention", "--backend", "emu", "--json"}, c.args...)...)
+		var rep attentionReport
+		if err := json.Unmarshal([]byte(out), &rep); err != nil || code != 0 {
+			t.Fatalf("%v: exit %d (%s) %v", c.args, code, msg, err)
+		}
+		if rep.Splits < c.min || rep.Splits > c.max || rep.Splits*rep.SplitTokens < (ref.AttentionShape{Context: rep.Context}).MaxContext() {
+			t.Errorf("%v: %d splits of %d tokens, want %d..%d covering the context", c.args, rep.Splits, rep.SplitTokens, c.min, c.max)
+		}
+	}
+}
+
+func TestVerifyAttentionText(t *testing.T) {
+	useEmu(t)
+	out, code, msg := runCLI(t, "verify", "attention", "--backend", "emu", "--batch", "2", "--q-heads", "14", "--kv-heads", "2",
+		"--head-dim", "128", "--context", "5,40", "--page-size", "16", "--splits", "3", "--append")
+	if code != 0 {
+		t.Fatalf("exit %d (%s)\n%s", code, msg, out)
+	}
+	for _, want := range []string{"batch 2, q heads 14, kv heads 2 (group 7), head dim 128, context [5 40]",
+		"paged (16-token pages, 3 per sequence)", "last token appended", "emu backend", "plan: 3 split(s) of 32 tokens",
+		"relative L2 error", "tolerance 0.01", "worst element", "(seq ", "PASS"} {
+		if !strings.Contains(out, want) {
+			t.Errorf("output lacks %q:\n%s", want, out)
+		}
+	}
+}
+
+func TestVerifyAttentionUsageErrors(t *testing.T) {
+	hermetic(t, "") // validation comes before any library is looked for
+	base := []string{"verify", "attention", "--backend", "emu", "--batch", "2", "--q-heads", "8", "--kv-heads", "2", "--head-dim", "128"}
+	with := func(extra ...string) []string { return append(append([]string(nil), base...), extra...) }
+	cases := []struct {
+		desc string
+		args []string
+		want string
+	}{
+		{"missing --context", base, "--context"},
+		{"missing --head-dim", []string{"verify", "attention", "--batch", "1", "--q-heads", "1", "--kv-heads", "1", "--context", "4"}, "--head-dim"},
+		{"head dim 112", []string{"verify", "attention", "--batch", "1", "--q-heads", "1", "--kv-heads", "1", "--head-dim", "112", "--context", "4"}, "head_dim 112"},
+		{"group not whole", []string{"verify", "attention", "--batch", "1", "--q-heads", "8", "--kv-heads", "3", "--head-dim", "64", "--context", "4"}, "kv_heads 3"},
+		{"three lengths for two", with("--context", "1,2,3"), "3 lengths for a batch of 2"},
+		{"context 0", with("--context", "5,0"), `"0"`},
+		{"context not a number", with("--context", "5,x"), `"x"`},
+		{"page size 48", with("--context", "5", "--page-size", "48"), "page size 48"},
+		{"page size 8", with("--context", "5", "--page-size", "8"), "page size 8"},
+		{"page size 512", with("--context", "5", "--page-size", "512"), "page size 512"},
+		{"splits 2000", with("--context", "5", "--splits", "2000"), "--splits 2000"},
+		{"negative splits", with("--context", "5", "--splits", "-1"), "--splits -1"},
+		{"dtype f32", with("--context", "5", "--dtype", "f32"), `"f32"`},
+		{"negative scale", with("--context", "5", "--scale", "-2"), "scale -2"},
+		{"batch 0", []string{"verify", "attention", "--batch", "0", "--q-heads", "1", "--kv-heads", "1", "--head-dim", "64", "--context", "4"}, "--batch 0"},
+		{"too large for the reference", with("--context", "2000k"), "host reference"},
+		{"stray argument", with("--context", "5", "extra"), `"extra"`},
+		{"unknown backend", []string{"verify", "attention", "--batch", "1", "--q-heads", "1", "--kv-heads", "1", "--head-dim", "64", "--context", "4", "--backend", "rocm"}, `"rocm"`},
+	}
+	for _, c := range cases {
+		t.Run(c.desc, func(t *testing.T) {
+			out, code, msg := runCLI(t, c.args...)
+			if code != exitUsage {
+				t.Errorf("exit %d, want %d (message %q)", code, exitUsage, msg)
+			}
+			if !strings.Contains(msg, c.want) || strings.Contains(msg, "\n") {
+				t.Errorf("message %q should be one line naming %s", msg, c.want)
+			}
+			if out != "" {
+				t.Errorf("a usage error wrote output: %q", out)
+			}
+		})
+	}
+}
+
+// The fake library's attention writes nothing: the poisoned output must fail the check, as NaN.
+func TestVerifyAttentionCatchesUnwrittenOutput(t *testing.T) {
+	hermetic(t, cgotest.FakeLibrary(t, "libdecodebench_emu.so"))
+	out, code, msg := runCLI(t, "verify", "attention", "--backend", "emu", "--json", "--batch", "1", "--q-heads", "2",
+		"--kv-heads", "1", "--head-dim", "64", "--context", "9")
+	if code != exitFailure || !strings.Contains(msg, "verify attention failed") {
+		t.Fatalf("exit %d (%s), want %d", code, msg, exitFailure)
+	}
+	var rep attentionReport
+	if err := json.Unmarshal([]byte(out), &rep); err != nil {
+		t.Fatalf("a failed run's JSON does not parse (NaN?): %v\n%s", err, out)
+	}
+	if rep.Passed || rep.NonFinite != 2*64 || !strings.Contains(rep.Reason, "NaN") || rep.Worst.Index != 0 {
+		t.Errorf("report: %s", out)
+	}
+}
+
+func TestParseContextList(t *testing.T) {
+	for _, c := range []struct {
+		in   string
+		want []int
+	}{
+		{"7", []int{7}},
+		{"5,5,1", []int{5, 5, 1}},
+		{"300,1-4,2k", []int{300, 1, 2, 3, 4, 2048}},
+	} {
+		got, err := parseContextList(c.in)
+		if err != nil || fmt.Sprint(got) != fmt.Sprint(c.want) {
+			t.Errorf("parseContextList(%q) = %v, %v; want %v", c.in, got, err, c.want)
+		}
+	}
+	if got := describeContexts([]int{4, 4, 4}); got != "3 x 4" {
+		t.Errorf("describeContexts = %q", got)
+	}
+	if got := describeContexts([]int{1, 2, 3, 4, 5, 6, 7, 8, 9}); got != "[1 2 3 4 5 6 ... 9] (9 sequences)" {
+		t.Errorf("describeContexts = %q", got)
+	}
+}
