@@ -29,15 +29,17 @@ func LibraryPath(backend string) (string, error) {
 	if err == nil {
 		return path, nil
 	}
-	searched := err.Error()
-	if root, ok := moduleRoot(); ok {
-		candidate := filepath.Join(root, "lib", cgo.LibraryFile(backend))
-		if fi, statErr := os.Stat(candidate); statErr == nil && !fi.IsDir() {
-			return candidate, nil
-		}
-		searched += "; nor in " + filepath.Dir(candidate)
+	var notFound *cgo.NotFoundError
+	root, ok := moduleRoot()
+	if !ok || !errors.As(err, &notFound) {
+		return "", err
 	}
-	return "", errors.New(searched)
+	candidate := filepath.Join(root, "lib", cgo.LibraryFile(backend))
+	if fi, statErr := os.Stat(candidate); statErr == nil && !fi.IsDir() {
+		return candidate, nil
+	}
+	notFound.Searched = append(notFound.Searched, filepath.Dir(candidate))
+	return "", notFound
 }
 
 // EmuPath gives the path of libdecodebench_emu.so: where cgo.Locate finds it
