@@ -1,0 +1,136 @@
+package plots
+
+import (
+	"errors"
+	"math"
+	"strings"
+	"testing"
+)
+
+// h200Ceilings are the datasheet roof and a plausible measured one.
+var h200Ceilings = []RooflineCeiling{
+	{Label: "H200 datasheet", BandwidthBytesPerSec: 4.8e12, FLOPsPerSec: 989e12},
+	{Label: "H200 measured", BandwidthBytesPerSec: 4.31e12, FLOPsPerSec: 742e12, Dashed: true},
+}
+
+// llamaKernels are decode kernels of Llama-3-8B on an H200: bf16 GEMV and skinny GEMM run at
+// about 85% of the measured bandwidth until the batch makes them compute-bound; decode
+// attention reads the KV cache once per group of 4 query heads.
+func llamaKernels() []RooflinePoint {
+	at := func(label string, intensity, fractionOfBW float64) RooflinePoint {
+		return RooflinePoint{Label: label, Intensity: intensity, FLOPsPerSec: math.Min(intensity*4.31e12*fractionOfBW, 742e12*0.8)}
+	}
+	return []RooflinePoint{
+		at("GEMV qkv B=1", 1.0, 0.86),
+		at("GEMV mlp-up B=1", 1.0, 0.91),
+		at("GEMM qkv B=16", 15.9, 0.83),
+		at("GEMM qkv B=64", 61.7, 0.8),
+		at("GEMM mlp B=256", 228, 0.75),
+		at("attention GQA S=4k", 3.9, 0.78),
+		at("attention split-KV S=32k", 3.95, 0.84),
+		{Label: "attention fp8 S=128k", Intensity: 7.8, FLOPsPerSec: math.NaN(), Failed: true},
+		{Label: "GEMM int4 B=8", Intensity: 30, FLOPsPerSec: 2e14, Failed: true},
+	}
+}
+
+func TestRoofline(t *testing.T) {
+	c := testChart
+	c.Title = "Roofline: Llama-3-8B decode kernels"
+	base := outBase(t, "roofline")
+	paths, err := Roofline(c, h200Ceilings, llamaKernels(), base)
+	if err != nil {
+		t.Fatal(err)
+	}
+	checkOutputs(t, paths, base, 1200, 800)
+}
+
+func TestRooflineNote(t *testing.T) {
+	note := rooflineNote([]string{"a", "b", "c", "d", "e", "f"}, []string{"z"})
+	for _, want := range []string{"Failed verification, not drawn: a, b, c, d and 2 more", "no positive finite result, not drawn: z"} {
+		if !strings.Contains(note, want) {
+			t.Errorf("note %q does not say %q", note, want)
+		}
+	}
+	if rooflineNote(nil, nil) != "" {
+		t.Error("a note with nothing left out")
+	}
+}
+
+// Every failed or undrawable kernel leaves the roofs, which still make a chart.
+func TestRooflineOnlyCeilings(t *testing.T) {
+	points := []RooflinePoint{{Label: "bad", Intensity: 2, FLOPsPerSec: 1e12, Failed: true}, {Label: "zero", Intensity: 0, FLOPsPerSec: 1e12}}
+	base := outBase(t, "roofline-no-kernels")
+	paths, err := Roofline(testChart, h200Ceilings[:1], points, base)
+	if err != nil {
+		t.Fatal(err)
+	}
+	checkOutputs(t, paths, base, 1200, 800)
+}
+
+// Many kernels at nearly the same place: the names that do not fit move to the legend.
+func TestRooflineCrowdedLabels(t *testing.T) {
+	var points []RooflinePoint
+	for i := range 14 {
+		points = append(points, RooflinePoint{Label: "GEMV layer " + batchLabel(float64(i)), Intensity: 1 + 0.01*float64(i), FLOPsPerSec: 3.6e12 + 1e10*float64(i)})
+	}
+	base := outBase(t, "roofline-crowded")
+	paths, err := Roofline(testChart, h200Ceilings, points, base)
+	if err != nil {
+		t.Fatal(err)
+	}
+	checkOutputs(t, paths, base, 1200, 800)
+}
+
+func TestRooflineRejectsBadInput(t *testing.T) {
+	good := h200Ceilings[:1]
+	cases := []struct {
+		desc     string
+		ceilings []RooflineCeiling
+		points   []RooflinePoint
+		want     string // in the error; ErrNothingToDraw when empty
+	}{
+		{"nothing", nil, nil, ""},
+		{"only failed points", nil, []RooflinePoint{{Label: "x", Intensity: 1, FLOPsPerSec: 1e12, Failed: true}}, ""},
+		{"only undrawable points", nil, []RooflinePoint{{Label: "x", Intensity: -1, FLOPsPerSec: 1e12}, {Label: "y", Intensity: 1, FLOPsPerSec: math.Inf(1)}}, ""},
+		{"zero bandwidth", []RooflineCeiling{{Label: "broken", FLOPsPerSec: 1e15}}, nil, "broken"},
+		{"NaN rate", append([]RooflineCeiling{}, good[0], RooflineCeiling{BandwidthBytesPerSec: 1e12, FLOPsPerSec: math.NaN()}), nil, "ceiling #1"},
+	}
+	for _, tc := range cases {
+		err := noPanic(t, tc.desc, func() error {
+			_, err := Roofline(testChart, tc.ceilings, tc.points, t.TempDir()+"/x")
+			return err
+		})
+		switch {
+		case err == nil:
+			t.Errorf("%s: no error", tc.desc)
+		case tc.want == "" && !errors.Is(err, ErrNothingToDraw):
+			t.Errorf("%s: error %q, want ErrNothingToDraw", tc.desc, err)
+		case tc.want != "" && !strings.Contains(err.Error(), tc.want):
+			t.Errorf("%s: error %q does not say %q", tc.desc, err, tc.want)
+		}
+	}
+}
+
+// Points only, and a point far above its roof: still drawn.
+func TestRooflineAwkwardData(t *testing.T) {
+	cases := []struct {
+		desc     string
+		ceilings []RooflineCeiling
+		points   []RooflinePoint
+	}{
+		{"points without ceilings", nil, llamaKernels()},
+		{"one point", nil, []RooflinePoint{{Label: "only", Intensity: 1, FLOPsPerSec: 4e12}}},
+		{"above the roof", h200Ceilings[:1], []RooflinePoint{{Label: "suspicious", Intensity: 1, FLOPsPerSec: 4e15}}},
+		{"unlabelled", h200Ceilings[:1], []RooflinePoint{{Intensity: 1, FLOPsPerSec: 4e12}}},
+		{"five ceilings", append(append(append([]RooflineCeiling{}, h200Ceilings...), h200Ceilings...), h200Ceilings[0]), nil},
+	}
+	for _, tc := range cases {
+		err := noPanic(t, tc.desc, func() error {
+			_, err := Roofline(testChart, tc.ceilings, tc.points, outBase(t, slug("roofline "+tc.desc)))
+			return err
+		})
+		if err != nil {
+			t.Errorf("%s: %v", tc.desc, err)
+		}
+	}
+}
