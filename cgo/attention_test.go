@@ -231,7 +231,7 @@ func TestAttentionPlanValidates(t *testing.T) {
 		}, cgo.ErrInvalidArgument, "without a page table"},
 		{"layout", func(p *cgo.AttentionParams) { p.Cache.Layout = 5 }, cgo.ErrInvalidArgument, "layout 5"},
 		{"capacity", func(p *cgo.AttentionParams) { p.MaxContext = 1001 }, cgo.ErrInvalidArgument, "capacity 1000"},
-		{"max context 0", func(p *cgo.AttentionParams) { p.MaxContext = 0 }, cgo.ErrInvalidArgument, "max_context 0"},
+		{"max context 0", func(p *cgo.AttentionParams) { p.MaxContext = 0 }, cgo.ErrInvalidArgument, "max_context 0 out of range"},
 		{"batch 0", func(p *cgo.AttentionParams) { p.Batch = 0 }, cgo.ErrInvalidArgument, "batch 0"},
 		{"splits", func(p *cgo.AttentionParams) { p.NumSplits = 1025 }, cgo.ErrInvalidArgument, "num_splits 1025"},
 		{"scale", func(p *cgo.AttentionParams) { p.Scale = -1 }, cgo.ErrInvalidArgument, "scale -1"},

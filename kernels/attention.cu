@@ -52,6 +52,7 @@ constexpr int kMaxGroupChunk = 16;     /* query heads one block serves */
 constexpr int kMinSplitTokens = 256;   /* auto splits never cut finer: each split still streams
                                           several tiles, so the pipeline and the combine pay off */
 constexpr int kMaxBatch = 65536;
+constexpr int kMaxContext = 1 << 30;   /* keeps split * split_tokens + a tile inside int32 */
 constexpr float kLog2e = 1.4426950408889634f;
 
 DB_DEVICE int imin(int a, int b) { return a < b ? a : b; }
@@ -580,8 +581,9 @@ int attn_plan(const char *fn, const db_context *ctx, const db_attention_params *
   if (p->batch < 1 || p->batch > kMaxBatch)
     return db_fail(DB_ERR_INVALID_ARGUMENT, "%s: batch %d out of range 1..%d", fn, p->batch, kMaxBatch);
   if (p->q_heads < 1) return db_fail(DB_ERR_INVALID_ARGUMENT, "%s: q_heads %d must be >= 1", fn, p->q_heads);
-  if (p->max_context < 1)
-    return db_fail(DB_ERR_INVALID_ARGUMENT, "%s: max_context %d must be >= 1", fn, p->max_context);
+  if (p->max_context < 1 || p->max_context > kMaxContext)
+    return db_fail(DB_ERR_INVALID_ARGUMENT, "%s: max_context %d out of range 1..%d", fn, p->max_context,
+                   kMaxContext);
   DB_CHECK(attn_validate_cache(fn, p->cache, p->batch, p->max_context));
   const db_kv_cache &c = p->cache;
   if (p->q_heads % c.kv_heads != 0)

@@ -228,3 +228,33 @@ func TestParseContextList(t *testing.T) {
 		t.Errorf("describeContexts = %q", got)
 	}
 }
+
+// TestVerifyAttentionOnGPU runs the emulator matrix and model-sized shapes on a GPU where there
+// is one (skipped otherwise, failed under DECODEBENCH_REQUIRE_GPU=1): real cp.async pipelines,
+// the device's SM count in the auto splits, shared memory past 48 KiB.
+func TestVerifyAttentionOnGPU(t *testing.T) {
+	lib := cgotest.CUDA(t)
+	hermetic(t, lib.Path())
+	var runs [][]string
+	for _, c := range attentionMatrix {
+		args := c.args()
+		args[3] = "cuda" // --backend
+		runs = append(runs, args)
+	}
+	for _, extra := range [][]string{
+		// Llama-3-8B layout (32 query heads, 8 KV heads, 128 dims), one long sequence, auto splits
+		{"--batch", "1", "--q-heads", "32", "--kv-heads", "8", "--head-dim", "128", "--context", "32k", "--page-size", "16"},
+		// Llama-3-70B layout, a ragged batch
+		{"--batch", "4", "--q-heads", "64", "--kv-heads", "8", "--head-dim", "128", "--context", "8k,1,4097,100", "--append"},
+		// a batch that fills the card without splits
+		{"--batch", "64", "--q-heads", "28", "--kv-heads", "4", "--head-dim", "128", "--context", "1000", "--page-size", "64", "--dtype", "fp16"},
+	} {
+		runs = append(runs, append([]string{"verify", "attention", "--backend", "cuda", "--json"}, extra...))
+	}
+	for _, args := range runs {
+		out, code, msg := runCLI(t, args...)
+		if code != 0 {
+			t.Errorf("%v: exit %d (%s)\n%s", args, code, msg, out)
+		}
+	}
+}
