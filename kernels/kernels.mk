@@ -81,3 +81,12 @@ $(KERNELS_BUILD)/emu/emu_test_ucontext: kernels/emu/emu_test.cpp $(EMU_UCONTEXT_
 
 $(KERNELS_BUILD)/emu/linear_test: kernels/emu/linear_test.cpp $(LIBDIR)/libdecodebench_emu.so
 	$(CXX) $(EMU_CXXFLAGS) -o $@ $< -L$(LIBDIR) -ldecodebench_emu -Wl,-rpath,$(CURDIR)/$(LIBDIR)
+
+# ---- on a GPU machine: the same C++ checks against the CUDA library (CI builds, never runs) ----
+.PHONY: cuda-test
+cuda-test: $(KERNELS_BUILD)/cuda/linear_test
+	$(KERNELS_BUILD)/cuda/linear_test
+
+$(KERNELS_BUILD)/cuda/linear_test: kernels/emu/linear_test.cpp $(LIBDIR)/libdecodebench_cuda.so
+	@mkdir -p $(@D)
+	$(CXX) $(EMU_CXXFLAGS) -o $@ $< -L$(LIBDIR) -ldecodebench_cuda -Wl,-rpath,'$$ORIGIN/../../$(LIBDIR)'

@@ -1,6 +1,7 @@
-// linear_test.cpp: checks the kernels through decodebench.h alone, on the emulation library, the
-// way the Go side will: inputs from db_fill_hash, references recomputed on the host from
-// dbhash.h in double precision (make emu-test; a few seconds).
+// linear_test.cpp: checks the kernels through decodebench.h alone, the way the Go side will:
+// inputs from db_fill_hash, references recomputed on the host from dbhash.h in double precision.
+// make emu-test runs it on the emulation library (a few seconds); make cuda-test builds the same
+// program against the CUDA library for a GPU machine, where it adds decode-sized shapes.
 //
 //   linear: both variants (and GEMV split-K) at awkward shapes, bf16 and fp16;
 //   probes: READ's exact sum, WRITE / COPY / TRIAD element by element, FMA / MMA finite;
@@ -8,6 +9,7 @@
 #include <atomic>
 #include <cmath>
 #include <cstdio>
+#include <cstdlib>
 #include <cstring>
 #include <string>
 #include <thread>
@@ -89,9 +91,12 @@ struct Buffer {
 
 /* ---- linear ----------------------------------------------------------------------------------- */
 
+bool g_emu = true;  // the emulation library (its device numbers are known)
+
 // One run: y from the library against the double reference. Tolerance: one unit in the last place
 // of the output type (the fp32 accumulation may land either side of a rounding boundary) plus
-// fp32 accumulation error.
+// the fp32 accumulation bound k * 2^-24 * sum |x w|, doubled for tensor cores' unspecified
+// accumulation rounding.
 void check_linear(db_context *ctx, int32_t dtype, int batch, int n, int k, int32_t variant,
                   int32_t split_k) {
   const uint64_t xseed = 11, wseed = 22;
@@ -141,7 +146,7 @@ void check_linear(db_context *ctx, int32_t dtype, int batch, int n, int k, int32
       const uint16_t bits = out[(size_t)b * n + r];
       const double got = dtype == DB_DTYPE_BF16 ? from_bf16(bits) : from_fp16(bits);
       const double ulp = want == 0 ? 0 : std::ldexp(1.0, std::ilogb(want) - (int)ulp_bits + 1);
-      const double tol = ulp + 1e-6 * magnitude + 1e-30;
+      const double tol = ulp + 2.0 * k * std::ldexp(magnitude, -24) + 1e-30;
       if (!(std::fabs(got - want) <= tol) && bad++ < 3)
         std::printf("  %s b=%d n=%d k=%d variant=%d split=%d: y[%d][%d] = %.8g, want %.8g\n",
                     dtype == DB_DTYPE_BF16 ? "bf16" : "fp16", batch, n, k, p.variant, p.split_k, b,
@@ -193,6 +198,21 @@ void test_linear(db_context *ctx) {
   MUST(db_linear_plan(ctx, &p, &ws));
   EXPECT(p.variant == DB_LINEAR_MMA && p.split_k == 1 && ws == 0, "auto plan b=64: %d %d %llu",
          p.variant, p.split_k, (unsigned long long)ws);
+}
+
+// Decode-sized shapes, on a GPU (the host reference is the slow part: ~1e9 multiply-adds); under
+// emulation with DB_TEST_LARGE=1 (about a minute).
+void test_linear_large(db_context *ctx) {
+  struct Shape {
+    int batch, n, k;
+  };
+  const Shape shapes[] = {{1, 4096, 4096}, {4, 1024, 4096}, {16, 4096, 4096}, {64, 1024, 4096},
+                          {256, 512, 2048}, {7, 14336, 512}};
+  for (const Shape &s : shapes)
+    for (int32_t variant : {DB_LINEAR_AUTO, DB_LINEAR_GEMV, DB_LINEAR_MMA})
+      check_linear(ctx, s.batch % 2 ? DB_DTYPE_FP16 : DB_DTYPE_BF16, s.batch, s.n, s.k, variant,
+                   0);
+  std::printf("linear (decode sizes): %zu runs\n", sizeof shapes / sizeof shapes[0] * 3);
 }
 
 void test_linear_errors(db_context *ctx) {
@@ -348,15 +368,21 @@ void test_probes(db_context *ctx) {
 }
 
 void test_api(db_context *ctx) {
-  EXPECT(std::strcmp(db_backend_name(), "emu") == 0, "backend %s", db_backend_name());
   int32_t count = 0;
   MUST(db_device_count(&count));
-  EXPECT(count == 1, "count %d", count);
   db_device_props props{};
   MUST(db_device_props_get(0, &props));
-  EXPECT(std::strcmp(props.name, "decodebench host emulation") == 0, "name %s", props.name);
-  EXPECT(props.sm_count == 8 && props.l2_bytes == 4 << 20, "props");
-  EXPECT(db_device_props_get(1, &props) == DB_ERR_NO_DEVICE, "device 1");
+  std::printf("backend %s, device 0: %s, cc %d.%d, %d SMs, L2 %lld bytes, %llu bytes free\n",
+              db_backend_name(), props.name, props.cc_major, props.cc_minor, props.sm_count,
+              (long long)props.l2_bytes, (unsigned long long)props.mem_free_bytes);
+  if (g_emu) {
+    EXPECT(count == 1, "count %d", count);
+    EXPECT(std::strcmp(props.name, "decodebench host emulation") == 0, "name %s", props.name);
+    EXPECT(props.sm_count == 8 && props.l2_bytes == 4 << 20, "props");
+  }
+  EXPECT(props.sm_count > 0 && props.max_threads_per_block >= 1024 && props.mem_total_bytes > 0,
+         "props");
+  EXPECT(db_device_props_get(count, &props) == DB_ERR_NO_DEVICE, "device %d", count);
   uint64_t huge = 0;
   EXPECT(db_buffer_alloc(ctx, 1ull << 40, &huge) == DB_ERR_OUT_OF_MEMORY, "1 TiB");
   // Fill: float dtypes round the scaled hash; spot-check bf16 and f32.
@@ -401,12 +427,14 @@ void test_threads() {
 }  // namespace
 
 int main() {
+  g_emu = std::strcmp(db_backend_name(), "emu") == 0;
   db_context *ctx = nullptr;
   MUST(db_context_create(0, &ctx));
   test_api(ctx);
   test_probes(ctx);
   test_linear_errors(ctx);
   test_linear(ctx);
+  if (!g_emu || std::getenv("DB_TEST_LARGE")) test_linear_large(ctx);
   MUST(db_context_destroy(ctx));
   test_threads();
   if (g_failures) {
