@@ -52,7 +52,7 @@ type layout struct {
 	panels, data               []draw.Canvas
 	yLabelAt                   []vg.Point // middle of the left edge of each y-axis label
 	panelTitleAt               []vg.Point // middle of the top edge of each panel title
-	title, subtitle            string     // wrapped to the figure's width
+	title, subtitle, noteText  string     // wrapped to the figure's width
 }
 
 func (f *figure) layoutOn(c draw.Canvas) layout {
@@ -77,9 +77,9 @@ func (f *figure) layoutOn(c draw.Canvas) layout {
 
 	bottom := inner.Min.Y
 	if f.note != "" {
-		sty := textStyle(noteSize, false, mutedColor)
+		l.noteText = wrapText(noteStyle(), f.note, width)
 		l.note = inner
-		l.note.Max.Y = bottom + sty.Height(f.note)
+		l.note.Max.Y = bottom + noteStyle().Height(l.noteText)
 		bottom = l.note.Max.Y + sectionGap
 	}
 
@@ -150,8 +150,8 @@ func (f *figure) takePanelTexts() {
 }
 
 // alignRow places plots side by side in area so that their data areas have the same width,
-// top and bottom, whatever their titles and tick labels take. (plot.Align does this for grids
-// but, for one row, shifts panels whose titles differ in height.) The space around a data area
+// top and bottom, whatever their tick labels take. (plot.Align does this for grids, but left
+// a band of white over the log-scale panel of TokensVsBatch.) The space around a data area
 // barely depends on the panel's size, so two passes settle it.
 //
 // reserve[i] is kept free left of panel i (for its y-axis label); the canvases returned
@@ -219,6 +219,12 @@ func titleStyle() text.Style {
 
 func subtitleStyle() text.Style {
 	sty := textStyle(subtitleSize, false, mutedColor)
+	sty.YAlign = draw.YTop
+	return sty
+}
+
+func noteStyle() text.Style {
+	sty := textStyle(noteSize, false, mutedColor)
 	sty.YAlign = draw.YTop
 	return sty
 }
@@ -299,8 +305,8 @@ func (f *figure) draw(c draw.Canvas) error {
 	if f.side != nil {
 		f.side(l.side, l.data[len(l.data)-1])
 	}
-	if f.note != "" {
-		c.FillText(textStyle(noteSize, false, mutedColor), l.note.Min, f.note)
+	if l.noteText != "" {
+		c.FillText(noteStyle(), vg.Point{X: l.note.Min.X, Y: l.note.Max.Y}, l.noteText)
 	}
 	return nil
 }

@@ -15,7 +15,10 @@ func TestEfficiencyMap(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	checkOutputs(t, paths, base, 1200, 800)
+	texts := checkOutputs(t, paths, base, 1200, 800)
+	// 88% at batch 1 and 1k context; 21 cells where the KV cache does not fit.
+	wantTexts(t, texts, 1, "88%", "not measured", "1k", "128k", "256", fractionLabelText)
+	wantTexts(t, texts, 21, "–")
 }
 
 func TestEfficiencyMapAwkwardData(t *testing.T) {

@@ -10,8 +10,8 @@ import (
 )
 
 // pointLabels writes short texts next to points. Each label goes to the first of eight places
-// around its point where it stays inside the data area and covers no marker and no label placed
-// before it, preferring places that cross no curve either. A label with no such place is left
+// around its point (then eight a little farther out) where it stays inside the data area and
+// covers no marker and no label placed before it, preferring places that cross no curve either. A label with no such place is left
 // out, and reported by place, so that a chart can move it to its legend: unreadable labels are
 // worse than none.
 type pointLabels struct {
@@ -72,9 +72,12 @@ func (l *pointLabels) place(c draw.Canvas, p *plot.Plot) (boxes map[int]vg.Recta
 		}
 		pt := vg.Point{X: trX(it.X), Y: trY(it.Y)}
 		width := l.style.Width(it.Text)
+		// Near places first; farther ones before giving up on keeping clear of the curves.
 		var candidates []vg.Rectangle
-		for _, o := range labelOffsets {
-			candidates = append(candidates, boxAround(pt, o.dx, o.dy, width, height, gap))
+		for _, g := range []vg.Length{gap, 2.5 * gap} {
+			for _, o := range labelOffsets {
+				candidates = append(candidates, boxAround(pt, o.dx, o.dy, width, height, g))
+			}
 		}
 		free := func(r vg.Rectangle, avoidCurves bool) bool {
 			if !insideRect(r, c.Rectangle) {
@@ -96,7 +99,11 @@ func (l *pointLabels) place(c draw.Canvas, p *plot.Plot) (boxes map[int]vg.Recta
 		}
 		placed := false
 		for _, avoidCurves := range []bool{true, false} {
-			for _, r := range candidates {
+			near := candidates
+			if !avoidCurves {
+				near = candidates[:len(labelOffsets)] // crossing a curve, stay next to the point
+			}
+			for _, r := range near {
 				if free(r, avoidCurves) {
 					boxes[i] = r
 					blocked = append(blocked, grow(r, vg.Points(1.5)))

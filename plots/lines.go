@@ -14,7 +14,7 @@ type axisKind int
 const (
 	batchAxis   axisKind = iota // log2, powers of two labelled 1 ... 256
 	contextAxis                 // log2, labelled 1k ... 128k (binary k)
-	rateAxis                    // tokens/s: log10 when the range passes 100x, else linear from 0
+	rateAxis                    // tokens/s: log10 past a range of axisSpec.logAbove, else linear
 )
 
 type axisSpec struct {

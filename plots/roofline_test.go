@@ -41,7 +41,21 @@ func TestRoofline(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	checkOutputs(t, paths, base, 1200, 800)
+	texts := checkOutputs(t, paths, base, 1200, 800)
+	// Every kernel named once (next to its marker or in the legend); the failed ones only in
+	// the footnote; both ridges marked.
+	for _, k := range llamaKernels() {
+		if k.Failed {
+			wantTexts(t, texts, 0, k.Label)
+		} else {
+			wantTexts(t, texts, 1, k.Label)
+		}
+	}
+	wantTexts(t, texts, 1, "ridge 206 FLOP/byte", "ridge 172 FLOP/byte",
+		"H200 datasheet (4.8 TB/s, 989 TFLOP/s)", "H200 measured (4.31 TB/s, 742 TFLOP/s)",
+		"Failed verification, not drawn: attention fp8 S=128k, GEMM int4 B=8.",
+		intensityLabelText, tflopsLabelText, "0.1")
+	wantTexts(t, texts, 2, "1", "10", "100", "1000") // on both axes
 }
 
 func TestRooflineNote(t *testing.T) {
@@ -78,7 +92,10 @@ func TestRooflineCrowdedLabels(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	checkOutputs(t, paths, base, 1200, 800)
+	texts := checkOutputs(t, paths, base, 1200, 800)
+	for _, k := range points {
+		wantTexts(t, texts, 1, k.Label)
+	}
 }
 
 func TestRooflineRejectsBadInput(t *testing.T) {

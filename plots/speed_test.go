@@ -14,7 +14,13 @@ func TestTokensVsBatch(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	checkOutputs(t, paths, base, 1200, 800)
+	texts := checkOutputs(t, paths, base, 1200, 800)
+	// One legend entry per context and one for the bounds' style; batch ticks on both panels;
+	// tokens/s ticks in decimal k.
+	wantTexts(t, texts, 1, "context 1k", "context 32k", "roofline bound (datasheet)",
+		"Per-server throughput", "Per-request speed", perServerLabelText, perRequestLabelText,
+		"Llama-3-8B decode", "20k", "1k")
+	wantTexts(t, texts, 2, "1", "2", "4", "8", "16", "32", "64", "128", "256", batchLabelText)
 }
 
 func TestTokensVsBatchRequestedSize(t *testing.T) {
@@ -35,7 +41,9 @@ func TestTradeoff(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	checkOutputs(t, paths, base, 1200, 800)
+	texts := checkOutputs(t, paths, base, 1200, 800)
+	wantTexts(t, texts, 1, "B=256", "context 4k", perRequestLabelText, perServerLabelText)
+	wantTexts(t, texts, 2, "B=128") // 1k and 4k contexts; the KV cache of 16k and 32k does not fit
 }
 
 func TestTokensVsContext(t *testing.T) {
@@ -59,7 +67,8 @@ func TestTokensVsContext(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	checkOutputs(t, paths, base, 1200, 800)
+	texts := checkOutputs(t, paths, base, 1200, 800)
+	wantTexts(t, texts, 1, "1k", "4k", "32k", "128k", "batch 64", contextLabelText, perRequestLabelText)
 }
 
 func TestLineChartsRejectBadInput(t *testing.T) {

@@ -5,6 +5,7 @@ import (
 	"encoding/xml"
 	"errors"
 	"fmt"
+	"image"
 	"image/png"
 	"io"
 	"math"
@@ -121,8 +122,10 @@ func outBase(t *testing.T, name string) string {
 	return filepath.Join(dir, name)
 }
 
-// checkOutputs checks that a chart wrote a PNG of the wanted size and a well-formed SVG.
-func checkOutputs(t *testing.T, paths []string, base string, wantW, wantH int) {
+// checkOutputs checks that a chart wrote a PNG of the wanted size with something drawn on it
+// and a well-formed SVG, and returns the texts of the SVG (titles, tick labels, legend ...),
+// which tests can check without depending on how fonts are rasterised.
+func checkOutputs(t *testing.T, paths []string, base string, wantW, wantH int) (texts []string) {
 	t.Helper()
 	if len(paths) != 2 || paths[0] != base+".png" || paths[1] != base+".svg" {
 		t.Fatalf("paths = %q, want [%s.png %s.svg]", paths, base, base)
@@ -138,6 +141,9 @@ func checkOutputs(t *testing.T, paths []string, base string, wantW, wantH int) {
 	if b := img.Bounds(); b.Dx() != wantW || b.Dy() != wantH {
 		t.Errorf("%s: %dx%d px, want %dx%d", paths[0], b.Dx(), b.Dy(), wantW, wantH)
 	}
+	if inked := inkedFraction(img); inked < 0.01 || inked > 0.6 {
+		t.Errorf("%s: %.1f%% of the pixels are not white: blank or flooded", paths[0], 100*inked)
+	}
 
 	svg, err := os.ReadFile(paths[1])
 	if err != nil {
@@ -145,6 +151,7 @@ func checkOutputs(t *testing.T, paths []string, base string, wantW, wantH int) {
 	}
 	dec := xml.NewDecoder(bytes.NewReader(svg))
 	root := ""
+	inText := false
 	for {
 		tok, err := dec.Token()
 		if errors.Is(err, io.EOF) {
@@ -153,8 +160,18 @@ func checkOutputs(t *testing.T, paths []string, base string, wantW, wantH int) {
 		if err != nil {
 			t.Fatalf("%s: not well-formed XML: %v", paths[1], err)
 		}
-		if se, ok := tok.(xml.StartElement); ok && root == "" {
-			root = se.Name.Local
+		switch tok := tok.(type) {
+		case xml.StartElement:
+			if root == "" {
+				root = tok.Name.Local
+			}
+			inText = tok.Name.Local == "text"
+		case xml.CharData:
+			if inText {
+				texts = append(texts, string(tok))
+			}
+		case xml.EndElement:
+			inText = false
 		}
 	}
 	if root != "svg" {
@@ -162,6 +179,37 @@ func checkOutputs(t *testing.T, paths []string, base string, wantW, wantH int) {
 	}
 	if !strings.Contains(string(svg), "sans-serif") {
 		t.Errorf("%s: no sans-serif fallback in the font families", paths[1])
+	}
+	return texts
+}
+
+// inkedFraction is the fraction of pixels that are not white.
+func inkedFraction(img image.Image) float64 {
+	b := img.Bounds()
+	inked := 0
+	for y := b.Min.Y; y < b.Max.Y; y++ {
+		for x := b.Min.X; x < b.Max.X; x++ {
+			if r, g, bl, _ := img.At(x, y).RGBA(); r < 0xF000 || g < 0xF000 || bl < 0xF000 {
+				inked++
+			}
+		}
+	}
+	return float64(inked) / float64(b.Dx()*b.Dy())
+}
+
+// wantTexts checks that each of want is one of the texts drawn, count times.
+func wantTexts(t *testing.T, texts []string, count int, want ...string) {
+	t.Helper()
+	for _, w := range want {
+		n := 0
+		for _, s := range texts {
+			if s == w {
+				n++
+			}
+		}
+		if n != count {
+			t.Errorf("text %q drawn %d times, want %d", w, n, count)
+		}
 	}
 }
 
