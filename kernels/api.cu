@@ -24,6 +24,9 @@ int db_fail(int status, const char *fmt, ...) {
 }
 
 int db_fail_cuda(cudaError_t error, const char *what) {
+  // Reported here, so clear it: a later launch's cudaGetLastError must not blame its kernel for
+  // this call (errors that poison the context stay sticky regardless).
+  (void)cudaGetLastError();
   int status = DB_ERR_CUDA;
   switch (error) {
     case cudaErrorMemoryAllocation: status = DB_ERR_OUT_OF_MEMORY; break;
@@ -97,10 +100,7 @@ extern "C" int db_device_count(int32_t *count) {
     *count = 0;
     int n = 0;
     const cudaError_t error = cudaGetDeviceCount(&n);
-    if (error != cudaSuccess) {
-      (void)cudaGetLastError();
-      return db_fail_cuda(error, "cudaGetDeviceCount");
-    }
+    if (error != cudaSuccess) return db_fail_cuda(error, "cudaGetDeviceCount");
     *count = n;
     return DB_OK;
   });
@@ -221,7 +221,6 @@ extern "C" int db_buffer_alloc(db_context *ctx, uint64_t bytes, uint64_t *dptr) 
     void *p = nullptr;
     const cudaError_t error = cudaMalloc(&p, (size_t)bytes);
     if (error != cudaSuccess) {
-      (void)cudaGetLastError();  // an allocation failure is not sticky: clear it
       char what[96];
       std::snprintf(what, sizeof what, "cudaMalloc(%llu bytes)", (unsigned long long)bytes);
       return db_fail_cuda(error, what);

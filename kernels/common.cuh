@@ -97,13 +97,23 @@ int db_guard(const char *function, F &&body) noexcept {
 #define DB_LAUNCH(kernel, grid, block, smem, stream, ...) \
   db_launch(#kernel, kernel, grid, block, smem, stream, __VA_ARGS__)
 
+/* "(k<T, 4>)" -> "k<T, 4>": the parentheses DB_LAUNCH needs around a template kernel. */
+inline std::string db_kernel_label(const char *name) {
+  std::string label = name;
+  if (label.size() >= 2 && label.front() == '(' && label.back() == ')')
+    label = label.substr(1, label.size() - 2);
+  return label;
+}
+
 template <class... P, class... A>
 int db_launch(const char *name, void (*kernel)(P...), dim3 grid, dim3 block, size_t smem,
               cudaStream_t stream, A &&...args) {
 #if DB_EMU
   (void)stream;
   std::string message;
-  switch (db_emu::launch(name, kernel, grid, block, smem, message, std::forward<A>(args)...)) {
+  const std::string label = db_kernel_label(name);
+  switch (db_emu::launch(label.c_str(), kernel, grid, block, smem, message,
+                         std::forward<A>(args)...)) {
     case db_emu::LAUNCH_OK: return DB_OK;
     case db_emu::LAUNCH_DEADLOCK: return db_fail(DB_ERR_EMU_DEADLOCK, "%s", message.c_str());
     case db_emu::LAUNCH_FAILED: break;
@@ -116,8 +126,8 @@ int db_launch(const char *name, void (*kernel)(P...), dim3 grid, dim3 block, siz
     return db_fail(DB_ERR_LAUNCH,
                    "launch of %s (grid %u,%u,%u, block %u,%u,%u, %zu bytes of dynamic shared "
                    "memory): %s: %s",
-                   name, grid.x, grid.y, grid.z, block.x, block.y, block.z, smem,
-                   cudaGetErrorName(error), cudaGetErrorString(error));
+                   db_kernel_label(name).c_str(), grid.x, grid.y, grid.z, block.x, block.y,
+                   block.z, smem, cudaGetErrorName(error), cudaGetErrorString(error));
   return DB_OK;
 #endif
 }
