@@ -2,7 +2,7 @@ package main
 
 import (
 	"fmt"
-	"os"
+	"io"
 	"text/tabwriter"
 
 	"github.com/urfave/cli/v2"
@@ -29,7 +29,7 @@ func infoCommand() *cli.Command {
 				if err != nil {
 					out.Error = err.Error()
 				}
-				if werr := writeJSON(out); werr != nil {
+				if werr := writeJSON(c.App.Writer, out); werr != nil {
 					return werr
 				}
 				if err != nil {
@@ -40,15 +40,15 @@ func infoCommand() *cli.Command {
 			if err != nil {
 				return failure("%v", err)
 			}
-			printSystem(sys)
+			printSystem(c.App.Writer, sys)
 			return nil
 		},
 	}
 }
 
-func printSystem(sys gpuinfo.System) {
-	fmt.Printf("driver %s, CUDA driver %s, NVML %s: %d GPU(s)\n", sys.Driver, sys.CUDADriverVersion, sys.NVMLVersion, len(sys.Devices))
-	w := tabwriter.NewWriter(os.Stdout, 0, 0, 2, ' ', 0)
+func printSystem(out io.Writer, sys gpuinfo.System) {
+	fmt.Fprintf(out, "driver %s, CUDA driver %s, NVML %s: %d GPU(s)\n", sys.Driver, sys.CUDADriverVersion, sys.NVMLVersion, len(sys.Devices))
+	w := tabwriter.NewWriter(out, 0, 0, 2, ' ', 0)
 	fmt.Fprintln(w, "GPU\tNAME\tMEMORY\tDATASHEET BW\tSM/MEM CLOCK (MHz, max)\tPCIE (now/max)\tECC\tPOWER LIMIT\tTEMP\tSPEC ROW")
 	for _, d := range sys.Devices {
 		spec := "none (predict needs --gpu NAME)"

@@ -7,6 +7,8 @@ import (
 	"errors"
 	"fmt"
 	"os"
+	"reflect"
+	"strings"
 
 	"github.com/urfave/cli/v2"
 )
@@ -23,7 +25,7 @@ const (
 )
 
 func newApp() *cli.App {
-	return &cli.App{
+	app := &cli.App{
 		Name:    "decodebench",
 		Usage:   "measure how fast a GPU decodes with a large language model",
 		Version: version,
@@ -42,6 +44,31 @@ func newApp() *cli.App {
 			return usageError("%v", err)
 		},
 		ExitErrHandler: func(c *cli.Context, err error) {}, // main prints and exits
+	}
+	for _, cmd := range app.Commands {
+		addEnvVars(cmd)
+	}
+	return app
+}
+
+// addEnvVars gives every flag without one the environment variable DECODEBENCH_<FLAG>
+// (--model-config reads DECODEBENCH_MODEL_CONFIG), so a fleet job can be configured without
+// editing command lines.
+func addEnvVars(cmd *cli.Command) {
+	for _, f := range cmd.Flags {
+		v := reflect.ValueOf(f)
+		if v.Kind() != reflect.Pointer || v.Elem().Kind() != reflect.Struct {
+			continue
+		}
+		env := v.Elem().FieldByName("EnvVars")
+		if !env.IsValid() || env.Len() > 0 || !env.CanSet() {
+			continue
+		}
+		name := "DECODEBENCH_" + strings.ToUpper(strings.ReplaceAll(f.Names()[0], "-", "_"))
+		env.Set(reflect.ValueOf([]string{name}))
+	}
+	for _, sub := range cmd.Subcommands {
+		addEnvVars(sub)
 	}
 }
 

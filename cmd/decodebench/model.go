@@ -3,7 +3,7 @@ package main
 import (
 	"encoding/json"
 	"fmt"
-	"os"
+	"io"
 	"text/tabwriter"
 
 	"github.com/urfave/cli/v2"
@@ -24,7 +24,7 @@ func modelCommand() *cli.Command {
 					if c.NArg() > 0 {
 						return usageError("model list takes no arguments (got %q)", c.Args().First())
 					}
-					return modelList(c.Bool("json"))
+					return modelList(c.App.Writer, c.Bool("json"))
 				},
 			},
 			{
@@ -50,7 +50,7 @@ func modelCommand() *cli.Command {
 					if context < 1 {
 						return usageError("--context %d: the context must be a whole number of tokens >= 1", context)
 					}
-					return modelShow(shape, batch, context, c.Bool("json"))
+					return modelShow(c.App.Writer, shape, batch, context, c.Bool("json"))
 				},
 			},
 		},
@@ -61,7 +61,7 @@ func jsonFlag() cli.Flag {
 	return &cli.BoolFlag{Name: "json", EnvVars: []string{"DECODEBENCH_JSON"}, Usage: "print JSON instead of a table"}
 }
 
-func modelList(asJSON bool) error {
+func modelList(out io.Writer, asJSON bool) error {
 	presets := model.Presets()
 	if asJSON {
 		type row struct {
@@ -83,9 +83,9 @@ func modelList(asJSON bool) error {
 			rows = append(rows, row{p.Name, p.Family, p.ParamsTotal(), p.ParamsActive(), p.Layers, p.Hidden,
 				p.QHeads, p.KVHeads, p.HeadDim, p.FFN, p.Vocab, p.Experts})
 		}
-		return writeJSON(rows)
+		return writeJSON(out, rows)
 	}
-	w := tabwriter.NewWriter(os.Stdout, 0, 0, 2, ' ', 0)
+	w := tabwriter.NewWriter(out, 0, 0, 2, ' ', 0)
 	fmt.Fprintln(w, "NAME\tFAMILY\tPARAMS\tACTIVE\tLAYERS\tHIDDEN\tHEADS/KV\tHEAD DIM\tFFN\tVOCAB")
 	for _, p := range presets {
 		fmt.Fprintf(w, "%s\t%s\t%s\t%s\t%d\t%d\t%d/%d\t%d\t%s\t%d\n", p.Name, p.Family,
@@ -122,7 +122,7 @@ type modelShowJSON struct {
 	Kernels            []model.Kernel `json:"kernels"`
 }
 
-func modelShow(s model.Shape, batch, context int, asJSON bool) error {
+func modelShow(stdout io.Writer, s model.Shape, batch, context int, asJSON bool) error {
 	out := modelShowJSON{
 		Name: s.Name, Family: s.Family, Source: s.Source, TP: max(s.TP, 1), Shape: s,
 		ParamsTotal: s.ParamsTotal(), ParamsActive: s.ParamsActive(),
@@ -136,9 +136,9 @@ func modelShow(s model.Shape, batch, context int, asJSON bool) error {
 		Kernels:            s.Kernels(batch, context),
 	}
 	if asJSON {
-		return writeJSON(out)
+		return writeJSON(stdout, out)
 	}
-	w := tabwriter.NewWriter(os.Stdout, 0, 0, 2, ' ', 0)
+	w := tabwriter.NewWriter(stdout, 0, 0, 2, ' ', 0)
 	fmt.Fprintf(w, "model\t%s (%s, from %s)\n", s.Name, s.Family, s.Source)
 	if out.TP > 1 {
 		fmt.Fprintf(w, "tensor parallel\t%d (numbers are one GPU's shard)\n", out.TP)
@@ -152,9 +152,9 @@ func modelShow(s model.Shape, batch, context int, asJSON bool) error {
 	fmt.Fprintf(w, "one step at batch %d, context %d\t%s of weights + %s of KV, %.3g FLOPs\n", batch, context,
 		humanBytes(out.WeightBytesAtBatch), humanBytes(float64(batch)*out.KVBytesPerSequence), out.FLOPsPerStep)
 	w.Flush()
-	fmt.Println()
-	fmt.Println("kernels of one decode step (bytes are the minimum one call moves; decimal units):")
-	w = tabwriter.NewWriter(os.Stdout, 0, 0, 2, ' ', 0)
+	fmt.Fprintln(stdout)
+	fmt.Fprintln(stdout, "kernels of one decode step (bytes are the minimum one call moves; decimal units):")
+	w = tabwriter.NewWriter(stdout, 0, 0, 2, ' ', 0)
 	fmt.Fprintln(w, "KERNEL\tSHAPE\tCALLS/STEP\tBYTES/CALL\tFLOPS/CALL")
 	for _, k := range out.Kernels {
 		fmt.Fprintf(w, "%s\t%s\t%.4g\t%s\t%.3g\n", k.Name, kernelShapeText(k), k.Repeat, humanBytes(k.Bytes), k.FLOPs)
@@ -169,8 +169,8 @@ func kernelShapeText(k model.Kernel) string {
 	return fmt.Sprintf("M=%d N=%d K=%d", k.M, k.N, k.K)
 }
 
-func writeJSON(v any) error {
-	enc := json.NewEncoder(os.Stdout)
+func writeJSON(w io.Writer, v any) error {
+	enc := json.NewEncoder(w)
 	enc.SetIndent("", "  ")
 	return enc.Encode(v)
 }

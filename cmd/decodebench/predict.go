@@ -90,17 +90,17 @@ func predictAction(c *cli.Context) error {
 		return err
 	}
 	if note != "" {
-		fmt.Fprintln(os.Stderr, "decodebench: "+note)
+		fmt.Fprintln(c.App.ErrWriter, "decodebench: "+note)
 	}
 	ceiling := roofline.DatasheetCeiling(gpu)
 	rows := predictRows(shape, gpu, ceiling, batches, contexts, reserve)
 
 	if c.Bool("json") {
-		if err := writeJSON(rows); err != nil {
+		if err := writeJSON(c.App.Writer, rows); err != nil {
 			return err
 		}
 	} else {
-		printPredict(os.Stdout, shape, gpu, ceiling, rows, contexts, reserve)
+		printPredict(c.App.Writer, shape, gpu, ceiling, rows, contexts, reserve)
 	}
 	if dir := c.String("out"); dir != "" {
 		paths, err := writePredictOutputs(dir, shape, gpu, ceiling, rows, batches, contexts)
@@ -108,7 +108,7 @@ func predictAction(c *cli.Context) error {
 			return failure("writing %s: %v", dir, err)
 		}
 		if !c.Bool("json") {
-			fmt.Printf("\nwrote %d files to %s: %s, ...\n", len(paths), dir, filepath.Base(paths[0]))
+			fmt.Fprintf(c.App.Writer, "\nwrote %d files to %s: %s, ...\n", len(paths), dir, filepath.Base(paths[0]))
 		}
 	}
 	return nil
@@ -196,8 +196,11 @@ func printPredict(out io.Writer, s model.Shape, gpu roofline.GPU, ceiling roofli
 		if ok {
 			critText = "at batch " + strconv.Itoa(crit)
 		}
-		fmt.Fprintf(out, "context %d: turns compute-bound %s; the largest batch that fits in %s (%.0f%% kept free) is %d\n",
-			ctx, critText, humanBytes(gpu.MemoryBytes), reserve*100, maxFit)
+		fitText := fmt.Sprintf("the largest batch that fits in %s (%.0f%% kept free) is %d", humanBytes(gpu.MemoryBytes), reserve*100, maxFit)
+		if maxFit == 0 {
+			fitText = fmt.Sprintf("not even batch 1 fits in %s (%.0f%% kept free): shard it with --tp", humanBytes(gpu.MemoryBytes), reserve*100)
+		}
+		fmt.Fprintf(out, "context %d: turns compute-bound %s; %s\n", ctx, critText, fitText)
 	}
 }
 
@@ -252,20 +255,32 @@ func predictPlots(dir string, s model.Shape, gpu roofline.GPU, ceiling roofline.
 		Subtitle: fmt.Sprintf("datasheet %.0f GB/s, %.0f TFLOP/s bf16 · weights %s · tp %d · prediction, not a measurement",
 			ceiling.BandwidthBytesPerSec/1e9, ceiling.FLOPsPerSec/1e12, s.WeightDType, max(s.TP, 1)),
 	}
+	anyFits := false
+	for _, r := range rows {
+		anyFits = anyFits || r.FitsInMemory
+	}
+	if !anyFits {
+		chart.Subtitle += " · does NOT fit in one GPU's memory at any point shown: try --tp"
+	}
 	var perServer, perRequest, tradeoff []plots.Series
 	for _, ctx := range contexts {
 		label := "context " + contextLabel(ctx)
 		srv := plots.Series{Label: label, Style: plots.Bound}
 		req := plots.Series{Label: label, Style: plots.Bound}
 		for _, r := range rows {
-			if r.Context != ctx {
-				continue
+			if r.Context != ctx || (anyFits && !r.FitsInMemory) {
+				continue // a batch whose KV cache does not fit is in the table, not on a chart
 			}
 			srv.X, srv.Y = append(srv.X, float64(r.Batch)), append(srv.Y, r.PerServerTokensPerSec)
 			req.X, req.Y = append(req.X, float64(r.Batch)), append(req.Y, r.PerRequestTokensPerSec)
 		}
+		if len(srv.X) == 0 {
+			continue // no batch fits at this context
+		}
 		perServer, perRequest = append(perServer, srv), append(perRequest, req)
-		tr := plots.Series{Label: label, Style: plots.Bound, X: req.Y, Y: srv.Y}
+		// Markers (the Measured style) so that each point can carry its batch size; the
+		// subtitle says the whole chart is a prediction.
+		tr := plots.Series{Label: label, Style: plots.Measured, X: req.Y, Y: srv.Y}
 		for _, b := range srv.X {
 			tr.PointLabels = append(tr.PointLabels, "B="+strconv.Itoa(int(b)))
 		}

@@ -1,7 +1,6 @@
 package main
 
 import (
-	"encoding/json"
 	"errors"
 	"fmt"
 	"io"
@@ -184,7 +183,7 @@ func verifyLinearAction(c *cli.Context) error {
 		rep.DeviceName = props.Name
 	}
 	if asJSON {
-		if err := writeJSONTo(out, rep); err != nil {
+		if err := writeJSON(out, rep); err != nil {
 			return err
 		}
 	} else {
@@ -335,10 +334,4 @@ func (f *jsonFloat) UnmarshalJSON(b []byte) error {
 		*f = jsonFloat(v)
 	}
 	return nil
-}
-
-func writeJSONTo(w io.Writer, v any) error {
-	enc := json.NewEncoder(w)
-	enc.SetIndent("", "  ")
-	return enc.Encode(v)
 }

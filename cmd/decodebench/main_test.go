@@ -1,0 +1,35 @@
+package main
+
+import (
+	"reflect"
+	"testing"
+
+	"github.com/urfave/cli/v2"
+)
+
+// Every flag of every command reads an environment variable (fleet jobs configure runs that
+// way), and flag names are unique within a command.
+func TestEveryFlagHasAnEnvVar(t *testing.T) {
+	var walk func(path string, cmd *cli.Command)
+	walk = func(path string, cmd *cli.Command) {
+		path += " " + cmd.Name
+		seen := map[string]bool{}
+		for _, f := range cmd.Flags {
+			name := f.Names()[0]
+			if seen[name] {
+				t.Errorf("%s: flag --%s defined twice", path, name)
+			}
+			seen[name] = true
+			env := reflect.ValueOf(f).Elem().FieldByName("EnvVars")
+			if !env.IsValid() || env.Len() == 0 {
+				t.Errorf("%s --%s has no environment variable", path, name)
+			}
+		}
+		for _, sub := range cmd.Subcommands {
+			walk(path, sub)
+		}
+	}
+	for _, cmd := range newApp().Commands {
+		walk("decodebench", cmd)
+	}
+}
