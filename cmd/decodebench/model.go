@@ -65,18 +65,18 @@ func modelList(out io.Writer, asJSON bool) error {
 	presets := model.Presets()
 	if asJSON {
 		type row struct {
-			Name        string `json:"name"`
-			Family      string `json:"family"`
-			ParamsTotal int64  `json:"params_total"`
-			ParamsActive int64 `json:"params_active"`
-			Layers      int    `json:"layers"`
-			Hidden      int    `json:"hidden"`
-			QHeads      int    `json:"q_heads"`
-			KVHeads     int    `json:"kv_heads"`
-			HeadDim     int    `json:"head_dim"`
-			FFN         int    `json:"ffn"`
-			Vocab       int    `json:"vocab"`
-			Experts     int    `json:"experts,omitempty"`
+			Name         string `json:"name"`
+			Family       string `json:"family"`
+			ParamsTotal  int64  `json:"params_total"`
+			ParamsActive int64  `json:"params_active"`
+			Layers       int    `json:"layers"`
+			Hidden       int    `json:"hidden"`
+			QHeads       int    `json:"q_heads"`
+			KVHeads      int    `json:"kv_heads"`
+			HeadDim      int    `json:"head_dim"`
+			FFN          int    `json:"ffn"`
+			Vocab        int    `json:"vocab"`
+			Experts      int    `json:"experts,omitempty"`
 		}
 		rows := make([]row, 0, len(presets))
 		for _, p := range presets {
