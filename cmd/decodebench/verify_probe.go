@@ -131,7 +131,7 @@ func verifyProbes(c *cli.Context, backend backendChoice, kinds []cgo.ProbeKind, 
 		}
 	}
 	if asJSON {
-		err := writeJSONTo(out, struct {
+		err := writeJSON(out, struct {
 			Passed  bool          `json:"passed"`
 			Backend string        `json:"backend"`
 			Library string        `json:"library"`
