@@ -14,6 +14,7 @@
 #include <algorithm>
 #include <cstddef>
 #include <cstdint>
+#include <cstring>
 #include <new>
 #include <string>
 #include <utility>
@@ -217,6 +218,27 @@ DB_DEVICE uint4 db_ld_nc_v4(const uint4 *p) {
                : "=r"(v.x), "=r"(v.y), "=r"(v.z), "=r"(v.w)
                : "l"(p));
   return v;
+}
+#endif
+
+/* 16-byte asynchronous global -> shared copy, cached in L2 only (cp.async.cg.shared.global, sm_80+),
+ * with its group commit and wait. The emulation copies at once, so its commit and wait do
+ * nothing; kernels still need the __syncthreads that makes other threads' copies visible. */
+#if DB_EMU
+inline void db_cp_async_16(void *smem, const void *gmem) { std::memcpy(smem, gmem, 16); }
+inline void db_cp_async_commit() {}
+template <int N>
+inline void db_cp_async_wait() {}
+#else
+DB_DEVICE void db_cp_async_16(void *smem, const void *gmem) {
+  const unsigned smem_addr = static_cast<unsigned>(__cvta_generic_to_shared(smem));
+  asm volatile("cp.async.cg.shared.global [%0], [%1], 16;" ::"r"(smem_addr), "l"(gmem) : "memory");
+}
+DB_DEVICE void db_cp_async_commit() { asm volatile("cp.async.commit_group;" ::: "memory"); }
+/* Waits until at most N of this thread's committed groups are still in flight. */
+template <int N>
+DB_DEVICE void db_cp_async_wait() {
+  asm volatile("cp.async.wait_group %0;" ::"n"(N) : "memory");
 }
 #endif
 

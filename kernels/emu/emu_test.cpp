@@ -268,6 +268,16 @@ __global__ void reverse_kernel(const float *in, float *out) {
   out[base + threadIdx.x] = buf[n - 1 - threadIdx.x];
 }
 
+// Each thread stages 16 bytes with cp.async, then reads its neighbour's.
+__global__ void cp_async_kernel(const uint4 *in, uint4 *out) {
+  DB_EXTERN_SHARED(uint4, staged);
+  db_cp_async_16(&staged[threadIdx.x], &in[threadIdx.x]);
+  db_cp_async_commit();
+  db_cp_async_wait<0>();
+  __syncthreads();
+  out[threadIdx.x] = staged[(threadIdx.x + 1) % blockDim.x];
+}
+
 __global__ void block_sum_kernel(const int *in, int *out) {
   __shared__ int partial[8];
   const int warp = threadIdx.x / 32;
@@ -302,6 +312,14 @@ void test_shared_memory() {
   status = DB_LAUNCH(reverse_kernel, dim3(1), dim3(threads), 64 << 10, nullptr, in.data(),
                      out.data());
   EXPECT(status == DB_OK, "status %d: %s", status, last_error().c_str());
+
+  std::vector<uint4> vin(64), vout(64);
+  for (unsigned i = 0; i < 64; ++i) vin[i] = make_uint4(i, 2 * i, 3 * i, 4 * i);
+  status = DB_LAUNCH(cp_async_kernel, dim3(1), dim3(64), 64 * sizeof(uint4), nullptr, vin.data(),
+                     vout.data());
+  EXPECT(status == DB_OK, "cp.async: status %d: %s", status, last_error().c_str());
+  for (unsigned i = 0; i < 64; ++i)
+    EXPECT(vout[i].x == (i + 1) % 64 && vout[i].w == 4 * ((i + 1) % 64), "cp.async %u", i);
 
   std::vector<int> values(256 * 5);
   int want = 0;
