@@ -150,10 +150,16 @@ struct AttnArgs {
   float q_scale;            /* softmax scale * log2(e) */
 };
 
-/* (128, 2): without a minimum, ptxas capped some instantiations at 64 or 128 registers and
- * spilled (nvcc 11.8, sm_80/sm_90); with it none spills, at 63-188 registers. */
+/* Minimum blocks per SM: without one, ptxas (nvcc 11.8, sm_80/sm_90) capped some
+ * instantiations at 64 or 128 registers and spilled. 3 (a 168-register cap) holds every
+ * instantiation of up to 8 heads without a spill, so 3 blocks fit an SM by registers; 16 heads
+ * need up to 188 and spill under 168, so they get 2. Minimum 4 (128 registers) spills 24-124
+ * bytes in every 8- and 16-head instantiation. */
+template <int GP>
+constexpr int attn_min_blocks() { return GP >= 16 ? 2 : 3; }
+
 template <class E, int D, int GP>
-__global__ void __launch_bounds__(kAttnThreads, 2)
+__global__ void __launch_bounds__(kAttnThreads, attn_min_blocks<GP>())
     attention_decode_kernel(const AttnArgs a) {
   using C = AttnConfig<D, GP>;
   DB_EXTERN_SHARED(unsigned char, smem);
