@@ -29,11 +29,12 @@
  * merges them: out = sum_s 2^(m_s - M) acc_s / sum_s 2^(m_s - M) l_s with M the largest m of a
  * split that saw a token. Splits past a sequence's length see no token and contribute nothing.
  *
- * Tile sizes were chosen on paper (no GPU in the sessions that wrote this, 2025): T * D about
- * 4096 elements (16 KiB of K and V per stage), which keeps a block at 35-95 KiB of shared memory,
- * 2 to 5 blocks per SM on an H100/H200 and 17-70 KiB of KV in flight per SM. The fp32 CUDA-core
- * math does 2 * group FMAs per K or V element: for group 8 that is about as long as the
- * element's share of HBM time on an H200, so group 8 is at the edge of memory-bound; a
+ * Tile sizes were chosen on paper (no GPU in the session that wrote this): T = 64 tokens for
+ * head dim 64, 32 for 80-128, 16 for 256, so one stage of K and V is 11-18 KiB and a block takes
+ * 23-58 KiB of shared memory. With 156-188 registers for 8 or 16 heads (3 or 2 blocks per SM)
+ * and 63-126 for fewer, an H100/H200 SM keeps about 35-70 KiB of KV in flight. The fp32
+ * CUDA-core math does 2 * group FMAs per K or V element: for group 8 that is about as long as
+ * the element's share of HBM time on an H200, so group 8 is at the edge of memory-bound; a
  * tensor-core (mma) score and P.V path is the next step if the card says so.
  */
 #include <algorithm>
@@ -622,8 +623,8 @@ int attn_plan(const char *fn, const db_context *ctx, const db_attention_params *
 
   int splits = p->num_splits;
   if (splits == 0) {
-    /* Enough blocks for about four per SM (what fits at 35-95 KiB of shared memory each),
-     * never a split shorter than kMinSplitTokens. */
+    /* About four blocks per SM (3 to 8 fit by registers and shared memory, see the top of the
+     * file), never a split shorter than kMinSplitTokens. */
     const int64_t target = 4 * (int64_t)(ctx->sm_count > 0 ? ctx->sm_count : 1);
     int64_t s = blocks >= target ? 1 : (target + blocks - 1) / blocks;
     s = std::min<int64_t>(s, (p->max_context + kMinSplitTokens - 1) / kMinSplitTokens);
