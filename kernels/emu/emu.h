@@ -219,7 +219,9 @@ void block_barrier(const char *file, int line);
 [[noreturn]] void fail_launch(const std::string &message);
 /* The launch's dynamic shared memory (its smem argument's size, 16-byte aligned). */
 void *dynamic_smem();
-inline unsigned lane_id() { return (threadIdx.x + blockDim.x * (threadIdx.y + blockDim.y * threadIdx.z)) & 31u; }
+inline unsigned lane_id() {
+  return (threadIdx.x + blockDim.x * (threadIdx.y + blockDim.y * threadIdx.z)) & 31u;
+}
 
 struct KernelBody {
   virtual void run() = 0;
