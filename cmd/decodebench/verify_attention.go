@@ -210,7 +210,7 @@ func verifyAttentionAction(c *cli.Context) error {
 		rep.DeviceName = props.Name
 	}
 	if asJSON {
-		if err := writeJSONTo(out, rep); err != nil {
+		if err := writeJSON(out, rep); err != nil {
 			return err
 		}
 	} else {
