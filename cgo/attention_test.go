@@ -57,7 +57,7 @@ func newAttnSetup(t *testing.T, dev *cgo.Device, s ref.AttentionShape, dtype ref
 		cache.PageTable, cache.PageSize, cache.NumPages, cache.PagesPerSeq = a.pages.Ptr, s.PageSize, s.NumPages, s.PagesPerSeq
 	}
 	a.params = cgo.AttentionParams{Q: a.q.Ptr, Out: a.out.Ptr, ContextLens: a.lens.Ptr, Cache: cache,
-		Batch: s.Batch, QHeads: s.QHeads, MaxContext: s.SeqCapacity(), Scale: float32(s.Scale)}
+		Batch: s.Batch, QHeads: s.QHeads, MaxContext: s.MaxContext(), Scale: float32(s.Scale)}
 	return a
 }
 
@@ -132,9 +132,11 @@ func TestAttentionSmall(t *testing.T) {
 		dtype  ref.DType
 		splits int
 	}{
-		{"contiguous gqa bf16", ref.AttentionShape{Batch: 2, QHeads: 4, KVHeads: 2, HeadDim: 64, Context: []int{5, 70}}, ref.BF16, 1},
+		// Caches larger than the contexts: the row stride is the capacity, not the longest context.
+		{"contiguous gqa bf16", ref.AttentionShape{Batch: 2, QHeads: 4, KVHeads: 2, HeadDim: 64, Context: []int{5, 70},
+			Capacity: 96}, ref.BF16, 1},
 		{"paged fp16 split 3", ref.AttentionShape{Batch: 2, QHeads: 7, KVHeads: 1, HeadDim: 128, Context: []int{40, 100},
-			Layout: ref.KVPaged, PageSize: 16}, ref.FP16, 3},
+			Layout: ref.KVPaged, PageSize: 16, PagesPerSeq: 9, NumPages: 23}, ref.FP16, 3},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			a := newAttnSetup(t, dev, tc.shape, tc.dtype, 1)
