@@ -40,7 +40,6 @@
 #include <algorithm>
 #include <atomic>
 #include <cmath>
-#include <cstring>
 
 #include "common.cuh"
 
@@ -58,26 +57,6 @@ constexpr float kLog2e = 1.4426950408889634f;
 
 DB_DEVICE int imin(int a, int b) { return a < b ? a : b; }
 DB_DEVICE int imax(int a, int b) { return a > b ? a : b; }
-
-/* ---- cp.async: a 16-byte global -> shared copy that needs no registers ------------------------ */
-/* The emulation copies at once: completion before the wait is what the PTX ISA guarantees. */
-#if DB_EMU
-inline void attn_cp_async_16(void *smem, const void *gmem) { std::memcpy(smem, gmem, 16); }
-inline void attn_cp_async_commit() {}
-template <int N>
-inline void attn_cp_async_wait() {}
-#else
-/* cp.async.cg: 16 bytes, cached in L2 only (each KV byte is read once). */
-DB_DEVICE void attn_cp_async_16(void *smem, const void *gmem) {
-  const unsigned s = static_cast<unsigned>(__cvta_generic_to_shared(smem));
-  asm volatile("cp.async.cg.shared.global [%0], [%1], 16;\n" ::"r"(s), "l"(gmem) : "memory");
-}
-DB_DEVICE void attn_cp_async_commit() { asm volatile("cp.async.commit_group;\n" ::: "memory"); }
-template <int N>
-DB_DEVICE void attn_cp_async_wait() {
-  asm volatile("cp.async.wait_group %0;\n" ::"n"(N) : "memory");
-}
-#endif
 
 DB_DEVICE float attn_warp_max(float v) {
   DB_UNROLL
@@ -223,12 +202,12 @@ __global__ void __launch_bounds__(kAttnThreads, attn_min_blocks<GP>())
       if (tok < n) {
         const long long off = row_bytes(tile_start + tok);
         if (off >= 0) {
-          attn_cp_async_16(k_dst + tok * C::kRow + c * 8, a.k + off + c * 16);
-          attn_cp_async_16(v_dst + tok * C::kRow + c * 8, a.v + off + c * 16);
+          db_cp_async_16(k_dst + tok * C::kRow + c * 8, a.k + off + c * 16);
+          db_cp_async_16(v_dst + tok * C::kRow + c * 8, a.v + off + c * 16);
         }
       }
     }
-    attn_cp_async_commit();
+    db_cp_async_commit();
   };
 
   float m_r[C::kHeadsPerWarp], l_r[C::kHeadsPerWarp];
@@ -252,9 +231,9 @@ __global__ void __launch_bounds__(kAttnThreads, attn_min_blocks<GP>())
     const int n = imin(C::kTile, t_end - tile_start); /* valid tokens: a prefix of the tile */
     if (it + 1 < ntiles) {
       load_tile(tile_start + C::kTile, (it + 1) & 1);
-      attn_cp_async_wait<1>();
+      db_cp_async_wait<1>();
     } else {
-      attn_cp_async_wait<0>();
+      db_cp_async_wait<0>();
     }
     __syncthreads(); /* this tile's rows (and, the first time, the queries) are visible */
     const E *k_tile = kv_s + (size_t)(it & 1) * 2 * C::kTileElems;
