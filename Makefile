@@ -24,7 +24,7 @@ emu: $(LIBDIR)/libdecodebench_emu.so
 
 include kernels/kernels.mk
 
-test: emu
+test: emu emu-test
 	DECODEBENCH_KERNELS=$(CURDIR)/$(LIBDIR)/libdecodebench_emu.so DECODEBENCH_REQUIRE_EMU=1 $(GO) test ./...
 
 run: build

@@ -13,7 +13,7 @@ type ProbeKind int32
 
 const (
 	ProbeRead    ProbeKind = C.DB_PROBE_READ     // result[0] = uint32 wrap-around sum of a
-	ProbeWrite   ProbeKind = C.DB_PROBE_WRITE    // a[i] = db_hash64(seed, i) >> 32
+	ProbeWrite   ProbeKind = C.DB_PROBE_WRITE    // a[i] = db_write_word(seed, i)
 	ProbeCopy    ProbeKind = C.DB_PROBE_COPY     // b[i] = a[i]
 	ProbeTriad   ProbeKind = C.DB_PROBE_TRIAD    // a[i] = b[i] + scalar * c[i], float32
 	ProbeFMAF32  ProbeKind = C.DB_PROBE_FMA_F32  // fp32 FMA chains; one float per thread

@@ -60,17 +60,18 @@ __global__ __launch_bounds__(kMaxThreads) void probe_read_kernel(const uint4 *__
   block_sum_to(sum, result);
 }
 
-// Word w = db_hash64(seed, w) >> 32. The two 64-bit multiplies per word cost ALU time: if WRITE
-// falls short of COPY's write half on a card, the hash is the suspect (not yet measured).
+// Word w = (uint32)seed + w * 0x9E3779B9 (a Weyl sequence, db_write_word): one integer
+// multiply-add per word, so the probe stays store-bound. The first version wrote the 64-bit
+// input hash, three 64-bit multiplies per word: ~14 integer ops per 4 bytes is about what an
+// H200's ALUs can issue at 4.8 TB/s, which would have made WRITE measure the ALUs.
 __global__ __launch_bounds__(kMaxThreads) void probe_write_kernel(uint4 *__restrict__ a,
                                                                   uint64_t vectors,
                                                                   uint64_t seed) {
   const uint64_t stride = (uint64_t)gridDim.x * blockDim.x;
   for (uint64_t i = (uint64_t)blockIdx.x * blockDim.x + threadIdx.x; i < vectors; i += stride) {
     const uint64_t w = 4 * i;
-    a[i] = make_uint4((uint32_t)(db_hash64(seed, w) >> 32), (uint32_t)(db_hash64(seed, w + 1) >> 32),
-                      (uint32_t)(db_hash64(seed, w + 2) >> 32),
-                      (uint32_t)(db_hash64(seed, w + 3) >> 32));
+    a[i] = make_uint4(db_write_word(seed, w), db_write_word(seed, w + 1), db_write_word(seed, w + 2),
+                      db_write_word(seed, w + 3));
   }
 }
 

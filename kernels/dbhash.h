@@ -16,6 +16,11 @@
 #define DB_HD __host__ __device__ __forceinline__
 #else
 #define DB_HD static inline
+/* The WRITE probe's word i: a Weyl sequence, one multiply-add, so the probe measures stores. */
+DB_HD uint32_t db_write_word(uint64_t seed, uint64_t index) {
+  return (uint32_t)seed + (uint32_t)index * 0x9E3779B9u;
+}
+
 #endif
 
 DB_HD uint64_t db_hash64(uint64_t seed, uint64_t index) {

@@ -133,7 +133,7 @@ int db_linear(db_context *ctx, const db_linear_params *p);
 
 enum {
   DB_PROBE_READ = 0,  /* result[0..1] = uint32 wrap-around sum of a[0..n) (checked exactly)  */
-  DB_PROBE_WRITE = 1, /* a[i] = db_hash64(seed, i) >> 32 for uint32 words                    */
+  DB_PROBE_WRITE = 1, /* a[i] = db_write_word(seed, i) (dbhash.h) for uint32 words         */
   DB_PROBE_COPY = 2,  /* b[i] = a[i]                                                         */
   DB_PROBE_TRIAD = 3, /* a[i] = b[i] + scalar * c[i], float32                                */
   DB_PROBE_FMA_F32 = 4, /* fp32 FMA chains in registers; result gets one value per thread     */

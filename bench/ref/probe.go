@@ -20,6 +20,19 @@ func ReadSum(seed uint64, words uint64) uint32 {
 	return sum
 }
 
+// WriteWord is the WRITE probe's word i (db_write_word in kernels/dbhash.h): a Weyl sequence,
+// one multiply-add a word, so that the probe measures stores and not integer arithmetic.
+func WriteWord(seed, i uint64) uint32 { return uint32(seed) + uint32(i)*0x9E3779B9 }
+
+// WriteWords is what the WRITE probe leaves in a buffer of n words.
+func WriteWords(seed uint64, n int) []uint32 {
+	w := make([]uint32, n)
+	for i := range w {
+		w[i] = WriteWord(seed, uint64(i))
+	}
+	return w
+}
+
 // FMA32 is C's fmaf: x·y + z rounded once to float32, to nearest even.
 func FMA32(x, y, z float32) float32 {
 	// x·y is exact in float64, so math.FMA rounds only once, to float64; rounding that to

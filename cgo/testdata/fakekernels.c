@@ -242,7 +242,7 @@ int db_probe(db_context *ctx, db_probe_params *p) {
       return DB_OK;
     }
     case DB_PROBE_WRITE:
-      for (uint64_t i = 0; i < p->words; i++) a[i] = (uint32_t)(db_hash64(p->seed, i) >> 32);
+      for (uint64_t i = 0; i < p->words; i++) a[i] = db_write_word(p->seed, i);
 #ifdef FAKE_PROBE_BUG
       a[p->words - 1] ^= 1;
 #endif

@@ -242,8 +242,12 @@ func runProbe(dev *cgo.Device, kind cgo.ProbeKind, req probeRequest) (probeRepor
 		}
 		got := make([]uint32, words)
 		err = cgo.Read(dst, got)
-		rep.Detail = fmt.Sprintf("%d words of hash seed %d", words, req.seed)
-		rep.check(got, ref.FillWords(req.seed, int(words)))
+		want := ref.FillWords(req.seed, int(words)) // COPY moves the hashed words
+		if kind == cgo.ProbeWrite {
+			want = ref.WriteWords(req.seed, int(words))
+		}
+		rep.Detail = fmt.Sprintf("%d words of seed %d", words, req.seed)
+		rep.check(got, want)
 	case cgo.ProbeTriad:
 		got := make([]float32, words)
 		err = cgo.Read(a, got)
