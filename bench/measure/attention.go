@@ -1,0 +1,413 @@
+package measure
+
+import (
+	"fmt"
+	"math"
+
+	"github.com/decodebench/decodebench/bench/ref"
+	"github.com/decodebench/decodebench/cgo"
+)
+
+// AttentionSpec is one decode-attention call: one new query token per sequence against its
+// KV cache.
+type AttentionSpec struct {
+	Batch, QHeads, KVHeads, HeadDim int
+	Contexts                        []int // tokens of each sequence: one per sequence, or one for all
+	PageSize                        int   // tokens per page of a paged cache; 0 = contiguous
+	Splits                          int   // KV splits per sequence; 0 lets the kernel choose
+	DType                           cgo.DType
+}
+
+// The float64 reference of a large attention call is computed for a sample of (sequence, KV
+// head) pairs, each with every query head of its group: at most maxAttentionRefPairs pairs,
+// and at most maxAttentionRefElements K and V elements generated from the hash in all (2^28:
+// about 0.1 s on 16 cores), but always at least one pair.
+const (
+	maxAttentionRefPairs    = 32
+	maxAttentionRefElements = 1 << 28
+)
+
+// contexts expands Contexts to one length per sequence.
+func (s AttentionSpec) contexts() []int {
+	if len(s.Contexts) == 1 && s.Batch > 1 {
+		out := make([]int, s.Batch)
+		for i := range out {
+			out[i] = s.Contexts[0]
+		}
+		return out
+	}
+	return append([]int(nil), s.Contexts...)
+}
+
+// shape is the spec as bench/ref describes it, with the cache sized for the longest sequence.
+func (s AttentionSpec) shape() ref.AttentionShape {
+	shape := ref.AttentionShape{Batch: s.Batch, QHeads: s.QHeads, KVHeads: s.KVHeads, HeadDim: s.HeadDim, Context: s.contexts()}
+	if s.PageSize != 0 {
+		shape.Layout, shape.PageSize = ref.KVPaged, s.PageSize
+	}
+	return shape.WithDefaults()
+}
+
+func (s AttentionSpec) totalContext() float64 {
+	total := 0.0
+	for _, n := range s.contexts() {
+		total += float64(n)
+	}
+	return total
+}
+
+// KVBytes is the KV cache a call reads: every token of every sequence, K and V, each KV head.
+func (s AttentionSpec) KVBytes() float64 {
+	return 2 * s.totalContext() * float64(s.KVHeads) * float64(s.HeadDim) * float64(s.DType.Bytes())
+}
+
+// Bytes is the least a call moves: the KV cache it reads, Q, the output, the context lengths
+// and the page-table entries it follows.
+func (s AttentionSpec) Bytes() float64 {
+	e := float64(s.DType.Bytes())
+	qo := 2 * float64(s.Batch) * float64(s.QHeads) * float64(s.HeadDim) * e
+	meta := 4 * float64(s.Batch)
+	if s.PageSize > 0 {
+		for _, n := range s.contexts() {
+			meta += 4 * math.Ceil(float64(n)/float64(s.PageSize))
+		}
+	}
+	return s.KVBytes() + qo + meta
+}
+
+// FLOPs of a call: Q·Kᵀ and P·V, 2·HeadDim each per query head and token.
+func (s AttentionSpec) FLOPs() float64 {
+	return 4 * s.totalContext() * float64(s.QHeads) * float64(s.HeadDim)
+}
+
+// MinDeviceBytes is the device memory the measurement needs with one copy of the caches (the
+// split workspace aside): what a sweep passes to Fits. 0 for an invalid spec.
+func (s AttentionSpec) MinDeviceBytes() uint64 {
+	if status, _ := s.check(); status != "" {
+		return 0
+	}
+	shape := s.shape()
+	e := s.DType.Bytes()
+	q := uint64(shape.QElements()) * e
+	cache := roundUp(uint64(shape.CacheElements())*e, copyAlign)
+	return 2*cache + 2*q + 4*uint64(s.Batch) + 4*uint64(s.Batch)*uint64(shape.PagesPerSeq)
+}
+
+// check reports a spec that cannot run: invalid values fail, shapes the kernels do not take
+// are skipped.
+func (s AttentionSpec) check() (status, reason string) {
+	switch {
+	case s.Batch < 1 || s.QHeads < 1 || s.KVHeads < 1 || s.HeadDim < 1:
+		return StatusFailed, fmt.Sprintf("invalid shape batch %d, q heads %d, kv heads %d, head dim %d: each must be >= 1",
+			s.Batch, s.QHeads, s.KVHeads, s.HeadDim)
+	case s.QHeads%s.KVHeads != 0:
+		return StatusFailed, fmt.Sprintf("invalid shape: q heads %d is not a multiple of kv heads %d", s.QHeads, s.KVHeads)
+	case len(s.Contexts) != 1 && len(s.Contexts) != s.Batch:
+		return StatusFailed, fmt.Sprintf("invalid contexts: %d lengths for a batch of %d (want one for all or one per sequence)", len(s.Contexts), s.Batch)
+	case s.Splits < 0 || s.PageSize < 0:
+		return StatusFailed, fmt.Sprintf("invalid splits %d or page size %d: want 0 (auto, contiguous) or more", s.Splits, s.PageSize)
+	case s.DType != cgo.DTypeBF16 && s.DType != cgo.DTypeFP16:
+		return StatusSkipped, fmt.Sprintf("unsupported: dtype %v (the attention kernels take bf16 or fp16)", s.DType)
+	case s.Splits > ref.MaxSplits:
+		return StatusSkipped, fmt.Sprintf("unsupported: %d splits (at most %d)", s.Splits, ref.MaxSplits)
+	}
+	for b, n := range s.Contexts {
+		if n < 1 {
+			return StatusFailed, fmt.Sprintf("invalid context length %d of sequence %d: want >= 1", n, b)
+		}
+	}
+	if err := s.shape().Validate(); err != nil {
+		return StatusSkipped, "unsupported: " + err.Error()
+	}
+	return "", ""
+}
+
+// Attention verifies, then times, decode attention. The K and V caches rotate through enough
+// copies that the timed calls read them from HBM; Q, the output and the page table stay put.
+func Attention(dev *cgo.Device, s AttentionSpec, o Options) Outcome {
+	const kernel = "attention"
+	o = o.withDefaults()
+	if err := o.validate(); err != nil {
+		return failed(kernel, "options: %v", err)
+	}
+	if status, why := s.check(); status != "" {
+		return Outcome{Kernel: kernel, Status: status, Reason: why}
+	}
+	info, err := readDevice(dev)
+	if err != nil {
+		return failed(kernel, "%v", err)
+	}
+	out := Outcome{Kernel: kernel, Emulated: info.emulated, Bytes: s.Bytes(), FLOPs: s.FLOPs()}
+	shape, seeds := s.shape(), ref.NewAttentionSeeds(o.Seed)
+
+	cache := cgo.KVCache{K: planAddress, V: planAddress, Layout: cgo.KVLayout(shape.Layout), DType: s.DType,
+		KVHeads: s.KVHeads, HeadDim: s.HeadDim, Capacity: shape.Capacity}
+	if shape.Layout == ref.KVPaged {
+		cache.PageTable, cache.PageSize, cache.NumPages, cache.PagesPerSeq = planAddress, shape.PageSize, shape.NumPages, shape.PagesPerSeq
+	}
+	plan, workspace, err := dev.AttentionPlan(cgo.AttentionParams{Q: planAddress, Out: planAddress, ContextLens: planAddress,
+		Cache: cache, Batch: s.Batch, QHeads: s.QHeads, MaxContext: shape.MaxContext(), NumSplits: s.Splits})
+	if err != nil {
+		return merge(out, fromError(kernel, "planning", err))
+	}
+	out.Plan = map[string]any{"layout": shape.Layout.String(), "splits": plan.NumSplits,
+		"split_tokens": plan.SplitTokens, "workspace_bytes": workspace}
+	if shape.Layout == ref.KVPaged {
+		out.Plan["page_size"] = shape.PageSize
+	}
+
+	elem := s.DType.Bytes()
+	qBytes := uint64(shape.QElements()) * elem
+	cacheBytes := uint64(shape.CacheElements()) * elem
+	cacheStride := roundUp(cacheBytes, copyAlign)
+	other := 2*qBytes + 4*uint64(s.Batch) + 4*uint64(s.Batch)*uint64(shape.PagesPerSeq) + workspace
+	if ok, why := Fits(dev, 2*cacheStride+other); !ok {
+		return merge(out, skipped(kernel, "does not fit: %s", why))
+	}
+	out.Rotation = planRotation(s.KVBytes(), float64(2*cacheStride), float64(info.props.L2Bytes),
+		o.RotateFactor, rotateCap(o, info, other))
+	copies := out.Rotation.Copies
+
+	bufs := &buffers{dev: dev}
+	defer bufs.close()
+	var q, o0, lens, k, v *cgo.Buffer
+	for _, a := range []struct {
+		dst   **cgo.Buffer
+		what  string
+		bytes uint64
+	}{
+		{&q, "Q", qBytes}, {&o0, "the output", qBytes}, {&lens, "the context lengths", 4 * uint64(s.Batch)},
+		{&k, fmt.Sprintf("%d copies of the K cache", copies), uint64(copies) * cacheStride},
+		{&v, fmt.Sprintf("%d copies of the V cache", copies), uint64(copies) * cacheStride},
+	} {
+		b, err := bufs.alloc(a.what, a.bytes)
+		if err != nil {
+			return merge(out, fromError(kernel, a.what, err))
+		}
+		*a.dst = b
+	}
+	// One fill over every copy: copy 0 holds exactly the cache the reference sees.
+	for _, f := range []struct {
+		b    *cgo.Buffer
+		what string
+		seed uint64
+	}{{q, "Q", seeds.Q}, {k, "the K cache", seeds.K}, {v, "the V cache", seeds.V}} {
+		if err := f.b.FillHash(s.DType, f.b.Bytes/elem, f.seed, 1); err != nil {
+			return merge(out, failed(kernel, "filling %s: %v", f.what, err))
+		}
+	}
+	if err := cgo.Write(lens, int32s(shape.Context)); err != nil {
+		return merge(out, failed(kernel, "copying the context lengths: %v", err))
+	}
+	cache.K, cache.V = k.Ptr, v.Ptr
+	var table []int32
+	if shape.Layout == ref.KVPaged {
+		table = shape.ShuffledPageTable(seeds.PageTable)
+		pages, err := bufs.alloc("the page table", uint64(4*len(table)))
+		if err != nil {
+			return merge(out, fromError(kernel, "page table", err))
+		}
+		if err := cgo.Write(pages, table); err != nil {
+			return merge(out, failed(kernel, "copying the page table: %v", err))
+		}
+		cache.PageTable = pages.Ptr
+	}
+	plan.Q, plan.Out, plan.ContextLens, plan.Cache = q.Ptr, o0.Ptr, lens.Ptr, cache
+	var ws *cgo.Buffer
+	if workspace > 0 {
+		if ws, err = bufs.alloc("the split workspace", workspace); err != nil {
+			return merge(out, fromError(kernel, "workspace", err))
+		}
+		plan.Workspace, plan.WorkspaceBytes = ws.Ptr, ws.Bytes
+	}
+
+	if o.Verify {
+		out.Verification = verifyAttention(dev, plan, o0, ws, shape, ref.DType(s.DType), seeds, table, o.Seed)
+		if !out.Verification.Passed {
+			return merge(out, failed(kernel, "verification: %s", out.Verification.Reason))
+		}
+	} else {
+		out.Verification.Reason = "not verified (Options.Verify is false)"
+	}
+
+	stats, reps, err := timeCalls(dev, o.Timing, func(call int) error {
+		p := plan
+		offset := uint64(call%copies) * cacheStride
+		p.Cache.K, p.Cache.V = k.Ptr+offset, v.Ptr+offset
+		return dev.Attention(p)
+	})
+	if err != nil {
+		return merge(out, failed(kernel, "timing: %v", err))
+	}
+	out.finish(stats, reps)
+	return out
+}
+
+func int32s(xs []int) []int32 {
+	out := make([]int32, len(xs))
+	for i, x := range xs {
+		out[i] = int32(x)
+	}
+	return out
+}
+
+// verifyAttention poisons the output and the workspace, runs the planned call once on copy 0
+// of the caches, checks every output for NaN and a sample of (sequence, KV head) pairs against
+// the float64 reference.
+func verifyAttention(dev *cgo.Device, plan cgo.AttentionParams, outBuf, ws *cgo.Buffer, shape ref.AttentionShape,
+	dtype ref.DType, seeds ref.AttentionSeeds, table []int32, seed uint64) Verification {
+	v := Verification{Tolerance: ref.AttentionTolerance(dtype)}
+	for _, b := range []*cgo.Buffer{outBuf, ws} {
+		if b == nil {
+			continue
+		}
+		if err := b.Memset(0xFF); err != nil { // a partial the combine reads unwritten is NaN
+			v.Reason = fmt.Sprintf("poisoning: %v", err)
+			return v
+		}
+	}
+	if err := dev.Attention(plan); err != nil {
+		v.Reason = fmt.Sprintf("running: %v", err)
+		return v
+	}
+	if err := dev.Synchronize(); err != nil {
+		v.Reason = fmt.Sprintf("running: %v", err)
+		return v
+	}
+	raw := make([]byte, outBuf.Bytes)
+	if err := outBuf.CopyToHost(raw); err != nil {
+		v.Reason = fmt.Sprintf("copying the output back: %v", err)
+		return v
+	}
+	got, err := ref.Decode(dtype, raw)
+	if err != nil {
+		v.Reason = err.Error()
+		return v
+	}
+	return compareAttention(got, shape, dtype, seeds, table, plan.NumSplits, attentionPairs(shape, seed))
+}
+
+// attentionPairs picks the (sequence, KV head) pairs, as b*KVHeads+h, whose query heads the
+// reference computes, within the work budget.
+func attentionPairs(shape ref.AttentionShape, seed uint64) []int {
+	perPair := 2 * float64(shape.MaxContext()) * float64(shape.HeadDim)
+	budget := int(math.Max(1, math.Floor(maxAttentionRefElements/perPair)))
+	return sampleIndices(shape.Batch*shape.KVHeads, min(budget, maxAttentionRefPairs), seed)
+}
+
+// compareAttention checks got (the whole output) for NaN, then the query heads of the chosen
+// pairs against the reference.
+func compareAttention(got []float32, shape ref.AttentionShape, dtype ref.DType, seeds ref.AttentionSeeds,
+	table []int32, splits int, pairs []int) Verification {
+	v := Verification{Tolerance: ref.AttentionTolerance(dtype)}
+	d := shape.HeadDim
+	if count, first := nonFinite(got); count > 0 {
+		v.RelError, v.Checked = math.Inf(1), len(got)
+		row := first / d
+		v.Reason = fmt.Sprintf("%d of %d outputs are NaN or infinite (first: sequence %d, head %d, dim %d = %v; NaN is the poison of an unwritten output)",
+			count, len(got), row/shape.QHeads, row%shape.QHeads, first%d, got[first])
+		return v
+	}
+	want, elems := attentionReferencePairs(shape, dtype, seeds, table, pairs)
+	sub := make([]float32, len(elems))
+	for i, e := range elems {
+		sub[i] = got[e]
+	}
+	cmp := ref.Compare(sub, want.Want, want.ElementBounds(dtype, splits), v.Tolerance)
+	v.Passed, v.RelError, v.Checked = cmp.Passed, cmp.RelError, cmp.Count
+	if !cmp.Passed {
+		v.Reason = cmp.Reason()
+		if m := cmp.Mismatches; len(m) > 0 {
+			e := elems[m[0].Index]
+			row := e / d
+			v.Reason += fmt.Sprintf(" (at sequence %d, head %d, dim %d)", row/shape.QHeads, row%shape.QHeads, e%d)
+		}
+	} else if len(pairs) < shape.Batch*shape.KVHeads {
+		v.Reason = fmt.Sprintf("all %d outputs finite; %d of %d (sequence, KV head) pairs checked against the float64 reference with every query head of their group",
+			len(got), len(pairs), shape.Batch*shape.KVHeads)
+	}
+	return v
+}
+
+// attentionReferencePairs is ref.Attention restricted to the query heads of the chosen
+// (sequence, KV head) pairs (pair = b*KVHeads + h), with the same arithmetic in the same
+// order, generating only the K and V rows those pairs read from the hash. Its rows are one
+// (sequence, query head) each, in pair order, so that ElementBounds reads each row's own
+// context (one "sequence" of one head per row); elems gives each element's index in the
+// whole output.
+func attentionReferencePairs(shape ref.AttentionShape, dtype ref.DType, seeds ref.AttentionSeeds,
+	table []int32, pairs []int) (ref.AttentionReference, []int) {
+	d, group, scale := shape.HeadDim, shape.Group(), shape.SoftmaxScale()
+	rows := len(pairs) * group
+	r := ref.AttentionReference{
+		Want:        make([]float64, rows*d),
+		AbsWeighted: make([]float64, rows*d),
+		ScoreAbs:    make([]float64, rows),
+		Context:     make([]int, rows),
+		HeadDim:     d,
+	}
+	elems := make([]int, rows*d)
+	parallel(len(pairs), func(p int) {
+		b, h := pairs[p]/shape.KVHeads, pairs[p]%shape.KVHeads
+		n := shape.Context[b]
+		q := make([][]float64, group)
+		scores := make([][]float64, group)
+		maxScore := make([]float64, group)
+		for g := range group {
+			row := b*shape.QHeads + h*group + g // the output row of query head h*group+g
+			q[g] = make([]float64, d)
+			for i := range q[g] {
+				q[g][i] = float64(ref.FillValue(dtype, seeds.Q, 1, uint64(row*d+i)))
+			}
+			scores[g] = make([]float64, n)
+			maxScore[g] = math.Inf(-1)
+			local := p*group + g
+			r.Context[local] = n
+			for i := 0; i < d; i++ {
+				elems[local*d+i] = row*d + i
+			}
+		}
+		kv := make([]float64, d)
+		load := func(seed uint64, t int) {
+			off := uint64(shape.KVOffset(table, b, h, t))
+			for i := range kv {
+				kv[i] = float64(ref.FillValue(dtype, seed, 1, off+uint64(i)))
+			}
+		}
+		for t := 0; t < n; t++ {
+			load(seeds.K, t)
+			for g := range group {
+				dot, abs := 0.0, 0.0
+				for i, qi := range q[g] {
+					prod := qi * kv[i]
+					dot += prod
+					abs += math.Abs(prod)
+				}
+				scores[g][t] = dot * scale
+				maxScore[g] = math.Max(maxScore[g], scores[g][t])
+				local := p*group + g
+				r.ScoreAbs[local] = math.Max(r.ScoreAbs[local], abs*scale)
+			}
+		}
+		sums := make([]float64, group)
+		for g := range group {
+			for t := 0; t < n; t++ {
+				scores[g][t] = math.Exp(scores[g][t] - maxScore[g])
+				sums[g] += scores[g][t]
+			}
+		}
+		for t := 0; t < n; t++ {
+			load(seeds.V, t)
+			for g := range group {
+				local := p*group + g
+				want, absw := r.Want[local*d:][:d], r.AbsWeighted[local*d:][:d]
+				w := scores[g][t] / sums[g]
+				for i := range want {
+					want[i] += w * kv[i]
+					absw[i] += w * math.Abs(kv[i])
+				}
+			}
+		}
+	})
+	return r, elems
+}

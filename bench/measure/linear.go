@@ -1,0 +1,268 @@
+package measure
+
+import (
+	"fmt"
+	"math"
+
+	"github.com/decodebench/decodebench/bench/ref"
+	"github.com/decodebench/decodebench/cgo"
+)
+
+// LinearSpec is one decode linear layer: Y[Batch x N] = X[Batch x K] · Wᵀ, W row-major N x K.
+type LinearSpec struct {
+	Batch, N, K int
+	DType       cgo.DType         // bf16 or fp16
+	Variant     cgo.LinearVariant // LinearAuto lets the kernel choose
+	SplitK      int               // 0 lets the kernel choose (GEMV only)
+}
+
+// maxLinearRefRows is how many output features (rows of W) the float64 reference computes,
+// for every sequence of the batch: 64 rows of an LM head of K 4096 at batch 256 is 67M
+// products, tens of milliseconds on a few cores. Every output element is still checked for
+// NaN and for the poison of an unwritten one.
+const maxLinearRefRows = 64
+
+// Bytes is the least a call moves: W, X and Y once each.
+func (s LinearSpec) Bytes() float64 {
+	e := float64(s.DType.Bytes())
+	b, n, k := float64(s.Batch), float64(s.N), float64(s.K)
+	return (n*k + b*k + b*n) * e
+}
+
+// FLOPs of a call: 2·Batch·N·K.
+func (s LinearSpec) FLOPs() float64 { return 2 * float64(s.Batch) * float64(s.N) * float64(s.K) }
+
+// MinDeviceBytes is the device memory the measurement needs with one copy of W (the split-K
+// workspace aside): what a sweep passes to Fits.
+func (s LinearSpec) MinDeviceBytes() uint64 {
+	if s.Batch < 1 || s.N < 1 || s.K < 1 {
+		return 0
+	}
+	e := s.DType.Bytes()
+	b, n, k := uint64(s.Batch), uint64(s.N), uint64(s.K)
+	return roundUp(n*k*e, copyAlign) + b*k*e + b*n*e
+}
+
+// check reports a spec that cannot run: invalid values fail, shapes the kernels do not take
+// are skipped (the same limits as db_linear_plan and `verify linear`).
+func (s LinearSpec) check() (status, reason string) {
+	switch {
+	case s.Batch < 1 || s.N < 1 || s.K < 1:
+		return StatusFailed, fmt.Sprintf("invalid shape batch %d, n %d, k %d: each must be >= 1", s.Batch, s.N, s.K)
+	case s.SplitK < 0:
+		return StatusFailed, fmt.Sprintf("invalid split-k %d: want 0 (auto) or >= 1", s.SplitK)
+	case s.Variant < cgo.LinearAuto || s.Variant > cgo.LinearMMA:
+		return StatusFailed, fmt.Sprintf("invalid variant %v", s.Variant)
+	case s.Batch > 256:
+		return StatusSkipped, fmt.Sprintf("unsupported: batch %d (the linear kernels take 1..256)", s.Batch)
+	case s.K%8 != 0:
+		return StatusSkipped, fmt.Sprintf("unsupported: k %d is not a multiple of 8 (rows are read as 16-byte vectors)", s.K)
+	case s.N > math.MaxInt32 || s.K > math.MaxInt32:
+		return StatusSkipped, fmt.Sprintf("unsupported: n %d or k %d above 2^31-1", s.N, s.K)
+	case s.DType != cgo.DTypeBF16 && s.DType != cgo.DTypeFP16:
+		return StatusSkipped, fmt.Sprintf("unsupported: dtype %v (the linear kernels take bf16 or fp16)", s.DType)
+	case s.Variant == cgo.LinearMMA && s.SplitK > 1:
+		return StatusSkipped, fmt.Sprintf("unsupported: split-k %d with the mma variant (only gemv splits K)", s.SplitK)
+	}
+	return "", ""
+}
+
+// linearInputs are the hashed inputs of a measurement, as `verify linear` makes them: unit X
+// and W scaled by 1/sqrt(k), so outputs stay near 1/3 whatever k is.
+func linearInputs(s LinearSpec, seed uint64) ref.LinearInputs {
+	return ref.LinearInputs{
+		DType: ref.DType(s.DType), Batch: s.Batch, N: s.N, K: s.K,
+		SeedX: ref.Hash64(seed, 0), SeedW: ref.Hash64(seed, 1),
+		ScaleX: 1, ScaleW: float32(1 / math.Sqrt(float64(s.K))),
+	}
+}
+
+// Linear verifies, then times, one decode linear layer. W rotates through enough copies that
+// the timed calls read it from HBM; X and Y stay put, as activations do between layers.
+func Linear(dev *cgo.Device, s LinearSpec, o Options) Outcome {
+	const kernel = "linear"
+	o = o.withDefaults()
+	if err := o.validate(); err != nil {
+		return failed(kernel, "options: %v", err)
+	}
+	if status, why := s.check(); status != "" {
+		return Outcome{Kernel: kernel, Status: status, Reason: why}
+	}
+	info, err := readDevice(dev)
+	if err != nil {
+		return failed(kernel, "%v", err)
+	}
+	out := Outcome{Kernel: kernel, Emulated: info.emulated, Bytes: s.Bytes(), FLOPs: s.FLOPs()}
+
+	plan, workspace, err := dev.LinearPlan(cgo.LinearParams{X: planAddress, W: planAddress, Y: planAddress,
+		Batch: s.Batch, N: s.N, K: s.K, DType: s.DType, Variant: s.Variant, SplitK: s.SplitK})
+	if err != nil {
+		return merge(out, fromError(kernel, "planning", err))
+	}
+	out.Plan = map[string]any{"variant": plan.Variant.String(), "split_k": plan.SplitK, "workspace_bytes": workspace}
+
+	elem := s.DType.Bytes()
+	wBytes := uint64(s.N) * uint64(s.K) * elem
+	wStride := roundUp(wBytes, copyAlign)
+	other := uint64(s.Batch)*uint64(s.K)*elem + uint64(s.Batch)*uint64(s.N)*elem + workspace
+	if ok, why := Fits(dev, wStride+other); !ok {
+		return merge(out, skipped(kernel, "does not fit: %s", why))
+	}
+	out.Rotation = planRotation(float64(wBytes), float64(wStride), float64(info.props.L2Bytes), o.RotateFactor, rotateCap(o, info, other))
+
+	bufs := &buffers{dev: dev}
+	defer bufs.close()
+	in := linearInputs(s, o.Seed)
+	x, err := bufs.alloc("X", uint64(s.Batch)*uint64(s.K)*elem)
+	if err != nil {
+		return merge(out, fromError(kernel, "X", err))
+	}
+	w, err := bufs.alloc(fmt.Sprintf("%d copies of W", out.Rotation.Copies), uint64(out.Rotation.Copies)*wStride)
+	if err != nil {
+		return merge(out, fromError(kernel, "W", err))
+	}
+	y, err := bufs.alloc("Y", uint64(s.Batch)*uint64(s.N)*elem)
+	if err != nil {
+		return merge(out, fromError(kernel, "Y", err))
+	}
+	plan.X, plan.W, plan.Y = x.Ptr, w.Ptr, y.Ptr
+	if workspace > 0 {
+		ws, err := bufs.alloc("the split-K workspace", workspace)
+		if err != nil {
+			return merge(out, fromError(kernel, "workspace", err))
+		}
+		plan.Workspace, plan.WorkspaceBytes = ws.Ptr, ws.Bytes
+	}
+	if err := x.FillHash(s.DType, uint64(s.Batch)*uint64(s.K), in.SeedX, in.ScaleX); err != nil {
+		return merge(out, failed(kernel, "filling X: %v", err))
+	}
+	// One fill over every copy: copy 0 holds exactly the W the reference sees; the others hold
+	// more of the same hash stream (the values do not change the time).
+	if err := w.FillHash(s.DType, w.Bytes/elem, in.SeedW, in.ScaleW); err != nil {
+		return merge(out, failed(kernel, "filling W: %v", err))
+	}
+
+	if o.Verify {
+		out.Verification = verifyLinear(dev, plan, y, in, o.Seed)
+		if !out.Verification.Passed {
+			return merge(out, failed(kernel, "verification: %s", out.Verification.Reason))
+		}
+	} else {
+		out.Verification.Reason = "not verified (Options.Verify is false)"
+	}
+
+	stats, reps, err := timeCalls(dev, o.Timing, func(call int) error {
+		p := plan
+		p.W = w.Ptr + uint64(call%out.Rotation.Copies)*wStride
+		return dev.Linear(p)
+	})
+	if err != nil {
+		return merge(out, failed(kernel, "timing: %v", err))
+	}
+	out.finish(stats, reps)
+	return out
+}
+
+// merge keeps what out already knows (bytes, plan, rotation, verification) and takes the
+// status and reason of o.
+func merge(out, o Outcome) Outcome {
+	out.Status, out.Reason = o.Status, o.Reason
+	return out
+}
+
+// verifyLinear poisons Y, runs the planned call once on copy 0 of W, checks every output for
+// NaN (the poison of an unwritten element, or a computed one) and a sample of output rows, for
+// every sequence, against the float64 reference.
+func verifyLinear(dev *cgo.Device, plan cgo.LinearParams, y *cgo.Buffer, in ref.LinearInputs, seed uint64) Verification {
+	v := Verification{Tolerance: ref.LinearTolerance(in.DType)}
+	if err := y.Memset(0xFF); err != nil {
+		v.Reason = fmt.Sprintf("poisoning Y: %v", err)
+		return v
+	}
+	if err := dev.Linear(plan); err != nil {
+		v.Reason = fmt.Sprintf("running: %v", err)
+		return v
+	}
+	if err := dev.Synchronize(); err != nil {
+		v.Reason = fmt.Sprintf("running: %v", err)
+		return v
+	}
+	raw := make([]byte, y.Bytes)
+	if err := y.CopyToHost(raw); err != nil {
+		v.Reason = fmt.Sprintf("copying Y back: %v", err)
+		return v
+	}
+	got, err := ref.Decode(in.DType, raw)
+	if err != nil {
+		v.Reason = err.Error()
+		return v
+	}
+	return compareLinear(got, in, sampleIndices(in.N, maxLinearRefRows, seed))
+}
+
+// compareLinear checks got (all of Y) for NaN, then the chosen output rows against the
+// reference.
+func compareLinear(got []float32, in ref.LinearInputs, rows []int) Verification {
+	v := Verification{Tolerance: ref.LinearTolerance(in.DType)}
+	if count, first := nonFinite(got); count > 0 {
+		v.RelError, v.Checked = math.Inf(1), len(got)
+		v.Reason = fmt.Sprintf("%d of %d outputs are NaN or infinite (first: sequence %d, feature %d = %v; NaN is the poison of an unwritten output)",
+			count, len(got), first/in.N, first%in.N, got[first])
+		return v
+	}
+	want, absDot := linearReferenceRows(in, rows)
+	sub := make([]float32, len(want))
+	bounds := make([]float64, len(want))
+	for b := 0; b < in.Batch; b++ {
+		for r, j := range rows {
+			i := b*len(rows) + r
+			sub[i] = got[b*in.N+j]
+			bounds[i] = ref.LinearElementBound(in.DType, in.K, want[i], absDot[i])
+		}
+	}
+	cmp := ref.Compare(sub, want, bounds, v.Tolerance)
+	v.Passed, v.RelError, v.Checked = cmp.Passed, cmp.RelError, cmp.Count
+	if !cmp.Passed {
+		v.Reason = cmp.Reason()
+		if e := cmp.Mismatches; len(e) > 0 {
+			i := e[0].Index
+			v.Reason += fmt.Sprintf(" (at sequence %d, feature %d)", i/len(rows), rows[i%len(rows)])
+		}
+	} else if len(rows) < in.N {
+		v.Reason = fmt.Sprintf("all %d outputs finite; %d of %d output features checked against the float64 reference for every sequence", len(got), len(rows), in.N)
+	}
+	return v
+}
+
+// linearReferenceRows is ref.Linear restricted to the output features rows, for every
+// sequence: want[b*len(rows)+r] and absDot likewise for feature rows[r]. It generates only
+// those rows of W from the hash.
+func linearReferenceRows(in ref.LinearInputs, rows []int) (want, absDot []float64) {
+	x := make([]float32, in.Batch*in.K)
+	parallelRanges(uint64(len(x)), func(lo, hi uint64) {
+		for i := lo; i < hi; i++ {
+			x[i] = ref.FillValue(in.DType, in.SeedX, in.ScaleX, i)
+		}
+	})
+	want = make([]float64, in.Batch*len(rows))
+	absDot = make([]float64, len(want))
+	parallel(len(rows), func(r int) {
+		j := rows[r]
+		w := make([]float64, in.K)
+		base := uint64(j) * uint64(in.K)
+		for kk := range w {
+			w[kk] = float64(ref.FillValue(in.DType, in.SeedW, in.ScaleW, base+uint64(kk)))
+		}
+		for b := 0; b < in.Batch; b++ {
+			xb := x[b*in.K : (b+1)*in.K]
+			var sum, abs float64
+			for kk, wv := range w {
+				p := float64(xb[kk]) * wv
+				sum += p
+				abs += math.Abs(p)
+			}
+			want[b*len(rows)+r], absDot[b*len(rows)+r] = sum, abs
+		}
+	})
+	return want, absDot
+}

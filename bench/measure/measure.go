@@ -1,0 +1,232 @@
+// Package measure times kernels on a device the way design.md ("Measuring honestly") asks:
+// validate the spec, allocate, fill the inputs with the device hash, verify the output against
+// bench/ref before any timing, then time with device events after warm-up, with the operands
+// rotated through enough copies that every sample reads them from HBM, not L2.
+//
+// Every entry point returns an Outcome and never panics on a bad spec: a shape the kernels
+// cannot run or the card cannot hold is "skipped", a wrong result or a kernel error "failed",
+// and only an "ok" Outcome carries times. Under the emulator (Outcome.Emulated) the times are
+// the CPU's and must never be reported as speed.
+package measure
+
+import (
+	"errors"
+	"fmt"
+	"math"
+
+	"github.com/decodebench/decodebench/bench/timing"
+	"github.com/decodebench/decodebench/cgo"
+)
+
+// Options are the measurement method's knobs. Start from DefaultOptions: the zero value does
+// not verify.
+type Options struct {
+	Timing         timing.Config // the sampling rule; the zero Config means timing.Default
+	RotateFactor   float64       // rotated copies' working set >= RotateFactor x L2 (0 means 4)
+	MaxRotateBytes uint64        // cap on the rotated copies' memory (0 means 1/4 of free device memory)
+	Verify         bool          // verify before timing (the CLI always does)
+	Seed           uint64        // seed of the input hash
+}
+
+// DefaultRotateFactor: 4x L2 leaves under 1/4 of any copy's lines resident when the next call
+// on it comes round, for an LRU-like L2.
+const DefaultRotateFactor = 4
+
+// DefaultOptions is the method of design.md: timing.Default, working sets of 4x L2, verify.
+func DefaultOptions() Options {
+	return Options{Timing: timing.Default, RotateFactor: DefaultRotateFactor, Verify: true, Seed: 1}
+}
+
+// withDefaults fills the zero fields that have a default.
+func (o Options) withDefaults() Options {
+	if o.Timing == (timing.Config{}) {
+		o.Timing = timing.Default
+	}
+	if o.RotateFactor == 0 {
+		o.RotateFactor = DefaultRotateFactor
+	}
+	return o
+}
+
+func (o Options) validate() error {
+	if err := o.Timing.Validate(); err != nil {
+		return fmt.Errorf("timing: %w", err)
+	}
+	if !(o.RotateFactor > 0) || math.IsInf(o.RotateFactor, 0) {
+		return fmt.Errorf("rotate factor %g: want a finite number > 0", o.RotateFactor)
+	}
+	return nil
+}
+
+// Statuses of an Outcome.
+const (
+	StatusOK      = "ok"
+	StatusFailed  = "failed"  // verification failed, or the kernel or the device returned an error
+	StatusSkipped = "skipped" // the shape does not fit or is not supported: nothing ran
+)
+
+// Rotation says how the timed samples kept their operands out of L2.
+type Rotation struct {
+	Copies          int     // copies of the rotated operands (weights, KV caches), one per call in turn
+	WorkingSetBytes float64 // Copies x bytes of one copy's rotated operands
+	L2Bytes         float64
+	Method          string // e.g. "rotate 12 copies, 1.21 GB working set = 19x L2 (62.9 MB)"
+}
+
+// Verification is the check that came before the timing.
+type Verification struct {
+	Passed    bool
+	RelError  float64 // ‖out−ref‖₂/‖ref‖₂ over the elements checked against the reference
+	Tolerance float64
+	Checked   int    // elements (or words, or values) compared against the reference
+	Reason    string // why it failed, or what was sampled
+}
+
+// Outcome is one measurement.
+type Outcome struct {
+	Kernel string // "linear", "attention", "probe:read", ...
+	Status string // StatusOK, StatusFailed or StatusSkipped
+	Reason string // why not ok
+
+	Bytes, FLOPs float64      // minimum per call: each input read once, each output written once
+	Stats        timing.Stats // per-call seconds
+	// From the median: Bytes / median and FLOPs / median (decimal units are the caller's).
+	AchievedBytesPerSec, AchievedFLOPsPerSec float64
+	RepsPerSample                            int // calls timed back to back in one sample
+	Rotation                                 Rotation
+	Verification                             Verification
+	Plan                                     map[string]any // the resolved variant, split-K, splits, blocks, ...
+	// Emulated: the kernels ran in the CPU emulator; Stats are CPU time and say nothing about
+	// any GPU. Never report them as speed.
+	Emulated bool
+}
+
+func skipped(kernel, format string, a ...any) Outcome {
+	return Outcome{Kernel: kernel, Status: StatusSkipped, Reason: fmt.Sprintf(format, a...)}
+}
+
+func failed(kernel, format string, a ...any) Outcome {
+	return Outcome{Kernel: kernel, Status: StatusFailed, Reason: fmt.Sprintf(format, a...)}
+}
+
+// fromError classifies an error of the seam: a shape the kernel refuses or memory the card
+// lacks is skipped; anything else failed.
+func fromError(kernel, what string, err error) Outcome {
+	if errors.Is(err, cgo.ErrUnsupportedShape) || errors.Is(err, cgo.ErrOutOfMemory) {
+		return skipped(kernel, "%s: %v", what, err)
+	}
+	return failed(kernel, "%s: %v", what, err)
+}
+
+// finish fills the rates from the median.
+func (o *Outcome) finish(stats timing.Stats, reps int) {
+	o.Status, o.Stats, o.RepsPerSample = StatusOK, stats, reps
+	if stats.Median > 0 {
+		o.AchievedBytesPerSec = o.Bytes / stats.Median
+		o.AchievedFLOPsPerSec = o.FLOPs / stats.Median
+	}
+}
+
+// memoryReserve is kept free beyond what a measurement allocates, for the library's own
+// buffers and allocation granularity: 512 MiB, or 1/32 of a smaller device's memory.
+func memoryReserve(props cgo.DeviceProps) uint64 { return min(512<<20, props.MemTotalBytes/32) }
+
+// Fits reports whether bytes of buffers can be allocated on dev now, and if not, why. Sweeps
+// call it to skip a shape before allocating anything.
+func Fits(dev *cgo.Device, bytes uint64) (bool, string) {
+	if dev == nil {
+		return false, "no device"
+	}
+	props, err := dev.Props()
+	if err != nil {
+		return false, fmt.Sprintf("reading the device's free memory: %v", err)
+	}
+	free, reserve := props.MemFreeBytes, memoryReserve(props)
+	if free < reserve || bytes > free-reserve {
+		return false, fmt.Sprintf("needs %s of device memory, %s free (%s kept in reserve)",
+			decimalBytes(float64(bytes)), decimalBytes(float64(free)), decimalBytes(float64(reserve)))
+	}
+	return true, ""
+}
+
+// decimalBytes prints decimal units (1 GB = 1e9 B), as every table of decodebench does.
+func decimalBytes(b float64) string {
+	switch {
+	case b >= 1e12:
+		return fmt.Sprintf("%.2f TB", b/1e12)
+	case b >= 1e9:
+		return fmt.Sprintf("%.2f GB", b/1e9)
+	case b >= 1e6:
+		return fmt.Sprintf("%.1f MB", b/1e6)
+	case b >= 1e3:
+		return fmt.Sprintf("%.1f kB", b/1e3)
+	}
+	return fmt.Sprintf("%.0f B", b)
+}
+
+// buffers owns what one measurement allocated.
+type buffers struct {
+	dev  *cgo.Device
+	bufs []*cgo.Buffer
+}
+
+func (b *buffers) alloc(what string, bytes uint64) (*cgo.Buffer, error) {
+	buf, err := b.dev.Alloc(bytes)
+	if err != nil {
+		return nil, fmt.Errorf("allocating %s (%s): %w", what, decimalBytes(float64(bytes)), err)
+	}
+	b.bufs = append(b.bufs, buf)
+	return buf, nil
+}
+
+func (b *buffers) close() {
+	for _, buf := range b.bufs {
+		buf.Close()
+	}
+	b.bufs = nil
+}
+
+// device reads what every measurement needs to know about dev.
+type deviceInfo struct {
+	props    cgo.DeviceProps
+	emulated bool
+}
+
+func readDevice(dev *cgo.Device) (deviceInfo, error) {
+	if dev == nil {
+		return deviceInfo{}, errors.New("no device")
+	}
+	props, err := dev.Props()
+	if err != nil {
+		return deviceInfo{}, fmt.Errorf("reading the device properties: %w", err)
+	}
+	return deviceInfo{props: props, emulated: dev.Library().Emulated()}, nil
+}
+
+// rotateCap is the memory the rotated copies may take: Options.MaxRotateBytes, or 1/4 of the
+// free memory; never more than what is free once the rest of the measurement is allocated.
+func rotateCap(o Options, info deviceInfo, otherBytes uint64) uint64 {
+	limit := o.MaxRotateBytes
+	if limit == 0 {
+		limit = info.props.MemFreeBytes / 4
+	}
+	free, reserve := info.props.MemFreeBytes, memoryReserve(info.props)
+	if free > reserve+otherBytes {
+		limit = min(limit, free-reserve-otherBytes)
+	} else {
+		limit = 0
+	}
+	return limit
+}
+
+// roundUp rounds n up to a multiple of align (a power of two).
+func roundUp(n, align uint64) uint64 { return (n + align - 1) &^ (align - 1) }
+
+// copyAlign separates rotated copies: 256 bytes keeps every copy aligned for any vector load
+// and in its own cache lines.
+const copyAlign = 256
+
+// planAddress stands for a buffer in a plan made before allocating (to size the workspace and
+// check the shape first): the plan calls check addresses for null and alignment but read no
+// memory, and the launches get the real ones.
+const planAddress = 1 << 16
