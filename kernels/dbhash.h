@@ -16,11 +16,6 @@
 #define DB_HD __host__ __device__ __forceinline__
 #else
 #define DB_HD static inline
-/* The WRITE probe's word i: a Weyl sequence, one multiply-add, so the probe measures stores. */
-DB_HD uint32_t db_write_word(uint64_t seed, uint64_t index) {
-  return (uint32_t)seed + (uint32_t)index * 0x9E3779B9u;
-}
-
 #endif
 
 DB_HD uint64_t db_hash64(uint64_t seed, uint64_t index) {
@@ -33,6 +28,11 @@ DB_HD uint64_t db_hash64(uint64_t seed, uint64_t index) {
 DB_HD float db_hash_uniform(uint64_t seed, uint64_t index) {
   int32_t m = (int32_t)(db_hash64(seed, index) >> 40) - (1 << 23);
   return (float)m * (1.0f / 8388608.0f);
+}
+
+/* The WRITE probe's word i: a Weyl sequence, one multiply-add, so the probe measures stores. */
+DB_HD uint32_t db_write_word(uint64_t seed, uint64_t index) {
+  return (uint32_t)seed + (uint32_t)index * 0x9E3779B9u;
 }
 
 #endif
