@@ -2,6 +2,7 @@ package model
 
 import (
 	"fmt"
+	"github.com/decodebench/decodebench/bench/internal/textdist"
 	"sort"
 	"strings"
 )
@@ -70,7 +71,7 @@ func closestPresets(key string, n int) []string {
 	for i, p := range presets {
 		best := -1
 		for _, k := range presetKeys(p.shape.Name, p.aliases) {
-			if d := editDistance(key, k); best < 0 || d < best {
+			if d := textdist.Levenshtein(key, k); best < 0 || d < best {
 				best = d
 			}
 		}
@@ -87,25 +88,4 @@ func closestPresets(key string, n int) []string {
 		names = append(names, c.name)
 	}
 	return names
-}
-
-// editDistance is the Levenshtein distance between a and b, in bytes.
-func editDistance(a, b string) int {
-	prev := make([]int, len(b)+1)
-	cur := make([]int, len(b)+1)
-	for j := range prev {
-		prev[j] = j
-	}
-	for i := 1; i <= len(a); i++ {
-		cur[0] = i
-		for j := 1; j <= len(b); j++ {
-			cost := 1
-			if a[i-1] == b[j-1] {
-				cost = 0
-			}
-			cur[j] = min(prev[j]+1, cur[j-1]+1, prev[j-1]+cost)
-		}
-		prev, cur = cur, prev
-	}
-	return prev[len(b)]
 }

@@ -9,6 +9,7 @@ package roofline
 
 import (
 	"fmt"
+	"github.com/decodebench/decodebench/bench/internal/textdist"
 	"slices"
 	"sort"
 	"strings"
@@ -303,7 +304,7 @@ func closestKeys(name string, n int) []string {
 		best := scored{key: g.Key, prefix: -1}
 		for _, s := range g.spellings() {
 			s = squash(s)
-			p, w := editDistance(name, s[:min(len(s), len(name))]), editDistance(name, s)
+			p, w := textdist.Levenshtein(name, s[:min(len(s), len(name))]), textdist.Levenshtein(name, s)
 			if best.prefix < 0 || p < best.prefix || p == best.prefix && w < best.whole {
 				best.prefix, best.whole = p, w
 			}
@@ -321,25 +322,4 @@ func closestKeys(name string, n int) []string {
 		keys = append(keys, s.key)
 	}
 	return keys
-}
-
-// editDistance is the Levenshtein distance between a and b (bytes; names are ASCII).
-func editDistance(a, b string) int {
-	prev := make([]int, len(b)+1)
-	cur := make([]int, len(b)+1)
-	for j := range prev {
-		prev[j] = j
-	}
-	for i := 1; i <= len(a); i++ {
-		cur[0] = i
-		for j := 1; j <= len(b); j++ {
-			cost := 1
-			if a[i-1] == b[j-1] {
-				cost = 0
-			}
-			cur[j] = min(prev[j]+1, cur[j-1]+1, prev[j-1]+cost)
-		}
-		prev, cur = cur, prev
-	}
-	return prev[len(b)]
 }

@@ -173,14 +173,3 @@ func TestMatchNVML(t *testing.T) {
 		}
 	}
 }
-
-func TestEditDistance(t *testing.T) {
-	for _, tc := range []struct {
-		a, b string
-		want int
-	}{{"", "", 0}, {"h200", "h200", 0}, {"h300", "h200", 1}, {"", "abc", 3}, {"kitten", "sitting", 3}} {
-		if got := editDistance(tc.a, tc.b); got != tc.want {
-			t.Errorf("editDistance(%q, %q) = %d, want %d", tc.a, tc.b, got, tc.want)
-		}
-	}
-}
