@@ -1,0 +1,111 @@
+package sweep
+
+import (
+	"math"
+
+	"github.com/decodebench/decodebench/bench/timing"
+)
+
+// Budget is what --budget did to the sweep, as run.json records it.
+type Budget struct {
+	Seconds          float64 `json:"seconds"`
+	EstimatedSeconds float64 `json:"estimated_seconds"` // of the configurations kept, when planned
+	Planned          int     `json:"planned"`           // configurations kept
+	// Dropped lists the configurations left out to fit, by key, coarse grid kept: the finest
+	// points of the batch x context grid go first (see Axes.Configs).
+	Dropped []string `json:"dropped,omitempty"`
+	Note    string   `json:"note,omitempty"`
+}
+
+// CostModel estimates the wall time of measuring one kernel shape, to plan a budget and to
+// show an ETA. A measurement costs its setup (allocating and filling the operands, verifying
+// against the host reference) plus its sampling: warm-up calls, then at least MinSamples
+// calls and MinSeconds. A kernel's call time is predicted from its bytes and FLOPs on the
+// ceiling. Scale corrects all of it by what the measurements so far actually took.
+type CostModel struct {
+	Timing timing.Config
+	// BytesPerSec and FLOPsPerSec predict a call's time: the measured ceiling once the probes
+	// ran, the datasheet's before. Zero: every call is taken to cost MinCallSeconds.
+	BytesPerSec, FLOPsPerSec float64
+	SetupSeconds             float64 // per measurement
+	Scale                    float64 // observed / estimated so far; 0 means 1
+
+	observed, estimated float64
+}
+
+// Setup and call-time floors of the default cost model. The setup time is a starting guess,
+// not a measurement: Observe replaces it with what the sweep's own measurements take after
+// the first few. No kernel launch takes less than a few microseconds.
+const (
+	DefaultSetupSeconds = 0.3
+	MinCallSeconds      = 3e-6
+)
+
+// Kernel estimates the wall seconds of measuring s.
+func (c *CostModel) Kernel(s Spec) float64 {
+	return c.unscaled(s) * c.scale()
+}
+
+func (c *CostModel) unscaled(s Spec) float64 {
+	call := MinCallSeconds
+	if c.BytesPerSec > 0 {
+		call = math.Max(call, s.Bytes/c.BytesPerSec)
+	}
+	if c.FLOPsPerSec > 0 {
+		call = math.Max(call, s.FLOPs/c.FLOPsPerSec)
+	}
+	t := c.Timing
+	sampling := math.Max(t.MinSeconds, float64(t.MinSamples)*call) + float64(t.Warmup)*call
+	return c.SetupSeconds + sampling
+}
+
+func (c *CostModel) scale() float64 {
+	if c.Scale > 0 {
+		return c.Scale
+	}
+	return 1
+}
+
+// Observe learns from a measurement of s that took wallSeconds: Scale becomes the ratio of
+// everything observed to everything estimated so far.
+func (c *CostModel) Observe(s Spec, wallSeconds float64) {
+	if !(wallSeconds > 0) {
+		return
+	}
+	c.observed += wallSeconds
+	c.estimated += c.unscaled(s)
+	if c.estimated > 0 {
+		c.Scale = c.observed / c.estimated
+	}
+}
+
+// Plan keeps configurations in order while their new kernels fit in seconds; a kernel shape
+// counts once, and not at all when it is in measured already. It returns the kept and the
+// dropped configurations and the estimated seconds of the kept ones. An infinite limit keeps
+// all; a limit <= 0 keeps only configurations that need no new measurement.
+func Plan(configs []Config, measured map[string]bool, cost *CostModel, limitSeconds float64) (kept, dropped []Config, estimate float64) {
+	planned := map[string]bool{}
+	for _, cfg := range configs {
+		newKernels := map[string]Spec{}
+		var extra float64
+		for _, k := range cfg.Model.Kernels(cfg.Batch, cfg.Context) {
+			spec := SpecOf(k, cfg.Model)
+			key := spec.Key()
+			if measured[key] || planned[key] || newKernels[key] != (Spec{}) {
+				continue
+			}
+			newKernels[key] = spec
+			extra += cost.Kernel(spec)
+		}
+		if extra > 0 && estimate+extra > limitSeconds {
+			dropped = append(dropped, cfg)
+			continue
+		}
+		for key := range newKernels {
+			planned[key] = true
+		}
+		estimate += extra
+		kept = append(kept, cfg)
+	}
+	return kept, dropped, estimate
+}
