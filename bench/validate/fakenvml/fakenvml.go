@@ -1,0 +1,247 @@
+// Package fakenvml is an NVML library of simulated GPUs, built on go-nvml's mocks, whose every
+// health reading a test (or `decodebench validate --simulate-gpus`) can set, including while a
+// validation runs. It answers every entry point bench/gpuinfo calls except
+// nvmlDeviceGetTemperatureV, which a mock cannot serve (go-nvml's handler calls C directly), so
+// its library reports that symbol missing.
+package fakenvml
+
+import (
+	"fmt"
+	"sync"
+
+	"github.com/NVIDIA/go-nvml/pkg/nvml"
+	"github.com/NVIDIA/go-nvml/pkg/nvml/mock"
+)
+
+// GPU is one simulated card. Change it with Set while a library built on it is in use.
+type GPU struct {
+	mu sync.Mutex
+	State
+}
+
+// State is everything a simulated card reports.
+type State struct {
+	Name, UUID, Serial, BusID                                            string
+	MemoryBytes                                                          uint64
+	MemClockMHz, MaxMemClockMHz, SMClockMHz, MaxSMClockMHz, BusWidthBits uint32
+	CCMajor, CCMinor                                                     int
+
+	PCIeGen, PCIeWidth, MaxPCIeGen, MaxPCIeWidth, GPUMaxPCIeGen int
+
+	ECCSupported, ECC, ECCPending                                bool
+	VolatileUncorrected, AggregateUncorrected, VolatileCorrected uint64
+	RetiredPagesSupported                                        bool
+	RetiredSingleBit, RetiredDoubleBit                           int
+	RetiredPending                                               bool
+	RowRemapSupported                                            bool
+	RemappedCorrectable, RemappedUncorrectable                   int
+	RemapPending, RemapFailed                                    bool
+
+	TemperatureC, SlowdownC, ShutdownC, GPUMaxC        uint32
+	PowerMW, EnforcedPowerLimitMW, DefaultPowerLimitMW uint32
+	ClocksEventReasons                                 uint64
+	Processes                                          []nvml.ProcessInfo
+
+	// Lost makes every reading after the identity fail with ERROR_GPU_IS_LOST.
+	Lost bool
+}
+
+// H100 is a healthy H100 SXM5 80GB, numbered i (UUID, serial and bus ID differ by i).
+func H100(i int) *GPU {
+	return &GPU{State: State{
+		Name: "NVIDIA H100 80GB HBM3", UUID: fmt.Sprintf("GPU-00000000-0000-4000-8000-%012d", i),
+		Serial: fmt.Sprintf("16501234%05d", i), BusID: fmt.Sprintf("00000000:%02X:00.0", 0x18+0x10*i),
+		MemoryBytes: 81559 << 20, MemClockMHz: 2619, MaxMemClockMHz: 2619, SMClockMHz: 1980, MaxSMClockMHz: 1980,
+		BusWidthBits: 5120, CCMajor: 9, CCMinor: 0,
+		PCIeGen: 5, PCIeWidth: 16, MaxPCIeGen: 5, MaxPCIeWidth: 16, GPUMaxPCIeGen: 5,
+		ECCSupported: true, ECC: true, ECCPending: true, RowRemapSupported: true,
+		TemperatureC: 38, SlowdownC: 87, ShutdownC: 92, GPUMaxC: 85,
+		PowerMW: 120000, EnforcedPowerLimitMW: 700000, DefaultPowerLimitMW: 700000,
+		ClocksEventReasons: nvml.ClocksEventReasonGpuIdle,
+		Processes:          []nvml.ProcessInfo{},
+	}}
+}
+
+// Set changes g under its lock.
+func (g *GPU) Set(change func(s *State)) {
+	g.mu.Lock()
+	defer g.mu.Unlock()
+	change(&g.State)
+}
+
+// read returns a copy of g's state and the Return its readings give.
+func (g *GPU) read() (State, nvml.Return) {
+	g.mu.Lock()
+	defer g.mu.Unlock()
+	s := g.State
+	s.Processes = append([]nvml.ProcessInfo{}, g.Processes...)
+	if g.Lost {
+		return s, nvml.ERROR_GPU_IS_LOST
+	}
+	return s, nvml.SUCCESS
+}
+
+func enable(on bool) nvml.EnableState {
+	if on {
+		return nvml.FEATURE_ENABLED
+	}
+	return nvml.FEATURE_DISABLED
+}
+
+func supported(ok bool, ret nvml.Return) nvml.Return {
+	if ret == nvml.SUCCESS && !ok {
+		return nvml.ERROR_NOT_SUPPORTED
+	}
+	return ret
+}
+
+// Device is g as an nvml.Device.
+func (g *GPU) Device() *mock.Device {
+	return &mock.Device{
+		GetNameFunc:   func() (string, nvml.Return) { s, _ := g.read(); return s.Name, nvml.SUCCESS },
+		GetUUIDFunc:   func() (string, nvml.Return) { s, _ := g.read(); return s.UUID, nvml.SUCCESS },
+		GetSerialFunc: func() (string, nvml.Return) { s, _ := g.read(); return s.Serial, nvml.SUCCESS },
+		GetPciInfoFunc: func() (nvml.PciInfo, nvml.Return) {
+			s, _ := g.read()
+			var info nvml.PciInfo
+			for i, c := range []byte(s.BusID) {
+				info.BusId[i] = int8(c)
+			}
+			return info, nvml.SUCCESS
+		},
+		GetMemoryInfoFunc: func() (nvml.Memory, nvml.Return) {
+			s, _ := g.read()
+			return nvml.Memory{Total: s.MemoryBytes}, nvml.SUCCESS
+		},
+		GetClockInfoFunc: func(c nvml.ClockType) (uint32, nvml.Return) {
+			s, ret := g.read()
+			if c == nvml.CLOCK_MEM {
+				return s.MemClockMHz, ret
+			}
+			return s.SMClockMHz, ret
+		},
+		GetMaxClockInfoFunc: func(c nvml.ClockType) (uint32, nvml.Return) {
+			s, ret := g.read()
+			if c == nvml.CLOCK_MEM {
+				return s.MaxMemClockMHz, ret
+			}
+			return s.MaxSMClockMHz, ret
+		},
+		GetMemoryBusWidthFunc:           func() (uint32, nvml.Return) { s, ret := g.read(); return s.BusWidthBits, ret },
+		GetCurrPcieLinkGenerationFunc:   func() (int, nvml.Return) { s, ret := g.read(); return s.PCIeGen, ret },
+		GetCurrPcieLinkWidthFunc:        func() (int, nvml.Return) { s, ret := g.read(); return s.PCIeWidth, ret },
+		GetMaxPcieLinkGenerationFunc:    func() (int, nvml.Return) { s, ret := g.read(); return s.MaxPCIeGen, ret },
+		GetMaxPcieLinkWidthFunc:         func() (int, nvml.Return) { s, ret := g.read(); return s.MaxPCIeWidth, ret },
+		GetGpuMaxPcieLinkGenerationFunc: func() (int, nvml.Return) { s, ret := g.read(); return s.GPUMaxPCIeGen, ret },
+		GetEccModeFunc: func() (nvml.EnableState, nvml.EnableState, nvml.Return) {
+			s, ret := g.read()
+			return enable(s.ECC), enable(s.ECCPending), supported(s.ECCSupported, ret)
+		},
+		GetTotalEccErrorsFunc: func(kind nvml.MemoryErrorType, counter nvml.EccCounterType) (uint64, nvml.Return) {
+			s, ret := g.read()
+			switch {
+			case kind == nvml.MEMORY_ERROR_TYPE_UNCORRECTED && counter == nvml.VOLATILE_ECC:
+				return s.VolatileUncorrected, ret
+			case kind == nvml.MEMORY_ERROR_TYPE_UNCORRECTED:
+				return s.AggregateUncorrected, ret
+			case counter == nvml.VOLATILE_ECC:
+				return s.VolatileCorrected, ret
+			}
+			return 0, ret
+		},
+		GetRetiredPagesFunc: func(cause nvml.PageRetirementCause) ([]uint64, nvml.Return) {
+			s, ret := g.read()
+			n := s.RetiredSingleBit
+			if cause == nvml.PAGE_RETIREMENT_CAUSE_DOUBLE_BIT_ECC_ERROR {
+				n = s.RetiredDoubleBit
+			}
+			return make([]uint64, n), supported(s.RetiredPagesSupported, ret)
+		},
+		GetRetiredPagesPendingStatusFunc: func() (nvml.EnableState, nvml.Return) {
+			s, ret := g.read()
+			return enable(s.RetiredPending), supported(s.RetiredPagesSupported, ret)
+		},
+		GetRemappedRowsFunc: func() (int, int, bool, bool, nvml.Return) {
+			s, ret := g.read()
+			return s.RemappedCorrectable, s.RemappedUncorrectable, s.RemapPending, s.RemapFailed, supported(s.RowRemapSupported, ret)
+		},
+		GetTemperatureFunc: func(sensor nvml.TemperatureSensors) (uint32, nvml.Return) {
+			s, ret := g.read()
+			return s.TemperatureC, ret
+		},
+		GetTemperatureThresholdFunc: func(kind nvml.TemperatureThresholds) (uint32, nvml.Return) {
+			s, ret := g.read()
+			switch kind {
+			case nvml.TEMPERATURE_THRESHOLD_SLOWDOWN:
+				return s.SlowdownC, ret
+			case nvml.TEMPERATURE_THRESHOLD_SHUTDOWN:
+				return s.ShutdownC, ret
+			case nvml.TEMPERATURE_THRESHOLD_GPU_MAX:
+				return s.GPUMaxC, ret
+			}
+			return 0, nvml.ERROR_NOT_SUPPORTED
+		},
+		GetPowerUsageFunc:                  func() (uint32, nvml.Return) { s, ret := g.read(); return s.PowerMW, ret },
+		GetEnforcedPowerLimitFunc:          func() (uint32, nvml.Return) { s, ret := g.read(); return s.EnforcedPowerLimitMW, ret },
+		GetPowerManagementLimitFunc:        func() (uint32, nvml.Return) { s, ret := g.read(); return s.EnforcedPowerLimitMW, ret },
+		GetPowerManagementDefaultLimitFunc: func() (uint32, nvml.Return) { s, ret := g.read(); return s.DefaultPowerLimitMW, ret },
+		GetCudaComputeCapabilityFunc: func() (int, int, nvml.Return) {
+			s, ret := g.read()
+			return s.CCMajor, s.CCMinor, ret
+		},
+		GetCurrentClocksEventReasonsFunc:    func() (uint64, nvml.Return) { s, ret := g.read(); return s.ClocksEventReasons, ret },
+		GetCurrentClocksThrottleReasonsFunc: func() (uint64, nvml.Return) { s, ret := g.read(); return s.ClocksEventReasons, ret },
+		GetComputeRunningProcessesFunc: func() ([]nvml.ProcessInfo, nvml.Return) {
+			s, ret := g.read()
+			return s.Processes, ret
+		},
+	}
+}
+
+// Symbols are the entry points the simulated driver exports: all that bench/gpuinfo asks about
+// but nvmlDeviceGetTemperatureV.
+var Symbols = []string{
+	"nvmlDeviceGetCurrentClocksEventReasons", "nvmlDeviceGetCurrentClocksThrottleReasons",
+	"nvmlDeviceGetTemperature", "nvmlDeviceGetMemoryBusWidth",
+	"nvmlDeviceGetEccMode", "nvmlDeviceGetTotalEccErrors", "nvmlDeviceGetRetiredPages",
+	"nvmlDeviceGetRetiredPagesPendingStatus", "nvmlDeviceGetRemappedRows",
+	"nvmlDeviceGetCurrPcieLinkGeneration", "nvmlDeviceGetCurrPcieLinkWidth",
+	"nvmlDeviceGetMaxPcieLinkGeneration", "nvmlDeviceGetMaxPcieLinkWidth",
+	"nvmlDeviceGetGpuMaxPcieLinkGeneration", "nvmlDeviceGetTemperatureThreshold",
+	"nvmlDeviceGetPowerUsage", "nvmlDeviceGetEnforcedPowerLimit",
+	"nvmlDeviceGetPowerManagementDefaultLimit", "nvmlDeviceGetComputeRunningProcesses_v3",
+}
+
+// Library is an NVML library of these GPUs, driver 580.
+func Library(gpus ...*GPU) *mock.Interface {
+	devices := make([]nvml.Device, len(gpus))
+	for i, g := range gpus {
+		devices[i] = g.Device()
+	}
+	exported := map[string]bool{}
+	for _, s := range Symbols {
+		exported[s] = true
+	}
+	return &mock.Interface{
+		InitFunc:                       func() nvml.Return { return nvml.SUCCESS },
+		ShutdownFunc:                   func() nvml.Return { return nvml.SUCCESS },
+		SystemGetDriverVersionFunc:     func() (string, nvml.Return) { return "580.159.03", nvml.SUCCESS },
+		SystemGetCudaDriverVersionFunc: func() (int, nvml.Return) { return 13000, nvml.SUCCESS },
+		SystemGetNVMLVersionFunc:       func() (string, nvml.Return) { return "13.580.159.03", nvml.SUCCESS },
+		DeviceGetCountFunc:             func() (int, nvml.Return) { return len(devices), nvml.SUCCESS },
+		DeviceGetHandleByIndexFunc: func(i int) (nvml.Device, nvml.Return) {
+			if i < 0 || i >= len(devices) {
+				return nil, nvml.ERROR_INVALID_ARGUMENT
+			}
+			return devices[i], nvml.SUCCESS
+		},
+		ExtensionsFunc: func() nvml.ExtendedInterface {
+			return &mock.ExtendedInterface{LookupSymbolFunc: func(name string) error {
+				if exported[name] {
+					return nil
+				}
+				return fmt.Errorf("symbol %q not found", name)
+			}}
+		},
+	}
+}

@@ -1,0 +1,97 @@
+package validate
+
+import (
+	"fmt"
+	"math"
+)
+
+// Outcome statuses, as bench/measure gives them.
+const (
+	StatusOK      = "ok"
+	StatusFailed  = "failed"
+	StatusSkipped = "skipped"
+)
+
+// Verification is a kernel's output held against the float64 reference (bench/ref).
+type Verification struct {
+	Ran       bool    `json:"ran"`
+	Passed    bool    `json:"passed"`
+	RelError  float64 `json:"rel_error"`
+	Tolerance float64 `json:"tolerance"`
+}
+
+// Outcome is one step's measurement on one card: what a Runner returns.
+type Outcome struct {
+	Step   string `json:"step"`
+	Kernel string `json:"kernel"` // what ran, in words
+	Status string `json:"status"` // StatusOK, StatusFailed or StatusSkipped
+	Reason string `json:"reason,omitempty"`
+
+	// Bytes and FLOPs are the minimum one call must move and do (decimal units).
+	Bytes float64 `json:"bytes"`
+	FLOPs float64 `json:"flops"`
+	// Timing of one call, in seconds: the median and the spread (Q3 - Q1) / median.
+	MedianSeconds float64 `json:"median_seconds"`
+	MinSeconds    float64 `json:"min_seconds"`
+	Spread        float64 `json:"spread"`
+	Samples       int     `json:"samples"`
+	Converged     bool    `json:"converged"` // the spread fell under the target before the timeout
+	// Rates at the median time.
+	BytesPerSec float64 `json:"bytes_per_s"`
+	FLOPsPerSec float64 `json:"flops_per_s"`
+
+	Verification Verification `json:"verification"`
+	Emulated     bool         `json:"emulated"` // timed on the emulator: no speed
+}
+
+// ok reports whether the step was measured.
+func (o Outcome) ok() bool { return o.Status == StatusOK && o.MedianSeconds > 0 }
+
+// why says why a step gave no measurement.
+func (o Outcome) why() string {
+	switch {
+	case o.Status == "":
+		return "it did not run"
+	case o.Reason != "":
+		return o.Reason
+	case o.Status == StatusOK:
+		return "it gave no time"
+	}
+	return "it " + o.Status
+}
+
+// CorrectnessChecks gives each step that ran a check of its verification: the relative error
+// against the tolerance. A step whose kernel failed before it could be verified fails here too.
+func CorrectnessChecks(outcomes []Outcome) []Check {
+	var checks []Check
+	for _, o := range outcomes {
+		id := "correctness." + o.Step
+		v := o.Verification
+		switch {
+		case o.Status == StatusSkipped && !v.Ran:
+			checks = append(checks, newCheck(id, CategoryCorrectness, Warn,
+				"The %s was not run (%s), so it was not verified.", o.Kernel, o.why()))
+		case !v.Ran && o.Status == StatusFailed:
+			checks = append(checks, newCheck(id, CategoryCorrectness, Fail,
+				"The %s failed before its output could be checked: %s. Run `decodebench verify` on this card to look closer; a kernel that fails on one card only points at the card.", o.Kernel, o.why()))
+		case !v.Ran:
+			checks = append(checks, newCheck(id, CategoryCorrectness, Warn,
+				"The %s ran but its output was not checked against the reference.", o.Kernel))
+		default:
+			c := Check{ID: id, Category: CategoryCorrectness, Value: num(v.RelError), Threshold: num(v.Tolerance), Compare: "<=", Unit: "relative error"}
+			if v.Passed {
+				c.Verdict = Pass
+				c.Message = fmt.Sprintf("The %s matches the float64 reference (relative error %.2g, tolerance %.2g).", o.Kernel, v.RelError, v.Tolerance)
+			} else {
+				c.Verdict = Fail
+				errText := fmt.Sprintf("%.3g", v.RelError)
+				if math.IsNaN(v.RelError) {
+					errText = "NaN (non-finite output)"
+				}
+				c.Message = fmt.Sprintf("The %s computed wrong results on this card (relative error %s, tolerance %.2g): suspect the card's memory or compute; reset it and run again, and keep it out of production until it passes.", o.Kernel, errText, v.Tolerance)
+			}
+			checks = append(checks, c)
+		}
+	}
+	return checks
+}
