@@ -28,6 +28,7 @@ type HealthObservation struct {
 	// Busy lists the other processes still on the card when the wait for it to go idle ended
 	// (empty: idle); WaitedSeconds is how long that wait took.
 	Busy          []gpuinfo.Process
+	WasBusy       bool // another process was there when the wait began
 	WaitedSeconds float64
 	IdleWaitLimit float64 // seconds: how long the wait was allowed to take
 }
@@ -234,9 +235,19 @@ func telemetryReadings(o HealthObservation) []gpuinfo.Telemetry {
 		ts = append(ts, s.Telemetry)
 	}
 	if len(ts) == 0 {
-		ts = append(ts, o.Before.Now, o.After.Now)
+		for _, t := range []gpuinfo.Telemetry{o.Before.Now, o.After.Now} {
+			if !neverRead(t) {
+				ts = append(ts, t)
+			}
+		}
 	}
 	return ts
+}
+
+// neverRead reports whether t is the zero Telemetry: no reading was taken at all.
+func neverRead(t gpuinfo.Telemetry) bool {
+	return t.SMClockMHz == 0 && t.MemClockMHz == 0 && t.TemperatureC == 0 && t.PowerWatts == 0 &&
+		t.ThrottleReasons == 0 && len(t.Unavailable) == 0
 }
 
 func throttleCheck(o HealthObservation) Check {
@@ -369,8 +380,8 @@ func idleCheck(o HealthObservation) Check {
 		return c
 	}
 	c := Check{ID: id, Category: CategoryHealth, Verdict: Pass, Value: num(0), Threshold: num(0), Compare: "<=", Unit: "processes"}
-	if o.WaitedSeconds >= 1 {
-		c.Message = fmt.Sprintf("No other process on the card (it went idle after %.0f s).", o.WaitedSeconds)
+	if o.WasBusy {
+		c.Message = fmt.Sprintf("No other process on the card (it went idle after %.1f s).", o.WaitedSeconds)
 	} else {
 		c.Message = "No other process on the card."
 	}

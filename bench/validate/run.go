@@ -147,7 +147,7 @@ func validateCard(ctx context.Context, cfg Config, plan Plan, t Target) Card {
 	th := cfg.Thresholds.For(card.SpecKey)
 
 	obs := HealthObservation{IdleWaitLimit: cfg.IdleWait.Seconds()}
-	obs.Busy, obs.WaitedSeconds = waitIdle(ctx, cfg, t.NVML)
+	obs.Busy, obs.WasBusy, obs.WaitedSeconds = waitIdle(ctx, cfg, t.NVML)
 	before, err := gpuinfo.ReadHealth(t.NVML, cfg.Features)
 	obs.Before = before
 	lost := err != nil
@@ -212,19 +212,20 @@ func lostCheck(err error) Check {
 }
 
 // waitIdle waits up to cfg.IdleWait for every other process to leave the card. It returns the
-// ones still there (empty when idle; nil when the processes could not be read) and how long it
-// waited.
-func waitIdle(ctx context.Context, cfg Config, dev nvml.Device) ([]gpuinfo.Process, float64) {
+// ones still there (empty when idle; nil when the processes could not be read), whether there
+// were any at first, and how long it waited.
+func waitIdle(ctx context.Context, cfg Config, dev nvml.Device) (busy []gpuinfo.Process, wasBusy bool, waitedSeconds float64) {
 	start := time.Now()
 	for {
 		procs, ok, err := gpuinfo.ReadComputeProcesses(dev, cfg.Features)
 		if !ok || err != nil {
-			return nil, time.Since(start).Seconds()
+			return nil, wasBusy, time.Since(start).Seconds()
 		}
 		procs = slices.DeleteFunc(procs, func(p gpuinfo.Process) bool { return int(p.PID) == cfg.OwnPID })
+		wasBusy = wasBusy || len(procs) > 0
 		waited := time.Since(start)
 		if len(procs) == 0 || waited >= cfg.IdleWait || ctx.Err() != nil {
-			return procs, waited.Seconds()
+			return procs, wasBusy, waited.Seconds()
 		}
 		select {
 		case <-ctx.Done():

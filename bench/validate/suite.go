@@ -9,7 +9,8 @@ import (
 )
 
 // ProbeStep is a bandwidth or compute probe: Kind "read" (16-byte loads over Bytes) or "mma"
-// (bf16 mma.sync chains of Iterations per thread).
+// (bf16 mma.sync chains of Iterations per thread). 0 leaves a size to bench/measure, which
+// picks max(32x L2, 1 GiB) and about a millisecond per launch.
 type ProbeStep struct {
 	Kind       string `json:"kind"`
 	Bytes      uint64 `json:"bytes,omitempty"`
@@ -51,10 +52,12 @@ type Step struct {
 // String describes what the step runs, for messages.
 func (s Step) String() string {
 	switch {
-	case s.Probe != nil && s.Probe.Kind == ProbeRead:
-		return fmt.Sprintf("read probe over %.2f GB", float64(s.Probe.Bytes)/1e9)
+	case s.Probe != nil && s.Probe.Kind == ProbeRead && s.Probe.Bytes > 0:
+		return fmt.Sprintf("read probe over %.3g GB", float64(s.Probe.Bytes)/1e9)
+	case s.Probe != nil && s.Probe.Kind == ProbeMMA:
+		return "bf16 tensor-core (mma) probe"
 	case s.Probe != nil:
-		return fmt.Sprintf("%s probe, %d iterations", s.Probe.Kind, s.Probe.Iterations)
+		return s.Probe.Kind + " probe"
 	case s.Linear != nil:
 		l := s.Linear
 		return fmt.Sprintf("bf16 linear, batch %d, N %d, K %d", l.Batch, l.N, l.K)
@@ -167,10 +170,11 @@ const (
 // StandardSuite is the default: gates sized for today's data-centre cards, a Llama-3-8B step
 // as the reference, within a 90 s budget per card (cards run at once, so per box).
 //
-// Sizes: the read probe streams 4 GiB, the long-context attention reads 512 MiB of KV cache
-// (batch 4 x 32768 tokens x 8 KV heads x 128 x 2 (K and V) x 2 bytes) and the linear gate is
-// Llama-3-8B's gate-and-up projection (28672 x 4096, 235 MB): each far above the largest L2
-// (126 MB on a B200), and bench/measure rotates copies on top of that.
+// Sizes: the read probe streams what bench/measure picks (32x L2, at least 1 GiB); the
+// long-context attention reads 512 MiB of KV cache (batch 4 x 32768 tokens x 8 KV heads x 128
+// x 2 (K and V) x 2 bytes); the linear gate is Llama-3-8B's gate-and-up projection (28672 x
+// 4096, 235 MB). Each is far above the largest L2 (126 MB on a B200), and bench/measure
+// rotates copies on top of that.
 func StandardSuite() (Suite, error) {
 	ref, err := model.Lookup("llama3-8b")
 	if err != nil {
@@ -182,8 +186,8 @@ func StandardSuite() (Suite, error) {
 		// 10 s: ten measurements must fit the budget even when one never settles.
 		Timing:        timing.Config{Warmup: 3, MinSamples: 10, MinSeconds: 0.5, TargetSpread: 0.005, MaxSeconds: 4},
 		Budget:        90 * time.Second,
-		Read:          ProbeStep{Kind: ProbeRead, Bytes: 4 << 30},
-		Tensor:        ProbeStep{Kind: ProbeMMA, Iterations: 4096},
+		Read:          ProbeStep{Kind: ProbeRead},
+		Tensor:        ProbeStep{Kind: ProbeMMA},
 		LinearBatch1:  LinearStep{Batch: 1, N: 28672, K: 4096},
 		AttentionLong: AttentionStep{Batch: 4, QHeads: 32, KVHeads: 8, HeadDim: 128, Context: 32768},
 		Model:         ref,
@@ -203,7 +207,7 @@ func TinySuite() Suite {
 		Timing:        timing.Config{Warmup: 1, MinSamples: 3, MinSeconds: 0, TargetSpread: 0.5, MaxSeconds: 2},
 		Budget:        60 * time.Second,
 		Read:          ProbeStep{Kind: ProbeRead, Bytes: 1 << 20},
-		Tensor:        ProbeStep{Kind: ProbeMMA, Iterations: 1},
+		Tensor:        ProbeStep{Kind: ProbeMMA, Iterations: 2},
 		LinearBatch1:  LinearStep{Batch: 1, N: 64, K: 64},
 		AttentionLong: AttentionStep{Batch: 1, QHeads: 4, KVHeads: 2, HeadDim: 64, Context: 256},
 		Model:         tiny,

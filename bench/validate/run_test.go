@@ -1,0 +1,194 @@
+package validate
+
+import (
+	"context"
+	"sync"
+	"testing"
+	"time"
+
+	"github.com/NVIDIA/go-nvml/pkg/nvml"
+
+	"github.com/decodebench/decodebench/bench/gpuinfo"
+	"github.com/decodebench/decodebench/bench/timing"
+	"github.com/decodebench/decodebench/bench/validate/fakenvml"
+)
+
+// slowStep sleeps as the step runs, so that the telemetry sampler reads during it.
+func slowStep(d time.Duration, also func(Step)) func(Step) {
+	return func(s Step) {
+		if also != nil {
+			also(s)
+		}
+		time.Sleep(d)
+	}
+}
+
+// targets builds one target per simulated GPU, with its runner.
+func targets(t *testing.T, gpus []*fakenvml.GPU, runners []Runner) ([]Target, gpuinfo.HealthFeatures) {
+	t.Helper()
+	lib := fakenvml.Library(gpus...)
+	sys, err := gpuinfo.Query(lib)
+	if err != nil {
+		t.Fatal(err)
+	}
+	var out []Target
+	for i, d := range sys.Devices {
+		dev, ret := lib.DeviceGetHandleByIndex(i)
+		if ret != nvml.SUCCESS {
+			t.Fatal(ret)
+		}
+		out = append(out, Target{Info: d, NVML: dev, Runner: runners[i], BackendDevice: i})
+	}
+	return out, gpuinfo.DetectHealthFeatures(lib)
+}
+
+func TestRunABoxWithFaults(t *testing.T) {
+	gpus := []*fakenvml.GPU{fakenvml.H100(0), fakenvml.H100(1), fakenvml.H100(2), fakenvml.H100(3), fakenvml.H100(4)}
+	// Card 2 is busy for a moment (the last job's teardown), card 3 for good.
+	gpus[2].Set(func(s *fakenvml.State) { s.Processes = []nvml.ProcessInfo{{Pid: 111}} })
+	gpus[3].Set(func(s *fakenvml.State) { s.Processes = []nvml.ProcessInfo{{Pid: 222, UsedGpuMemory: 40 << 30}} })
+	go func() {
+		time.Sleep(30 * time.Millisecond)
+		gpus[2].Set(func(s *fakenvml.State) { s.Processes = nil })
+	}()
+
+	slow := goodH100()
+	slow.readBW = 0.80 * 3.35e12 // card 1: slow memory
+	hot := goodH100()            // card 4: throttles for heat while the tensor probe runs
+	hot.onRun = slowStep(20*time.Millisecond, func(s Step) {
+		reasons := uint64(0)
+		if s.Name == StepTensor {
+			reasons = nvml.ClocksThrottleReasonHwThermalSlowdown
+		}
+		gpus[4].Set(func(st *fakenvml.State) { st.ClocksEventReasons = reasons })
+	})
+	runners := []Runner{goodH100(), slow, goodH100(), goodH100(), hot}
+	tg, features := targets(t, gpus, runners)
+
+	var progressMu sync.Mutex
+	progress := map[string]int{}
+	cfg := Config{
+		Suite: standard(t), Thresholds: BuiltinThresholds(), Features: features,
+		IdleWait: 300 * time.Millisecond, PollInterval: 5 * time.Millisecond, SampleInterval: 2 * time.Millisecond,
+		ExpectCount: 8,
+		Progress: func(c Card, o Outcome) {
+			progressMu.Lock()
+			progress[c.UUID]++
+			progressMu.Unlock()
+		},
+	}
+	cards, boxChecks, err := Run(context.Background(), cfg, tg, len(gpus))
+	if err != nil {
+		t.Fatal(err)
+	}
+	r := Report{Schema: ReportSchema, Cards: cards, Checks: boxChecks}
+	r.Finish()
+
+	expect(t, find(t, boxChecks, "box.gpu_count"), Fail, "NVML sees 5 GPU(s), 8 expected", "Xid 79")
+	if r.Verdict != Fail || r.ExitCode() != 1 {
+		t.Errorf("box verdict %s exit %d, want FAIL 1", r.Verdict, r.ExitCode())
+	}
+	want := []Verdict{Pass, Fail, Pass, Fail, Fail}
+	for i, c := range cards {
+		if c.Verdict != want[i] {
+			for _, ch := range c.Checks {
+				if ch.Verdict != Pass {
+					t.Logf("card %d %s %s: %s", i, ch.ID, ch.Verdict, ch.Message)
+				}
+			}
+			t.Errorf("card %d verdict %s, want %s", i, c.Verdict, want[i])
+		}
+		if c.UUID != gpus[i].UUID || c.Serial != gpus[i].Serial || c.PCIBusID != gpus[i].BusID || c.SpecKey != "h100-sxm" {
+			t.Errorf("card %d identity %s %s %s %s", i, c.UUID, c.Serial, c.PCIBusID, c.SpecKey)
+		}
+		if progress[c.UUID] != len(c.Outcomes) || len(c.Outcomes) == 0 {
+			t.Errorf("card %d: %d progress calls for %d outcomes", i, progress[c.UUID], len(c.Outcomes))
+		}
+	}
+	expect(t, find(t, cards[1].Checks, "performance.read_bandwidth"), Fail, "80.0%")
+	// Four measured peers (card 3 never ran): card 1 is far below their median.
+	expect(t, find(t, cards[1].Checks, "outlier.read_bandwidth"), Warn, "of the 4 h100-sxm cards in this box")
+	expect(t, find(t, cards[2].Checks, "health.idle"), Pass, "went idle after")
+	expect(t, find(t, cards[3].Checks, "health.idle"), Fail, "pid 222 using 40.0 GiB")
+	expect(t, find(t, cards[3].Checks, "performance.model_step"), Fail, "another process was using the card")
+	for _, o := range cards[3].Outcomes {
+		if o.Status != StatusSkipped {
+			t.Errorf("busy card ran %s", o.Step)
+		}
+	}
+	expect(t, find(t, cards[4].Checks, "health.throttling"), Fail, "HW Thermal Slowdown")
+	if cards[4].Readings.Samples < 3 || cards[0].Readings.MaxPowerWatts == 0 {
+		t.Errorf("readings: hot card %+v, card 0 %+v", cards[4].Readings, cards[0].Readings)
+	}
+	if c := r.Counts; c.Fail == 0 || c.Pass == 0 {
+		t.Errorf("counts %+v", c)
+	}
+}
+
+func TestRunExpectAndBudget(t *testing.T) {
+	gpus := []*fakenvml.GPU{fakenvml.H100(0), fakenvml.H100(1)}
+	gpus[1].Set(func(s *fakenvml.State) { s.Name = "NVIDIA H100 PCIe"; s.MemoryBytes = 81559 << 20 })
+	gpus[0].Set(func(s *fakenvml.State) { s.Name = "NVIDIA H100 Mystery Edition" })
+	s := standard(t)
+	s.Budget = 30 * time.Millisecond
+	slow := goodH100()
+	slow.onRun = slowStep(20*time.Millisecond, nil)
+	tg, f := targets(t, gpus, []Runner{slow, slow})
+	cfg := Config{Suite: s, Thresholds: BuiltinThresholds(), Features: f, ExpectGPU: gpuRow(t, "h100-sxm"), SampleInterval: time.Millisecond}
+	cards, _, err := Run(context.Background(), cfg, tg, 2)
+	if err != nil {
+		t.Fatal(err)
+	}
+	expect(t, find(t, cards[0].Checks, "identity.kind"), Warn, "bench/roofline does not know", "held against h100-sxm")
+	if cards[0].SpecKey != "h100-sxm" {
+		t.Errorf("an unknown name with --expect h100-sxm got spec %q", cards[0].SpecKey)
+	}
+	expect(t, find(t, cards[1].Checks, "identity.kind"), Fail, "is a h100-pcie", "not the h100-sxm expected")
+	// Two 20 ms steps spend the 30 ms budget; the rest are skipped and their gates fail.
+	ran := 0
+	for _, o := range cards[0].Outcomes {
+		if o.Status == StatusOK {
+			ran++
+		} else if o.Status != StatusSkipped || o.Reason != "the suite's 30ms budget per card ran out" {
+			t.Errorf("%s: %s %q", o.Step, o.Status, o.Reason)
+		}
+	}
+	if ran != 2 {
+		t.Errorf("%d steps ran within the budget, want 2", ran)
+	}
+	expect(t, find(t, cards[0].Checks, "performance.model_step"), Fail, "budget per card ran out")
+}
+
+func TestRunInterrupted(t *testing.T) {
+	gpus := []*fakenvml.GPU{fakenvml.H100(0)}
+	ctx, cancel := context.WithCancel(context.Background())
+	r := goodH100()
+	r.onRun = func(Step) { cancel() }
+	tg, f := targets(t, gpus, []Runner{r})
+	cards, _, err := Run(ctx, Config{Suite: standard(t), Thresholds: BuiltinThresholds(), Features: f}, tg, 1)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if o := cards[0].Outcomes[1]; o.Status != StatusSkipped || o.Reason != "validate was interrupted" {
+		t.Errorf("after the interrupt: %+v", o)
+	}
+}
+
+func TestLostGPU(t *testing.T) {
+	gpus := []*fakenvml.GPU{fakenvml.H100(0)}
+	r := goodH100()
+	r.onRun = func(s Step) {
+		if s.Name == StepRead {
+			gpus[0].Set(func(st *fakenvml.State) { st.Lost = true })
+		}
+	}
+	tg, f := targets(t, gpus, []Runner{r})
+	cards, _, err := Run(context.Background(), Config{Suite: standard(t), Thresholds: BuiltinThresholds(), Features: f}, tg, 1)
+	if err != nil {
+		t.Fatal(err)
+	}
+	expect(t, find(t, cards[0].Checks, "health.nvml"), Fail, "ERROR_GPU_IS_LOST", "fallen off the bus")
+}
+
+var _ Runner = synthRunner{}
+var _ = timing.Config{}

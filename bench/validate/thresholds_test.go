@@ -1,0 +1,56 @@
+package validate
+
+import (
+	"os"
+	"path/filepath"
+	"strings"
+	"testing"
+)
+
+func TestExampleThresholdsFile(t *testing.T) {
+	path := filepath.Join("..", "..", "docs", "thresholds.example.json")
+	set, err := LoadThresholds(path)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if set.Default != DefaultThresholds() {
+		t.Errorf("the example's default section differs from the built-in defaults:\n%+v\n%+v", set.Default, DefaultThresholds())
+	}
+	h100 := set.For("h100-sxm")
+	if h100.ReadBandwidth.MinFraction != 0.88 || h100.Outlier.Verdict != Fail || h100.Outlier.BelowMedian != 0.05 ||
+		h100.Tensor.MinFraction != 0.70 {
+		t.Errorf("h100-sxm = %+v: want read 0.88, outlier FAIL at 5%%, the rest default", h100)
+	}
+	if l40s := set.For("l40s"); l40s.ModelStep != (GateThreshold{MinFraction: 0.60, MinValue: 30}) || l40s.Health.PowerLimitBelowDefault != Pass {
+		t.Errorf("l40s = %+v", l40s)
+	}
+	if a100 := set.For("a100-80gb"); a100 != DefaultThresholds() {
+		t.Errorf("a GPU the file does not name gets %+v, want the default", a100)
+	}
+}
+
+func TestParseThresholdsErrors(t *testing.T) {
+	tests := []struct{ desc, file, want string }{
+		{"a misspelt field", `{"default": {"read_bandwith": {"min_fraction": 0.9}}}`, `unknown field "read_bandwith"`},
+		{"an unknown GPU", `{"gpus": {"h900": {}}}`, `unknown GPU "h900"`},
+		{"a percentage for a fraction", `{"default": {"tensor": {"min_fraction": 70}}}`, "tensor.min_fraction 70"},
+		{"an outlier verdict of PASS", `{"default": {"outlier": {"verdict": "PASS"}}}`, "outlier.verdict"},
+		{"another schema", `{"schema": "decodebench.thresholds/v9"}`, "this build reads"},
+		{"two names for one GPU", `{"gpus": {"h100": {}, "h100-sxm": {}}}`, "both h100-sxm"},
+		{"not JSON", `read_bandwidth: 0.9`, "invalid character"},
+	}
+	for _, tt := range tests {
+		t.Run(tt.desc, func(t *testing.T) {
+			_, err := ParseThresholds([]byte(tt.file), "th.json")
+			if err == nil || !strings.Contains(err.Error(), tt.want) || !strings.HasPrefix(err.Error(), "th.json") {
+				t.Errorf("err = %v, want one naming th.json and %q", err, tt.want)
+			}
+		})
+	}
+	dir := t.TempDir()
+	yaml := filepath.Join(dir, "th.yaml")
+	os.WriteFile(yaml, []byte("default: {}\n"), 0o644)
+	if _, err := LoadThresholds(yaml); err == nil || !strings.Contains(err.Error(), "JSON only") {
+		t.Errorf("YAML file: err = %v, want a JSON-only message", err)
+	}
+}
