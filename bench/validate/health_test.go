@@ -103,7 +103,9 @@ func TestHealthFaults(t *testing.T) {
 			}, nil,
 			"health.retired_pages", Fail, []string{"waits to be retired"}},
 		{"a few retired pages",
-			func(s *fakenvml.State) { s.RowRemapSupported, s.RetiredPagesSupported, s.RetiredSingleBit = false, true, 4 }, nil,
+			func(s *fakenvml.State) {
+				s.RowRemapSupported, s.RetiredPagesSupported, s.RetiredSingleBit = false, true, 4
+			}, nil,
 			"health.retired_pages", Warn, []string{"4 retired pages"}},
 		{"PCIe at x8 gen3 on a x16 gen5 card",
 			func(s *fakenvml.State) { s.PCIeGen, s.PCIeWidth = 3, 8 }, func(s *fakenvml.State) { s.PCIeGen, s.PCIeWidth = 3, 8 },
