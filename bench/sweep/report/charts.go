@@ -1,0 +1,361 @@
+package report
+
+import (
+	"cmp"
+	"errors"
+	"fmt"
+	"math"
+	"path/filepath"
+	"slices"
+	"strconv"
+	"strings"
+
+	"github.com/decodebench/decodebench/bench/model"
+	"github.com/decodebench/decodebench/bench/roofline"
+	"github.com/decodebench/decodebench/bench/sweep"
+	"github.com/decodebench/decodebench/plots"
+)
+
+// PlotsDir is where a run directory keeps its charts.
+const PlotsDir = "plots"
+
+// modelResults are the records of one model of a run.
+type modelResults struct {
+	shape    model.Shape
+	key      string
+	records  []sweep.Record // every status, sorted by context then batch
+	batches  []int          // of every record
+	contexts []int
+}
+
+// byModel groups records by model, in the order of the run's model axis.
+func byModel(info sweep.RunInfo, records []sweep.Record) []modelResults {
+	var out []modelResults
+	index := map[string]int{}
+	for _, s := range info.Axes.Models {
+		key := sweep.ModelKey(s)
+		index[key] = len(out)
+		out = append(out, modelResults{shape: s, key: key})
+	}
+	for _, r := range records {
+		i, ok := index[r.ModelKey]
+		if !ok { // a record of a model the axes no longer list: keep it under its own name
+			i = len(out)
+			index[r.ModelKey] = i
+			out = append(out, modelResults{shape: model.Shape{Name: r.Model}, key: r.ModelKey})
+		}
+		out[i].records = append(out[i].records, r)
+	}
+	for i := range out {
+		m := &out[i]
+		slices.SortFunc(m.records, func(a, b sweep.Record) int {
+			return cmp.Or(cmp.Compare(a.Context, b.Context), cmp.Compare(a.Batch, b.Batch))
+		})
+		for _, r := range m.records {
+			if !slices.Contains(m.batches, r.Batch) {
+				m.batches = append(m.batches, r.Batch)
+			}
+			if !slices.Contains(m.contexts, r.Context) {
+				m.contexts = append(m.contexts, r.Context)
+			}
+		}
+		slices.Sort(m.batches)
+		slices.Sort(m.contexts)
+	}
+	return out
+}
+
+func (m modelResults) ok() []sweep.Record {
+	var out []sweep.Record
+	for _, r := range m.records {
+		if r.Status == sweep.StatusOK {
+			out = append(out, r)
+		}
+	}
+	return out
+}
+
+func (m modelResults) at(batch, context int) (sweep.Record, bool) {
+	for _, r := range m.records {
+		if r.Batch == batch && r.Context == context {
+			return r, true
+		}
+	}
+	return sweep.Record{}, false
+}
+
+// ceilings of a run for the charts and the bound curves.
+func runCeilings(info sweep.RunInfo) (measured, datasheet roofline.Ceiling) {
+	measured = roofline.Ceiling{Name: roofline.CeilingMeasured, BandwidthBytesPerSec: info.Measured.BandwidthBytesPerSec, FLOPsPerSec: info.Measured.FLOPsPerSec}
+	datasheet = roofline.Ceiling{Name: roofline.CeilingDatasheet, BandwidthBytesPerSec: info.Datasheet.BandwidthBytesPerSec, FLOPsPerSec: info.Datasheet.FLOPsPerSec}
+	return measured, datasheet
+}
+
+// boundCeiling is the ceiling the bound curves are drawn for: the measured one, else the
+// datasheet's.
+func boundCeiling(info sweep.RunInfo) (roofline.Ceiling, bool) {
+	measured, datasheet := runCeilings(info)
+	if measured.Validate() == nil {
+		return measured, true
+	}
+	if datasheet.Validate() == nil {
+		return datasheet, true
+	}
+	return roofline.Ceiling{}, false
+}
+
+// chartSet draws every chart of one model into dir/plots and returns them as figures, with
+// a note for each chart that had nothing to draw.
+func chartSet(dir string, info sweep.RunInfo, m modelResults, prefix string) ([]plots.Figure, []string, error) {
+	ok := m.ok()
+	if len(ok) == 0 {
+		return nil, []string{fmt.Sprintf("%s: no configuration measured ok, so there is nothing to plot", m.shape.Name)}, nil
+	}
+	base := func(name string) string { return filepath.Join(dir, PlotsDir, prefix+name) }
+	chart := plots.Chart{Subtitle: subtitle(info, m)}
+	emu := ""
+	if info.Backend.Emulated {
+		emu = "[EMULATED, not a speed] "
+	}
+	var figs []plots.Figure
+	var notes []string
+	add := func(fig plots.Figure, _ []string, err error) error {
+		if errors.Is(err, plots.ErrNothingToDraw) {
+			notes = append(notes, fig.Title+": nothing to draw")
+			return nil
+		}
+		if err != nil {
+			return err
+		}
+		figs = append(figs, fig)
+		return nil
+	}
+
+	bound, hasBound := boundCeiling(info)
+	boundLabel := "roofline bound (" + bound.Name + " ceiling)"
+	throttled := "throttled (power or thermal)"
+
+	// Tokens/s against the batch, one colour per context, the bound dashed beside each.
+	var perServer, perRequest, throttledServer, throttledRequest []plots.Series
+	for _, ctx := range m.contexts {
+		group := "context " + contextLabel(ctx)
+		srv := plots.Series{Label: group, Group: group}
+		req := plots.Series{Label: group, Group: group}
+		bs := plots.Series{Label: boundLabel, Group: group, Style: plots.Bound}
+		br := bs
+		for _, b := range m.batches {
+			r, has := m.at(b, ctx)
+			if !has {
+				continue
+			}
+			x := float64(b)
+			srv.X, srv.Y = append(srv.X, x), append(srv.Y, valueIfOK(r, r.PerServerTokensPerSec))
+			req.X, req.Y = append(req.X, x), append(req.Y, valueIfOK(r, r.PerRequestTokensPerSec))
+			if r.Status == sweep.StatusOK && r.Throttled {
+				// One-point series drawn last, over the curve: a marker of their own colour.
+				throttledServer = append(throttledServer, plots.Series{Label: throttled, Group: throttled, X: []float64{x}, Y: []float64{r.PerServerTokensPerSec}})
+				throttledRequest = append(throttledRequest, plots.Series{Label: throttled, Group: throttled, X: []float64{x}, Y: []float64{r.PerRequestTokensPerSec}})
+			}
+			// The bound where the step fits: a skipped configuration has none to show.
+			if hasBound && m.shape.Hidden > 0 && r.Status != sweep.StatusSkipped {
+				bd := roofline.StepBound(m.shape, bound, b, ctx)
+				bs.X, bs.Y = append(bs.X, x), append(bs.Y, bd.PerServerTokensPerSec)
+				br.X, br.Y = append(br.X, x), append(br.Y, bd.PerRequestTokensPerSec)
+			}
+		}
+		perServer, perRequest = append(perServer, srv), append(perRequest, req)
+		if len(bs.X) > 0 {
+			perServer, perRequest = append(perServer, bs), append(perRequest, br)
+		}
+	}
+	perServer, perRequest = append(perServer, throttledServer...), append(perRequest, throttledRequest...)
+	c := chart
+	c.Title = emu + m.shape.Name + ": decode tokens/s against batch size"
+	fig := plots.Figure{Title: "Tokens/s against batch size", Base: base("tokens_vs_batch"),
+		Caption: "Left: per-server tokens/s (batch / step time, the card's total rate). Right: per-request tokens/s (1 / step time, " +
+			"what one user sees stream). Solid: measured; dashed: the roofline bound on the " + bound.Name + " ceiling. A gap is a configuration that failed or did not fit."}
+	p, err := plots.TokensVsBatch(c, perServer, perRequest, fig.Base)
+	if err := add(fig, p, err); err != nil {
+		return nil, nil, err
+	}
+
+	// The trade between the two levels, one curve per context, batch written at the points.
+	var trade []plots.Series
+	for _, ctx := range m.contexts {
+		s := plots.Series{Label: "context " + contextLabel(ctx)}
+		for _, b := range m.batches {
+			if r, has := m.at(b, ctx); has && r.Status == sweep.StatusOK {
+				s.X, s.Y = append(s.X, r.PerRequestTokensPerSec), append(s.Y, r.PerServerTokensPerSec)
+				s.PointLabels = append(s.PointLabels, "B="+strconv.Itoa(b))
+			}
+		}
+		if len(s.X) > 0 {
+			trade = append(trade, s)
+		}
+	}
+	c = chart
+	c.Title = emu + m.shape.Name + ": per-request against per-server tokens/s"
+	fig = plots.Figure{Title: "Per-request against per-server tokens/s", Base: base("tradeoff"),
+		Caption: "Each curve is one context length, its points rising batch sizes: batching buys total throughput (up) at the cost of each stream's speed (left)."}
+	p, err = plots.Tradeoff(c, trade, fig.Base)
+	if err := add(fig, p, err); err != nil {
+		return nil, nil, err
+	}
+
+	if len(m.contexts) > 1 {
+		for _, level := range []struct{ name, label, file string }{
+			{"per-server", "per-server tokens/s (1k = 1000)", "tokens_vs_context_server"},
+			{"per-request", "per-request tokens/s (1k = 1000)", "tokens_vs_context_request"},
+		} {
+			var series []plots.Series
+			for _, b := range m.batches {
+				s := plots.Series{Label: "batch " + strconv.Itoa(b)}
+				for _, ctx := range m.contexts {
+					if r, has := m.at(b, ctx); has {
+						v := r.PerServerTokensPerSec
+						if level.name == "per-request" {
+							v = r.PerRequestTokensPerSec
+						}
+						s.X, s.Y = append(s.X, float64(ctx)), append(s.Y, valueIfOK(r, v))
+					}
+				}
+				series = append(series, s)
+			}
+			c = chart
+			c.Title = emu + m.shape.Name + ": " + level.name + " tokens/s against context length"
+			c.ValueLabel = level.label
+			fig = plots.Figure{Title: strings.ToUpper(level.name[:1]) + level.name[1:] + " tokens/s against context length", Base: base(level.file),
+				Caption: "One curve per batch size: the longer the context, the more KV cache each step reads."}
+			p, err = plots.TokensVsContext(c, series, fig.Base)
+			if err := add(fig, p, err); err != nil {
+				return nil, nil, err
+			}
+		}
+	}
+
+	// Efficiency maps: the fraction of the roofline bound reached.
+	measured, datasheet := runCeilings(info)
+	for _, em := range []struct {
+		ceiling roofline.Ceiling
+		file    string
+		value   func(sweep.Record) float64
+	}{
+		{measured, "efficiency_measured", func(r sweep.Record) float64 { return r.RooflineFractionMeasured }},
+		{datasheet, "efficiency_datasheet", func(r sweep.Record) float64 { return r.RooflineFractionDatasheet }},
+	} {
+		if em.ceiling.Validate() != nil {
+			continue
+		}
+		grid := make([][]float64, len(m.contexts))
+		for i, ctx := range m.contexts {
+			grid[i] = make([]float64, len(m.batches))
+			for j, b := range m.batches {
+				grid[i][j] = math.NaN()
+				if r, has := m.at(b, ctx); has && r.Status == sweep.StatusOK {
+					grid[i][j] = em.value(r)
+				}
+			}
+		}
+		c = chart
+		c.Title = fmt.Sprintf("%s%s: fraction of the roofline (%s ceiling) reached", emu, m.shape.Name, em.ceiling.Name)
+		fig = plots.Figure{Title: "Fraction of the roofline, " + em.ceiling.Name + " ceiling", Base: base(em.file),
+			Caption: fmt.Sprintf("Bound step time / measured step time against the %s ceiling (%s GB/s, %s TFLOP/s); grey: failed, skipped or not measured.",
+				em.ceiling.Name, fmtNum(em.ceiling.BandwidthBytesPerSec/1e9), fmtNum(em.ceiling.FLOPsPerSec/1e12))}
+		p, err = plots.EfficiencyMap(c, m.batches, m.contexts, grid, fig.Base)
+		if err := add(fig, p, err); err != nil {
+			return nil, nil, err
+		}
+	}
+
+	// The roofline with every measured kernel, one marker style per kernel.
+	var ceilings []plots.RooflineCeiling
+	if measured.Validate() == nil {
+		ceilings = append(ceilings, plots.RooflineCeiling{Label: "measured", BandwidthBytesPerSec: measured.BandwidthBytesPerSec, FLOPsPerSec: measured.FLOPsPerSec})
+	}
+	if datasheet.Validate() == nil {
+		ceilings = append(ceilings, plots.RooflineCeiling{Label: "datasheet", BandwidthBytesPerSec: datasheet.BandwidthBytesPerSec, FLOPsPerSec: datasheet.FLOPsPerSec, Dashed: true})
+	}
+	c = chart
+	c.Title = emu + m.shape.Name + ": every measured kernel on the roofline"
+	fig = plots.Figure{Title: "Kernels on the roofline", Base: base("roofline"),
+		Caption: "Each marker is one kernel shape as measured (its minimum bytes and FLOPs over its median time), at every batch and context of the sweep; the lines are the measured (solid) and datasheet (dashed) ceilings."}
+	p, err = plots.RooflineGroups(c, ceilings, kernelGroups(m), fig.Base)
+	if err := add(fig, p, err); err != nil {
+		return nil, nil, err
+	}
+	return figs, notes, nil
+}
+
+// kernelGroups collects each distinct kernel measurement of the model's records, grouped by
+// kernel name. A kernel that failed is marked so (never drawn as a speed).
+func kernelGroups(m modelResults) []plots.RooflineGroup {
+	var groups []plots.RooflineGroup
+	index := map[string]int{}
+	seen := map[string]bool{}
+	for _, r := range m.records {
+		for _, k := range r.Kernels {
+			if seen[k.Name+"|"+k.Key] || k.Status == sweep.StatusNotMeasured || k.Status == sweep.StatusSkipped {
+				continue
+			}
+			seen[k.Name+"|"+k.Key] = true
+			i, has := index[k.Name]
+			if !has {
+				i = len(groups)
+				index[k.Name] = i
+				groups = append(groups, plots.RooflineGroup{Label: k.Name})
+			}
+			p := plots.RooflinePoint{Label: fmt.Sprintf("%s B=%d S=%d", k.Name, r.Batch, r.Context)}
+			if k.Status == sweep.StatusOK && k.Bytes > 0 {
+				p.Intensity = k.FLOPs / k.Bytes
+				p.FLOPsPerSec = k.AchievedTFLOPs * 1e12
+			} else {
+				p.Failed = true
+			}
+			groups[i].Points = append(groups[i].Points, p)
+		}
+	}
+	return groups
+}
+
+// valueIfOK is v for an ok record and NaN (a gap in the curve) otherwise.
+func valueIfOK(r sweep.Record, v float64) float64 {
+	if r.Status != sweep.StatusOK {
+		return math.NaN()
+	}
+	return v
+}
+
+func subtitle(info sweep.RunInfo, m modelResults) string {
+	parts := []string{info.Card.Name}
+	if m.shape.WeightDType != "" {
+		parts = append(parts, string(m.shape.WeightDType))
+	}
+	if m.shape.TP > 1 {
+		parts = append(parts, fmt.Sprintf("tp %d shard", m.shape.TP))
+	}
+	if info.Measured.Known() {
+		parts = append(parts, fmt.Sprintf("measured ceiling %s GB/s, %s TFLOP/s", fmtNum(info.Measured.BandwidthBytesPerSec/1e9), fmtNum(info.Measured.FLOPsPerSec/1e12)))
+	}
+	if info.Backend.Emulated {
+		parts = append(parts, "EMULATED ON THE CPU: times are not a speed")
+	}
+	throttled := 0
+	for _, r := range m.records {
+		if r.Status == sweep.StatusOK && r.Throttled {
+			throttled++
+		}
+	}
+	if throttled > 0 {
+		parts = append(parts, fmt.Sprintf("%d result(s) taken while the card throttled", throttled))
+	}
+	parts = append(parts, "decodebench "+info.Version)
+	return strings.Join(parts, " · ")
+}
+
+// contextLabel writes a context length as the axes do: 32k for 32768.
+func contextLabel(ctx int) string {
+	if ctx >= 1024 && ctx%1024 == 0 {
+		return strconv.Itoa(ctx/1024) + "k"
+	}
+	return strconv.Itoa(ctx)
+}
