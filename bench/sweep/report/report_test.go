@@ -83,3 +83,42 @@ func TestEmulatedReportSaysSoLoudly(t *testing.T) {
 		t.Errorf("an emulated chart does not say so")
 	}
 }
+
+func TestCompare(t *testing.T) {
+	a, b := filepath.Join(t.TempDir(), "h100"), filepath.Join(t.TempDir(), "h200")
+	h100 := h200Run(t)
+	h100.card, h100.uuid, h100.bandwidth, h100.flops = "NVIDIA H100 80GB HBM3", "GPU-h100", 3.0e12, 700e12
+	h100.contexts = []int{1024, 4096, 8192, 16384, 32768}
+	h100.write(t, a)
+	h200Run(t).write(t, b)
+	c, err := Compare(a, b)
+	if err != nil {
+		t.Fatal(err)
+	}
+	// The failed H200 configuration and the 8k contexts only A has are not paired.
+	if c.LabelA != "NVIDIA H100 80GB HBM3" || c.LabelB != "NVIDIA H200" || c.OnlyA == 0 || len(c.Pairs) == 0 {
+		t.Fatalf("labels %q %q, %d pairs, only A %d", c.LabelA, c.LabelB, len(c.Pairs), c.OnlyA)
+	}
+	for _, p := range c.Pairs {
+		if p.ServerRatio() <= 1 {
+			t.Errorf("%d/%d: the faster card's ratio is %g", p.Batch, p.Context, p.ServerRatio())
+		}
+	}
+	out := filepath.Join(t.TempDir(), "cmp")
+	w, err := WriteComparison(c, out)
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, name := range []string{CompareHTMLFile, CompareMarkdownFile, CompareCSVFile, "plots/compare_tokens_vs_batch_ctx1k.png", "plots/compare_tokens_vs_batch_ctx32k.svg"} {
+		if !exists(filepath.Join(out, name)) {
+			t.Errorf("%s not written (%v)", name, w.Files)
+		}
+	}
+	html, _ := os.ReadFile(filepath.Join(out, CompareHTMLFile))
+	if !strings.Contains(string(html), "B / A") || !strings.Contains(string(html), "GPU-h100") {
+		t.Errorf("compare.html lacks the ratio table or the cards")
+	}
+	if _, err := Compare(a, t.TempDir()); err == nil || !strings.Contains(err.Error(), "not a decodebench run directory") {
+		t.Errorf("Compare with an empty directory: %v", err)
+	}
+}
