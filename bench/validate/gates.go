@@ -62,10 +62,10 @@ func PerformanceChecks(kind CardKind, suite Suite, plan Plan, outcomes map[strin
 	switch {
 	case kind.Spec != nil:
 		datasheetBW = kind.Spec.BandwidthBytesPerSec
-		datasheetName = fmt.Sprintf("the %s datasheet bandwidth of %s", formatValue(datasheetBW, UnitBytesPerSec), kind.Spec.Key)
+		datasheetName = fmt.Sprintf("the %s datasheet bandwidth of %s", FormatValue(datasheetBW, UnitBytesPerSec), kind.Spec.Key)
 	case kind.NVMLBandwidthBytesPerSec > 0:
 		datasheetBW = kind.NVMLBandwidthBytesPerSec
-		datasheetName = fmt.Sprintf("the %s that NVML's memory clock and bus width imply", formatValue(datasheetBW, UnitBytesPerSec))
+		datasheetName = fmt.Sprintf("the %s that NVML's memory clock and bus width imply", FormatValue(datasheetBW, UnitBytesPerSec))
 	}
 	inputs := []gateInput{{
 		gate: GateReadBandwidth, unit: UnitBytesPerSec, label: "Read bandwidth",
@@ -81,13 +81,13 @@ func PerformanceChecks(kind CardKind, suite Suite, plan Plan, outcomes map[strin
 	}
 	if kind.Spec != nil {
 		tensorIn.reference = kind.Spec.TensorBF16FLOPs
-		tensorIn.referenceName = fmt.Sprintf("the %s dense bf16 datasheet rate of %s", formatValue(tensorIn.reference, UnitFLOPsPerSec), kind.Spec.Key)
+		tensorIn.referenceName = fmt.Sprintf("the %s dense bf16 datasheet rate of %s", FormatValue(tensorIn.reference, UnitFLOPsPerSec), kind.Spec.Key)
 	}
 	inputs = append(inputs, tensorIn)
 
 	measuredName := ""
 	if read.ok() {
-		measuredName = fmt.Sprintf("the %s this card's read probe measured", formatValue(read.BytesPerSec, UnitBytesPerSec))
+		measuredName = fmt.Sprintf("the %s this card's read probe measured", FormatValue(read.BytesPerSec, UnitBytesPerSec))
 	}
 	kernelAdvice := "if every card of this kind fails here, the threshold (or the kernel) is wrong rather than the cards; otherwise reset the GPU and run again"
 	for _, g := range []struct{ gate, step, label string }{
@@ -138,7 +138,7 @@ func modelStepInput(kind CardKind, suite Suite, plan Plan, outcomes map[string]O
 	if kind.Spec != nil {
 		b := roofline.StepBound(suite.Model, roofline.DatasheetCeiling(*kind.Spec), 1, suite.ModelContext)
 		in.reference = b.PerRequestTokensPerSec
-		in.referenceName = fmt.Sprintf("the %s roofline bound on %s's datasheet ceilings", formatValue(in.reference, UnitTokensPerSec), kind.Spec.Key)
+		in.referenceName = fmt.Sprintf("the %s roofline bound on %s's datasheet ceilings", FormatValue(in.reference, UnitTokensPerSec), kind.Spec.Key)
 	}
 	return in
 }
@@ -167,9 +167,9 @@ func evaluateGate(in gateInput, th GateThreshold, emulated bool) (Check, GateVal
 	}
 	need := ""
 	if gv.RequiredFraction > 0 {
-		need = fmt.Sprintf("needs %.0f%% (%s)", 100*gv.RequiredFraction, formatValue(gv.Required, in.unit))
+		need = fmt.Sprintf("needs %.0f%% (%s)", 100*gv.RequiredFraction, FormatValue(gv.Required, in.unit))
 	} else if gv.Required > 0 {
-		need = "needs " + formatValue(gv.Required, in.unit)
+		need = "needs " + FormatValue(gv.Required, in.unit)
 	}
 	switch {
 	case !in.measured:
@@ -177,10 +177,10 @@ func evaluateGate(in gateInput, th GateThreshold, emulated bool) (Check, GateVal
 		c.Message = fmt.Sprintf("%s: not measured (%s).", in.label, in.why)
 	case emulated:
 		c.Verdict = Warn
-		c.Message = fmt.Sprintf("%s: %s on the emulated backend, which is no speed; the gate was not evaluated. Run on the GPU (--backend cuda) to validate performance.", in.label, formatValue(in.value, in.unit))
+		c.Message = fmt.Sprintf("%s: %s on the emulated backend, which is no speed; the gate was not evaluated. Run on the GPU (--backend cuda) to validate performance.", in.label, FormatValue(in.value, in.unit))
 	case gv.Required <= 0 && in.reference <= 0:
 		c.Verdict = Warn
-		c.Message = fmt.Sprintf("%s: %s, but there is nothing to hold it against: bench/roofline has no row for this card; name its kind with --expect GPU, or give %s.min_value in a thresholds file.", in.label, formatValue(in.value, in.unit), in.gate)
+		c.Message = fmt.Sprintf("%s: %s, but there is nothing to hold it against: bench/roofline has no row for this card; name its kind with --expect GPU, or give %s.min_value in a thresholds file.", in.label, FormatValue(in.value, in.unit), in.gate)
 	default:
 		of := ""
 		if gv.Fraction > 0 {
@@ -188,10 +188,10 @@ func evaluateGate(in gateInput, th GateThreshold, emulated bool) (Check, GateVal
 		}
 		if in.value >= gv.Required {
 			c.Verdict = Pass
-			c.Message = fmt.Sprintf("%s %s%s; %s.", in.label, formatValue(in.value, in.unit), of, need)
+			c.Message = fmt.Sprintf("%s %s%s; %s.", in.label, FormatValue(in.value, in.unit), of, need)
 		} else {
 			c.Verdict = Fail
-			c.Message = fmt.Sprintf("%s %s%s, too slow: %s. %s.", in.label, formatValue(in.value, in.unit), of, need, capitalize(in.advice))
+			c.Message = fmt.Sprintf("%s %s%s, too slow: %s. %s.", in.label, FormatValue(in.value, in.unit), of, need, capitalize(in.advice))
 		}
 	}
 	gv.Verdict = c.Verdict
@@ -205,8 +205,8 @@ func capitalize(s string) string {
 	return string(s[0]-'a'+'A') + s[1:]
 }
 
-// formatValue prints a gate's value in a readable decimal unit.
-func formatValue(v float64, unit string) string {
+// FormatValue prints a gate's value in a readable decimal unit.
+func FormatValue(v float64, unit string) string {
 	switch unit {
 	case UnitBytesPerSec:
 		if v >= 1e12 {

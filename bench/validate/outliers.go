@@ -84,7 +84,7 @@ func outlierCheck(gate, key string, value, median float64, peers int, t OutlierT
 	if below > t.BelowMedian {
 		c.Verdict = t.Verdict
 		c.Message = fmt.Sprintf("%s %s is %.1f%% below the median %s of the %d %s cards %s (more than %.0f%%): even if it passes its gate, this card is slower than its peers; check its clocks, cooling and PCIe link against theirs.",
-			gateLabel(gate), formatValue(value, unit), 100*below, formatValue(median, unit), peers, key, where, 100*t.BelowMedian)
+			gateLabel(gate), FormatValue(value, unit), 100*below, FormatValue(median, unit), peers, key, where, 100*t.BelowMedian)
 		return c
 	}
 	c.Verdict = Pass
@@ -93,7 +93,7 @@ func outlierCheck(gate, key string, value, median float64, peers int, t OutlierT
 		rel, below = "above", -below
 	}
 	c.Message = fmt.Sprintf("%s %s is %.1f%% %s the median %s of the %d %s cards %s.",
-		gateLabel(gate), formatValue(value, unit), 100*below, rel, formatValue(median, unit), peers, key, where)
+		gateLabel(gate), FormatValue(value, unit), 100*below, rel, FormatValue(median, unit), peers, key, where)
 	return c
 }
 

@@ -1,0 +1,470 @@
+package validate
+
+import (
+	"cmp"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"io/fs"
+	"maps"
+	"os"
+	"path/filepath"
+	"slices"
+	"strings"
+	"time"
+)
+
+// FleetSchema names the fleet summary format that `decodebench fleet --summary` writes and
+// --baseline reads.
+const FleetSchema = "decodebench.fleet/v1"
+
+// FleetCard is one card of the fleet as the summary keeps it.
+type FleetCard struct {
+	Host     string  `json:"host"`
+	Index    int     `json:"index"`
+	UUID     string  `json:"uuid"`
+	Serial   string  `json:"serial,omitempty"`
+	PCIBusID string  `json:"pci_bus_id"`
+	Name     string  `json:"name"`
+	Kind     string  `json:"kind"` // PeerKey: the spec row, or name and memory without one
+	Verdict  Verdict `json:"verdict"`
+	// Gates holds each measured gate's value (in its unit) and, where known, its fraction of
+	// the reference and the fraction required; emulated values are left out.
+	Gates map[string]FleetGate `json:"gates,omitempty"`
+	// Findings are the card's FAIL and WARN checks.
+	Findings []Finding `json:"findings,omitempty"`
+}
+
+// FleetGate is one gate of one card in the summary.
+type FleetGate struct {
+	Value            float64 `json:"value"`
+	Unit             string  `json:"unit"`
+	Fraction         float64 `json:"fraction,omitempty"`
+	RequiredFraction float64 `json:"required_fraction,omitempty"`
+	Required         float64 `json:"required,omitempty"`
+}
+
+// Finding is a check that did not pass, in short.
+type Finding struct {
+	ID      string  `json:"id"`
+	Verdict Verdict `json:"verdict"`
+	Message string  `json:"message"`
+}
+
+// FleetOutlier is a card more than the outlier fraction below the fleet median of its kind.
+type FleetOutlier struct {
+	Host   string  `json:"host"`
+	Index  int     `json:"index"`
+	UUID   string  `json:"uuid"`
+	Kind   string  `json:"kind"`
+	Gate   string  `json:"gate"`
+	Unit   string  `json:"unit"`
+	Value  float64 `json:"value"`
+	Median float64 `json:"median"`
+	Below  float64 `json:"below"` // fraction of the median
+	Peers  int     `json:"peers"` // cards of the kind with this gate measured, this one included
+}
+
+// Regression is a card slower on a gate than in the baseline.
+type Regression struct {
+	Host   string  `json:"host"`
+	Index  int     `json:"index"`
+	UUID   string  `json:"uuid"`
+	Kind   string  `json:"kind"`
+	Gate   string  `json:"gate"`
+	Unit   string  `json:"unit"`
+	Before float64 `json:"before"`
+	Now    float64 `json:"now"`
+	Change float64 `json:"change"` // now / before - 1: -0.08 is 8% slower
+}
+
+// BoxError is a box whose report says it could not be validated at all.
+type BoxError struct {
+	Host  string `json:"host"`
+	File  string `json:"file"`
+	Error string `json:"error"`
+}
+
+// GateDistribution summarizes one gate over the cards of one kind.
+type GateDistribution struct {
+	Gate   string  `json:"gate"`
+	Kind   string  `json:"kind"`
+	Unit   string  `json:"unit"`
+	Count  int     `json:"count"`
+	Min    float64 `json:"min"`
+	Median float64 `json:"median"`
+	Max    float64 `json:"max"`
+	// RequiredFraction is the gate's threshold as a fraction of its reference (the median over
+	// the cards, which normally share one), 0 when the thresholds gave an absolute value.
+	RequiredFraction float64 `json:"required_fraction,omitempty"`
+}
+
+// FleetSummary is the fleet verdict: what `decodebench fleet` prints and --summary writes.
+type FleetSummary struct {
+	Schema      string    `json:"schema"`
+	GeneratedAt time.Time `json:"generated_at"`
+	Verdict     Verdict   `json:"verdict"`
+	Boxes       int       `json:"boxes"`
+	CardCount   int       `json:"card_count"`
+	CardCounts  Counts    `json:"card_counts"` // cards by verdict
+	Kinds       []string  `json:"kinds"`
+
+	ExpectedNodes int      `json:"expected_nodes,omitempty"`
+	MissingNodes  []string `json:"missing_nodes,omitempty"` // named when a hostfile lists the nodes
+	MissingCount  int      `json:"missing_count"`
+
+	BoxErrors    []BoxError     `json:"box_errors,omitempty"`
+	FailingCards []FleetCard    `json:"failing_cards,omitempty"`
+	Outliers     []FleetOutlier `json:"outliers,omitempty"`
+	// Baseline comparison: Slower are regressions past the threshold; GoneCards were in the
+	// baseline on a box that reported now, but are not among its cards.
+	Baseline  string       `json:"baseline,omitempty"`
+	Slower    []Regression `json:"slower,omitempty"`
+	GoneCards []FleetCard  `json:"gone_cards,omitempty"`
+
+	Distributions []GateDistribution `json:"distributions"`
+	EmulatedBoxes []string           `json:"emulated_boxes,omitempty"`
+	Duplicates    []string           `json:"duplicates,omitempty"` // reports of one host beyond its latest
+	Unreadable    []string           `json:"unreadable,omitempty"` // *.json files that are not readable reports
+	Files         []string           `json:"files"`                // the reports read
+
+	Cards []FleetCard `json:"cards"`
+}
+
+// FleetOptions tune the fleet analysis.
+type FleetOptions struct {
+	ExpectNodes int      // how many boxes should have reported (0: no check)
+	Hosts       []string // the boxes that should have reported (a hostfile), if known
+	// OutlierBelowMedian flags a card this fraction below its kind's fleet median (WARN).
+	OutlierBelowMedian float64
+	// SlowerBy flags a card this fraction slower on a gate than in Baseline.
+	SlowerBy     float64
+	Baseline     *FleetSummary
+	BaselineName string
+	Now          time.Time
+}
+
+// LoadedReport is a report and the file it came from.
+type LoadedReport struct {
+	Path   string
+	Report Report
+}
+
+// LoadReports reads every *.json file under dirs (recursively, in lexical order) that is a
+// validate report. Files with another schema (a fleet summary) are passed over; files that are
+// not JSON or are truncated (a job killed while writing) are returned in unreadable. An error
+// is returned only when a directory cannot be walked.
+func LoadReports(dirs []string) (reports []LoadedReport, unreadable []string, err error) {
+	for _, dir := range dirs {
+		walkErr := filepath.WalkDir(dir, func(path string, d fs.DirEntry, err error) error {
+			if err != nil {
+				return err
+			}
+			if d.IsDir() || !strings.EqualFold(filepath.Ext(path), ".json") {
+				return nil
+			}
+			data, err := os.ReadFile(path)
+			if err != nil {
+				unreadable = append(unreadable, fmt.Sprintf("%s: %v", path, err))
+				return nil
+			}
+			var head struct {
+				Schema string `json:"schema"`
+			}
+			if err := json.Unmarshal(data, &head); err != nil {
+				unreadable = append(unreadable, fmt.Sprintf("%s: %v", path, err))
+				return nil
+			}
+			if head.Schema != ReportSchema {
+				return nil
+			}
+			var r Report
+			if err := json.Unmarshal(data, &r); err != nil {
+				unreadable = append(unreadable, fmt.Sprintf("%s: %v", path, err))
+				return nil
+			}
+			reports = append(reports, LoadedReport{Path: path, Report: r})
+			return nil
+		})
+		if walkErr != nil {
+			return nil, nil, walkErr
+		}
+	}
+	return reports, unreadable, nil
+}
+
+// shortHost is a host name without its domain, lower case, for matching a hostfile.
+func shortHost(h string) string {
+	h, _, _ = strings.Cut(strings.TrimSpace(h), ".")
+	return strings.ToLower(h)
+}
+
+// AnalyzeFleet turns the reports of many boxes into the fleet verdict.
+func AnalyzeFleet(loaded []LoadedReport, unreadable []string, o FleetOptions) FleetSummary {
+	if o.OutlierBelowMedian <= 0 {
+		o.OutlierBelowMedian = DefaultThresholds().Outlier.BelowMedian
+	}
+	if o.SlowerBy <= 0 {
+		o.SlowerBy = 0.05
+	}
+	if o.Now.IsZero() {
+		o.Now = time.Now().UTC()
+	}
+	s := FleetSummary{Schema: FleetSchema, GeneratedAt: o.Now, Unreadable: unreadable, ExpectedNodes: o.ExpectNodes, Files: []string{}}
+
+	// The latest report of each host.
+	latest := map[string]LoadedReport{}
+	for _, lr := range loaded {
+		host := lr.Report.Hostname
+		if prev, ok := latest[host]; ok {
+			keep, drop := prev, lr
+			if lr.Report.FinishedAt.After(prev.Report.FinishedAt) {
+				keep, drop = lr, prev
+			}
+			latest[host] = keep
+			s.Duplicates = append(s.Duplicates, fmt.Sprintf("%s: %s (older than %s)", host, drop.Path, keep.Path))
+			continue
+		}
+		latest[host] = lr
+	}
+	hosts := slices.Sorted(maps.Keys(latest))
+	s.Boxes = len(hosts)
+	kinds := map[string]bool{}
+	for _, host := range hosts {
+		lr := latest[host]
+		r := lr.Report
+		s.Files = append(s.Files, lr.Path)
+		if r.Emulated {
+			s.EmulatedBoxes = append(s.EmulatedBoxes, host)
+		}
+		if r.Error != "" || len(r.Cards) == 0 {
+			msg := r.Error
+			if msg == "" {
+				msg = "the report has no cards"
+			}
+			s.BoxErrors = append(s.BoxErrors, BoxError{Host: host, File: lr.Path, Error: msg})
+		}
+		for _, c := range r.Cards {
+			fc := fleetCard(host, c)
+			kinds[fc.Kind] = true
+			s.Cards = append(s.Cards, fc)
+			s.CardCounts.add(fc.Verdict)
+			if fc.Verdict == Fail {
+				s.FailingCards = append(s.FailingCards, fc)
+			}
+		}
+		// Box-level failures (a missing GPU) count against the box as a card failure would.
+		for _, ch := range r.Checks {
+			if ch.Verdict == Fail {
+				s.BoxErrors = append(s.BoxErrors, BoxError{Host: host, File: lr.Path, Error: ch.ID + ": " + ch.Message})
+			}
+		}
+	}
+	s.CardCount = len(s.Cards)
+	s.Kinds = slices.Sorted(maps.Keys(kinds))
+	s.missingNodes(hosts, o)
+	s.fleetOutliers(o)
+	s.distributions()
+	if o.Baseline != nil {
+		s.Baseline = o.BaselineName
+		s.compareBaseline(*o.Baseline, hosts, o.SlowerBy)
+	}
+	s.Verdict = s.verdict()
+	return s
+}
+
+func fleetCard(host string, c Card) FleetCard {
+	fc := FleetCard{Host: host, Index: c.Index, UUID: c.UUID, Serial: c.Serial, PCIBusID: c.PCIBusID,
+		Name: c.Name, Kind: PeerKey(c), Verdict: c.Verdict}
+	if !fc.Verdict.Valid() {
+		fc.Verdict = verdictOf(c.Checks)
+	}
+	for _, g := range c.Gates {
+		if v, ok := outlierValue(g); ok {
+			if fc.Gates == nil {
+				fc.Gates = map[string]FleetGate{}
+			}
+			fc.Gates[g.Gate] = FleetGate{Value: v, Unit: g.Unit, Fraction: g.Fraction, RequiredFraction: g.RequiredFraction, Required: g.Required}
+		}
+	}
+	for _, ch := range c.Checks {
+		if ch.Verdict != Pass {
+			fc.Findings = append(fc.Findings, Finding{ID: ch.ID, Verdict: ch.Verdict, Message: ch.Message})
+		}
+	}
+	return fc
+}
+
+func (s *FleetSummary) missingNodes(reported []string, o FleetOptions) {
+	if len(o.Hosts) > 0 {
+		seen := map[string]bool{}
+		for _, h := range reported {
+			seen[shortHost(h)] = true
+		}
+		for _, h := range o.Hosts {
+			if !seen[shortHost(h)] {
+				s.MissingNodes = append(s.MissingNodes, h)
+			}
+		}
+		s.MissingCount = len(s.MissingNodes)
+		if s.ExpectedNodes == 0 {
+			s.ExpectedNodes = len(o.Hosts)
+		}
+	}
+	if o.ExpectNodes > 0 && s.Boxes < o.ExpectNodes {
+		s.MissingCount = max(s.MissingCount, o.ExpectNodes-s.Boxes)
+	}
+}
+
+// fleetOutliers compares every card with the fleet median of its kind on each gate.
+func (s *FleetSummary) fleetOutliers(o FleetOptions) {
+	for _, gate := range Gates {
+		groups := map[string][]int{}
+		for i, c := range s.Cards {
+			if _, ok := c.Gates[gate]; ok {
+				groups[c.Kind] = append(groups[c.Kind], i)
+			}
+		}
+		for _, kind := range slices.Sorted(maps.Keys(groups)) {
+			members := groups[kind]
+			if len(members) < 2 {
+				continue
+			}
+			values := make([]float64, len(members))
+			for j, i := range members {
+				values[j] = s.Cards[i].Gates[gate].Value
+			}
+			med := Median(values)
+			for j, i := range members {
+				if below := BelowMedian(values[j], med); below > o.OutlierBelowMedian {
+					c := s.Cards[i]
+					s.Outliers = append(s.Outliers, FleetOutlier{Host: c.Host, Index: c.Index, UUID: c.UUID, Kind: kind,
+						Gate: gate, Unit: gateUnit(gate), Value: values[j], Median: med, Below: below, Peers: len(members)})
+				}
+			}
+		}
+	}
+	slices.SortStableFunc(s.Outliers, func(a, b FleetOutlier) int {
+		return cmp.Or(cmp.Compare(a.Host, b.Host), cmp.Compare(a.Index, b.Index), cmp.Compare(slices.Index(Gates, a.Gate), slices.Index(Gates, b.Gate)))
+	})
+}
+
+func (s *FleetSummary) distributions() {
+	s.Distributions = []GateDistribution{}
+	for _, gate := range Gates {
+		for _, kind := range s.Kinds {
+			var values, required []float64
+			for _, c := range s.Cards {
+				if g, ok := c.Gates[gate]; ok && c.Kind == kind {
+					values = append(values, g.Value)
+					if g.RequiredFraction > 0 {
+						required = append(required, g.RequiredFraction)
+					}
+				}
+			}
+			if len(values) == 0 {
+				continue
+			}
+			s.Distributions = append(s.Distributions, GateDistribution{Gate: gate, Kind: kind, Unit: gateUnit(gate),
+				Count: len(values), Min: slices.Min(values), Median: Median(values), Max: slices.Max(values),
+				RequiredFraction: Median(required)})
+		}
+	}
+}
+
+// compareBaseline names the cards slower than in the baseline, and the cards a box that
+// reported has lost.
+func (s *FleetSummary) compareBaseline(base FleetSummary, hosts []string, slowerBy float64) {
+	now := map[string]FleetCard{}
+	for _, c := range s.Cards {
+		now[c.UUID] = c
+	}
+	reported := map[string]bool{}
+	for _, h := range hosts {
+		reported[h] = true
+	}
+	for _, before := range base.Cards {
+		c, ok := now[before.UUID]
+		if !ok {
+			if reported[before.Host] {
+				s.GoneCards = append(s.GoneCards, before)
+			}
+			continue
+		}
+		for _, gate := range Gates {
+			b, okB := before.Gates[gate]
+			n, okN := c.Gates[gate]
+			if !okB || !okN || b.Value <= 0 {
+				continue
+			}
+			if change := n.Value/b.Value - 1; change < -slowerBy {
+				s.Slower = append(s.Slower, Regression{Host: c.Host, Index: c.Index, UUID: c.UUID, Kind: c.Kind,
+					Gate: gate, Unit: gateUnit(gate), Before: b.Value, Now: n.Value, Change: change})
+			}
+		}
+	}
+}
+
+// verdict: FAIL for a failing card, a box that could not validate, a missing node or a card
+// gone from its box; WARN for warnings, outliers, regressions, unreadable or emulated reports;
+// PASS otherwise. A fleet with no report at all fails.
+func (s FleetSummary) verdict() Verdict {
+	switch {
+	case s.Boxes == 0, len(s.FailingCards) > 0, len(s.BoxErrors) > 0, s.MissingCount > 0, len(s.GoneCards) > 0:
+		return Fail
+	case s.CardCounts.Warn > 0, len(s.Outliers) > 0, len(s.Slower) > 0, len(s.Unreadable) > 0, len(s.EmulatedBoxes) > 0:
+		return Warn
+	}
+	return Pass
+}
+
+// ReadFleetSummary reads a summary written by WriteFleetSummary (a --baseline).
+func ReadFleetSummary(path string) (FleetSummary, error) {
+	data, err := os.ReadFile(path)
+	if err != nil {
+		return FleetSummary{}, err
+	}
+	var head struct {
+		Schema string `json:"schema"`
+	}
+	if err := json.Unmarshal(data, &head); err != nil {
+		return FleetSummary{}, fmt.Errorf("%s: %w", path, err)
+	}
+	if head.Schema != FleetSchema {
+		return FleetSummary{}, fmt.Errorf("%s: schema %q is not a fleet summary (%q); write one with `decodebench fleet --summary FILE`", path, head.Schema, FleetSchema)
+	}
+	var s FleetSummary
+	if err := json.Unmarshal(data, &s); err != nil {
+		return FleetSummary{}, fmt.Errorf("%s: %w", path, err)
+	}
+	return s, nil
+}
+
+// WriteFleetSummary writes s as indented JSON.
+func WriteFleetSummary(path string, s FleetSummary) error {
+	data, err := json.MarshalIndent(s, "", "  ")
+	if err != nil {
+		return err
+	}
+	return os.WriteFile(path, append(data, '\n'), 0o644)
+}
+
+// ReadHostfile reads one host name per line; blank lines and text after # are ignored
+// (`scontrol show hostnames "$SLURM_JOB_NODELIST"` writes such a file).
+func ReadHostfile(path string) ([]string, error) {
+	data, err := os.ReadFile(path)
+	if err != nil {
+		return nil, err
+	}
+	var hosts []string
+	for _, line := range strings.Split(string(data), "\n") {
+		line, _, _ = strings.Cut(line, "#")
+		if f := strings.Fields(line); len(f) > 0 {
+			hosts = append(hosts, f[0])
+		}
+	}
+	if len(hosts) == 0 {
+		return nil, errors.New(path + ": no host names")
+	}
+	return hosts, nil
+}
