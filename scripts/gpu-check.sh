@@ -243,6 +243,11 @@ peer 8b
 bench_model 70b "${MODEL_70B[@]}"
 step "bench attention mha" 60 "${B[@]}" attention --backend "$BACKEND" "${MHA[@]}" "${CEIL[@]}" "${TIMING[@]}" --out "$RES/attention-mha.jsonl"
 peer 70b
+if [ "$DRY" != 1 ]; then # did the card hold its clocks? (the records do not say yet)
+	step "clocks after" 20 bash -c 'q=clocks.sm,clocks.mem,clocks.max.sm,temperature.gpu,power.draw
+		nvidia-smi --query-gpu=$q,clocks_event_reasons.active --format=csv 2>/dev/null ||
+			nvidia-smi --query-gpu=$q,clocks_throttle_reasons.active --format=csv'
+fi
 
 # ---- 5. results -------------------------------------------------------------------------------
 cat "$RES"/probe.jsonl "$RES"/linear-*.jsonl "$RES"/attention-*.jsonl 2>/dev/null >"$RES/all.jsonl"

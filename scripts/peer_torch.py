@@ -183,7 +183,7 @@ def summary(ours_path, peer_path):
     failed = [r for r in recs if r.get("status") == "failed"]
     rows.append(("measurements ok / failed / skipped",
                  f"{len(ok)} / {len(failed)} / {sum(r.get('status') == 'skipped' for r in recs)}", "0 failed",
-                 "PASS" if not failed else "MISS"))
+                 "NO DATA" if not recs else "PASS" if not failed else "MISS"))
 
     reads = [r for r in ok if r.get("kind") == "probe" and r.get("probe") == "read"]
     read = max(reads, key=lambda r: r["achieved_gbps"]) if reads else None

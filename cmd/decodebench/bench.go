@@ -10,6 +10,7 @@ import (
 	"strings"
 	"time"
 
+	"github.com/NVIDIA/go-nvml/pkg/nvml"
 	"github.com/urfave/cli/v2"
 
 	"github.com/decodebench/decodebench/bench/axes"
@@ -17,6 +18,7 @@ import (
 	"github.com/decodebench/decodebench/bench/measure"
 	"github.com/decodebench/decodebench/bench/model"
 	"github.com/decodebench/decodebench/bench/roofline"
+	"github.com/decodebench/decodebench/bench/telemetry"
 	"github.com/decodebench/decodebench/bench/timing"
 	"github.com/decodebench/decodebench/cgo"
 )
@@ -159,7 +161,9 @@ type benchSession struct {
 	stderr   io.Writer
 	jsonl    *os.File
 	failed   []string
-	ceiling  float64 // read ceiling in bytes/s
+	ceiling  float64           // read ceiling in bytes/s
+	sampler  telemetry.Sampler // NVML readings around each measurement (none on the emulator)
+	nvml     *telemetry.NVML   // closed with the session
 }
 
 // openBench opens the output file (a bad path is a usage error, before any device work),
@@ -185,10 +189,11 @@ func openBench(c *cli.Context, settings benchSettings, what string) (*benchSessi
 		return nil, err
 	}
 	s.lib, s.dev, s.device = lib, dev, "?"
+	fmt.Fprintf(s.stderr, "bench %s on the %s\n", what, describeDevice(lib, dev))
 	if props, err := dev.Props(); err == nil {
 		s.device = props.Name
+		s.openTelemetry(props)
 	}
-	fmt.Fprintf(s.stderr, "bench %s on the %s\n", what, describeDevice(lib, dev))
 	if lib.Emulated() {
 		fmt.Fprintf(s.stderr, "*** %s ***\n", emulatedWarning)
 		if !settings.asJSON {
@@ -198,7 +203,61 @@ func openBench(c *cli.Context, settings benchSettings, what string) (*benchSessi
 	return s, nil
 }
 
+// openTelemetry finds the device in NVML and samples its clocks, temperature, power and
+// throttle reasons around each measurement. Without NVML (or on the emulator) records carry
+// no telemetry, and stderr says why.
+func (s *benchSession) openTelemetry(props cgo.DeviceProps) {
+	if s.lib.Emulated() {
+		return
+	}
+	sys, err := gpuinfo.Open()
+	if err != nil {
+		fmt.Fprintf(s.stderr, "no telemetry (clocks, power, throttling) in the records: %v\n", err)
+		return
+	}
+	uuid, why := nvmlDeviceFor(sys.Devices, props, s.dev.Index())
+	if uuid == "" {
+		fmt.Fprintf(s.stderr, "no telemetry (clocks, power, throttling) in the records: %s\n", why)
+		return
+	}
+	src, err := telemetry.OpenNVML(nvml.New(), uuid)
+	if err != nil {
+		fmt.Fprintf(s.stderr, "no telemetry (clocks, power, throttling) in the records: %v\n", err)
+		return
+	}
+	s.nvml, s.sampler = src, telemetry.Sampler{Source: src}
+}
+
+// nvmlDeviceFor picks the NVML device that is the backend's device index: the only one with
+// its name and memory size, else the one at the same index if its name matches (CUDA may
+// number devices fastest first, NVML by PCI bus).
+func nvmlDeviceFor(devs []gpuinfo.Device, props cgo.DeviceProps, index int) (uuid, why string) {
+	var same []gpuinfo.Device
+	for _, d := range devs {
+		if d.Name == props.Name && math.Abs(float64(d.MemoryTotalBytes)-float64(props.MemTotalBytes)) <= 0.02*float64(props.MemTotalBytes) {
+			same = append(same, d)
+		}
+	}
+	switch {
+	case len(same) == 1:
+		return same[0].UUID, ""
+	case len(same) > 1 && index < len(devs) && devs[index].Name == props.Name:
+		return devs[index].UUID, ""
+	}
+	return "", fmt.Sprintf("cannot tell which of NVML's %d GPU(s) is %q (device %d)", len(devs), props.Name, index)
+}
+
+// measure runs one measurement inside a telemetry window.
+func (s *benchSession) measure(run func() measure.Outcome) (measure.Outcome, telemetry.Summary) {
+	w := s.sampler.Start()
+	o := run()
+	return o, w.Stop()
+}
+
 func (s *benchSession) close() {
+	if s.nvml != nil {
+		s.nvml.Close()
+	}
 	if s.dev != nil {
 		s.dev.Close()
 	}
@@ -271,17 +330,21 @@ type benchRecord struct {
 	VerifyChecked   int            `json:"verify_checked"`
 	VerifyNote      string         `json:"verify_note,omitempty"`
 	Plan            map[string]any `json:"plan,omitempty"`
-	Emulated        bool           `json:"emulated"`
-	Backend         string         `json:"backend"`
-	Device          string         `json:"device"`
-	Seed            uint64         `json:"seed"`
-	Timing          string         `json:"timing"`
-	Version         string         `json:"decodebench_version"`
-	Time            string         `json:"time"`
+	// NVML readings taken while the measurement ran (absent without NVML): a throttled
+	// result may be slower than the card can do.
+	Telemetry *telemetry.Summary `json:"telemetry,omitempty"`
+	Throttled bool               `json:"throttled"`
+	Emulated  bool               `json:"emulated"`
+	Backend   string             `json:"backend"`
+	Device    string             `json:"device"`
+	Seed      uint64             `json:"seed"`
+	Timing    string             `json:"timing"`
+	Version   string             `json:"decodebench_version"`
+	Time      string             `json:"time"`
 }
 
 // record fills the fields every kind shares from an Outcome.
-func (s *benchSession) record(kind, kernel string, o measure.Outcome) benchRecord {
+func (s *benchSession) record(kind, kernel string, o measure.Outcome, tel telemetry.Summary) benchRecord {
 	st, t := o.Stats, s.settings.opts.Timing
 	r := benchRecord{
 		Kind: kind, Kernel: kernel, Status: o.Status, Reason: o.Reason,
@@ -296,6 +359,9 @@ func (s *benchSession) record(kind, kernel string, o measure.Outcome) benchRecor
 		Timing: fmt.Sprintf("warm-up %d; >= %d samples and %gs, then until spread < %g or %gs",
 			t.Warmup, t.MinSamples, t.MinSeconds, t.TargetSpread, t.MaxSeconds),
 		Version: version, Time: time.Now().UTC().Format(time.RFC3339),
+	}
+	if tel.Readings > 0 {
+		r.Telemetry, r.Throttled = &tel, tel.Throttled
 	}
 	if s.ceiling > 0 && o.Status == measure.StatusOK && o.Bytes > 0 {
 		r.ReadCeilingGBps, r.FractionOfRead = s.ceiling/1e9, o.AchievedBytesPerSec/s.ceiling
@@ -347,14 +413,18 @@ func micros(seconds float64) string { return fmt.Sprintf("%.1f µs", seconds*1e6
 
 // note is the last column of a table row: why a measurement is not ok, or that it did not
 // converge.
-func note(o measure.Outcome) string {
+func note(o measure.Outcome, tel telemetry.Summary) string {
+	var n string
 	switch {
 	case o.Status != measure.StatusOK:
-		return strings.ToUpper(o.Status) + ": " + o.Reason
+		n = strings.ToUpper(o.Status) + ": " + o.Reason
 	case !o.Stats.Converged:
-		return fmt.Sprintf("spread did not fall under the target in %.1fs", o.Stats.WallSeconds)
+		n = fmt.Sprintf("spread did not fall under the target in %.1fs", o.Stats.WallSeconds)
 	}
-	return ""
+	if tel.Throttled {
+		n = strings.TrimSuffix("THROTTLED ("+strings.Join(tel.ThrottleText, ", ")+"); "+n, "; ")
+	}
+	return n
 }
 
 // measureCeiling runs the read probe (unless --read-ceiling-gbps gave the ceiling), records it
@@ -366,8 +436,10 @@ func (s *benchSession) measureCeiling() error {
 		return nil
 	}
 	fmt.Fprintln(s.stderr, "measuring the read ceiling with the read probe first")
-	o := measure.Probe(s.dev, measure.ProbeSpec{Kind: cgo.ProbeRead}, s.settings.opts)
-	if err := s.emit(s.probeRecord(o, cgo.ProbeRead, datasheet{}), "probe read"); err != nil {
+	o, tel := s.measure(func() measure.Outcome {
+		return measure.Probe(s.dev, measure.ProbeSpec{Kind: cgo.ProbeRead}, s.settings.opts)
+	})
+	if err := s.emit(s.probeRecord(o, tel, cgo.ProbeRead, datasheet{}), "probe read"); err != nil {
 		return err
 	}
 	if o.Status != measure.StatusOK {
@@ -525,15 +597,15 @@ func benchLinearAction(c *cli.Context) error {
 	for i, j := range jobs {
 		shape := fmt.Sprintf("B=%d N=%d K=%d", j.spec.Batch, j.spec.N, j.spec.K)
 		label := j.name + " " + shape
-		var o measure.Outcome
-		if need := float64(j.spec.MinDeviceBytes()); settings.maxBytes > 0 && need > settings.maxBytes {
-			o = measure.Outcome{Kernel: "linear", Status: measure.StatusSkipped,
-				Reason: fmt.Sprintf("needs %s, above --max-gb %g", humanBytes(need), settings.maxBytes/1e9)}
-		} else {
-			o = measure.Linear(s.dev, j.spec, settings.opts)
-		}
+		o, tel := s.measure(func() measure.Outcome {
+			if need := float64(j.spec.MinDeviceBytes()); settings.maxBytes > 0 && need > settings.maxBytes {
+				return measure.Outcome{Kernel: "linear", Status: measure.StatusSkipped,
+					Reason: fmt.Sprintf("needs %s, above --max-gb %g", humanBytes(need), settings.maxBytes/1e9)}
+			}
+			return measure.Linear(s.dev, j.spec, settings.opts)
+		})
 		s.progress(i+1, len(jobs), label, o)
-		r := s.record("linear", j.name, o)
+		r := s.record("linear", j.name, o, tel)
 		r.Model, r.TP, r.Batch, r.N, r.K = modelName, tp, j.spec.Batch, j.spec.N, j.spec.K
 		r.DType = j.spec.DType.String()
 		if j.stepBatch != j.spec.Batch {
@@ -554,7 +626,7 @@ func benchLinearAction(c *cli.Context) error {
 			variant += fmt.Sprintf(" /%d", r.SplitK)
 		}
 		s.say("%-16s %-26s %-12s %11s %6.2f%% %9.0f %7s %9.2f  %s\n", j.name, shape, variant, micros(o.Stats.Median),
-			100*o.Stats.Spread, o.AchievedBytesPerSec/1e9, percent(r.FractionOfRead), o.AchievedFLOPsPerSec/1e12, note(o))
+			100*o.Stats.Spread, o.AchievedBytesPerSec/1e9, percent(r.FractionOfRead), o.AchievedFLOPsPerSec/1e12, note(o, tel))
 	}
 	return s.finish()
 }
@@ -683,15 +755,15 @@ func benchAttentionAction(c *cli.Context) error {
 	for i, j := range jobs {
 		a := j.spec
 		shape := fmt.Sprintf("B=%d Hq=%d Hkv=%d D=%d S=%d", a.Batch, a.QHeads, a.KVHeads, a.HeadDim, j.context)
-		var o measure.Outcome
-		if need := float64(a.MinDeviceBytes()); settings.maxBytes > 0 && need > settings.maxBytes {
-			o = measure.Outcome{Kernel: "attention", Status: measure.StatusSkipped,
-				Reason: fmt.Sprintf("needs %s, above --max-gb %g", humanBytes(need), settings.maxBytes/1e9)}
-		} else {
-			o = measure.Attention(s.dev, a, settings.opts)
-		}
+		o, tel := s.measure(func() measure.Outcome {
+			if need := float64(a.MinDeviceBytes()); settings.maxBytes > 0 && need > settings.maxBytes {
+				return measure.Outcome{Kernel: "attention", Status: measure.StatusSkipped,
+					Reason: fmt.Sprintf("needs %s, above --max-gb %g", humanBytes(need), settings.maxBytes/1e9)}
+			}
+			return measure.Attention(s.dev, a, settings.opts)
+		})
 		s.progress(i+1, len(jobs), "attention "+shape, o)
-		r := s.record("attention", "attention", o)
+		r := s.record("attention", "attention", o, tel)
 		r.Model, r.TP, r.Batch, r.QHeads, r.KVHeads, r.HeadDim, r.Context = modelName, tp, a.Batch, a.QHeads, a.KVHeads, a.HeadDim, j.context
 		r.PageSize, r.DType, r.KVBytes = a.PageSize, a.DType.String(), a.KVBytes()
 		r.Splits = a.Splits
@@ -709,7 +781,7 @@ func benchAttentionAction(c *cli.Context) error {
 			layout += fmt.Sprintf(" /%d", r.Splits)
 		}
 		s.say("%-38s %-14s %10s %11s %6.2f%% %9.0f %7s  %s\n", shape, layout, humanBytes(a.KVBytes()), micros(o.Stats.Median),
-			100*o.Stats.Spread, o.AchievedBytesPerSec/1e9, percent(r.FractionOfRead), note(o))
+			100*o.Stats.Spread, o.AchievedBytesPerSec/1e9, percent(r.FractionOfRead), note(o, tel))
 	}
 	return s.finish()
 }
@@ -777,8 +849,8 @@ func lookupDatasheet(lib *cgo.Library, props cgo.DeviceProps) datasheet {
 }
 
 // probeRecord fills a probe's record, with its fraction of the datasheet where known.
-func (s *benchSession) probeRecord(o measure.Outcome, kind cgo.ProbeKind, ds datasheet) benchRecord {
-	r := s.record("probe", o.Kernel, o)
+func (s *benchSession) probeRecord(o measure.Outcome, tel telemetry.Summary, kind cgo.ProbeKind, ds datasheet) benchRecord {
+	r := s.record("probe", o.Kernel, o, tel)
 	r.Probe = kind.String()
 	r.ReadCeilingGBps, r.FractionOfRead = 0, 0
 	if b, ok := o.Plan["buffer_bytes"].(uint64); ok {
@@ -834,9 +906,11 @@ func benchProbeAction(c *cli.Context, kinds []cgo.ProbeKind) error {
 	}
 	s.say("%-6s %10s %11s %7s %14s %11s  %s\n", "PROBE", "SIZE", "MEDIAN", "SPREAD", "RATE", "% DATASHEET", "NOTE")
 	for i, kind := range kinds {
-		o := measure.Probe(s.dev, measure.ProbeSpec{Kind: kind, Bytes: bytes, Iterations: iterations}, settings.opts)
+		o, tel := s.measure(func() measure.Outcome {
+			return measure.Probe(s.dev, measure.ProbeSpec{Kind: kind, Bytes: bytes, Iterations: iterations}, settings.opts)
+		})
 		s.progress(i+1, len(kinds), "probe "+kind.String(), o)
-		r := s.probeRecord(o, kind, ds)
+		r := s.probeRecord(o, tel, kind, ds)
 		if err := s.emit(r, "probe "+kind.String()); err != nil {
 			return err
 		}
@@ -845,7 +919,7 @@ func benchProbeAction(c *cli.Context, kinds []cgo.ProbeKind) error {
 			size, rate = humanBytes(float64(r.BufferBytes)), fmt.Sprintf("%.0f GB/s", o.AchievedBytesPerSec/1e9)
 		}
 		s.say("%-6s %10s %11s %6.2f%% %14s %11s  %s\n", kind, size, micros(o.Stats.Median), 100*o.Stats.Spread, rate,
-			percent(r.FractionOfDatasheet), note(o))
+			percent(r.FractionOfDatasheet), note(o, tel))
 	}
 	return s.finish()
 }
