@@ -1,0 +1,432 @@
+package main
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"io"
+	"os"
+	"os/signal"
+	"path/filepath"
+	"strings"
+	"sync"
+	"syscall"
+	"text/tabwriter"
+	"time"
+
+	"github.com/NVIDIA/go-nvml/pkg/nvml"
+	"github.com/urfave/cli/v2"
+
+	"github.com/decodebench/decodebench/bench/gpuinfo"
+	"github.com/decodebench/decodebench/bench/measure"
+	"github.com/decodebench/decodebench/bench/roofline"
+	"github.com/decodebench/decodebench/bench/validate"
+	"github.com/decodebench/decodebench/bench/validate/fakenvml"
+	"github.com/decodebench/decodebench/cgo"
+)
+
+// validateNVML, when set, replaces the real NVML library (tests).
+var validateNVML func() nvml.Interface
+
+func validateCommand() *cli.Command {
+	return &cli.Command{
+		Name:  "validate",
+		Usage: "give this box a production verdict: every card's health, correctness and speed (PASS, WARN or FAIL)",
+		UsageText: "decodebench validate [--gpus all|LIST] [--expect GPU] [--thresholds FILE] [--expect-count N]\n" +
+			"                     [--json FILE] [--idle-wait 30s] [--backend auto|cuda|emu] [--all-checks]",
+		Description: "Runs, on every selected card at once (one worker per card), a fixed suite that takes under\n" +
+			"2 minutes per box: health from NVML (ECC and uncorrectable errors, retired pages, row\n" +
+			"remapping, PCIe link, throttling, temperature, power, other processes), every kernel\n" +
+			"verified against the float64 reference, and performance gates: read bandwidth and the\n" +
+			"tensor-core rate against the card's datasheet row, batch-1 decode linear and long-context\n" +
+			"attention against the card's measured read bandwidth, and a Llama-3-8B decode step against\n" +
+			"its roofline bound. A card more than 5% below the median of its identical peers on a gate is\n" +
+			"flagged (WARN). Thresholds: docs/thresholds.example.json; report schema:\n" +
+			"docs/validate-schema.md.\n\n" +
+			"Exit status: 0 when every check passes (warnings allowed), 1 when any fails or the box\n" +
+			"cannot be validated (no driver, no GPU), 2 for a bad flag or value.",
+		Flags: []cli.Flag{
+			&cli.StringFlag{Name: "gpus", Value: "all", EnvVars: []string{"DECODEBENCH_GPUS"},
+				Usage: "cards to validate: all, or a comma-separated list of NVML indices and UUIDs"},
+			&cli.StringFlag{Name: "expect", EnvVars: []string{"DECODEBENCH_EXPECT"},
+				Usage: "the kind every card must be, as a bench/roofline key (h100-sxm, h200, ...); a card of another kind fails"},
+			&cli.IntFlag{Name: "expect-count", EnvVars: []string{"DECODEBENCH_EXPECT_COUNT"},
+				Usage: "the number of GPUs the box must have: fewer fails (a card fell off the bus); 0 skips the check"},
+			&cli.StringFlag{Name: "thresholds", EnvVars: []string{"DECODEBENCH_THRESHOLDS"},
+				Usage: "a JSON thresholds file that overrides any built-in threshold (docs/thresholds.example.json)"},
+			&cli.StringFlag{Name: "json", EnvVars: []string{"DECODEBENCH_VALIDATE_JSON"},
+				Usage: "write the report as JSON to this file (- for standard output, the table then goes to standard error)"},
+			&cli.DurationFlag{Name: "idle-wait", Value: 30 * time.Second, EnvVars: []string{"DECODEBENCH_IDLE_WAIT"},
+				Usage: "how long to wait for other processes to leave a card before calling it busy"},
+			&cli.StringFlag{Name: "backend", Value: cgo.BackendAuto, EnvVars: []string{"DECODEBENCH_BACKEND"},
+				Usage: "kernels library: cuda, emu (the CPU emulator: correctness only, every speed gate warns) or auto (cuda)"},
+			&cli.BoolFlag{Name: "all-checks", EnvVars: []string{"DECODEBENCH_ALL_CHECKS"},
+				Usage: "print every check, not only the warnings and failures"},
+			// For tests and for trying the Slurm and Kubernetes recipes on machines without GPUs.
+			&cli.StringFlag{Name: "suite", Value: validate.SuiteStandard, Hidden: true, EnvVars: []string{"DECODEBENCH_SUITE"},
+				Usage: "standard, or tiny (seconds on the emulator; its speeds mean nothing)"},
+			&cli.IntFlag{Name: "simulate-gpus", Hidden: true, EnvVars: []string{"DECODEBENCH_SIMULATE_GPUS"},
+				Usage: "read health from N simulated healthy H100s instead of NVML (testing only)"},
+		},
+		OnUsageError: onUsageError,
+		Action:       validateAction,
+	}
+}
+
+// validateRequest is a checked command line.
+type validateRequest struct {
+	selection    string
+	expect       *roofline.GPU
+	expectCount  int
+	thresholds   validate.ThresholdSet
+	jsonPath     string
+	idleWait     time.Duration
+	backend      string
+	allChecks    bool
+	suite        validate.Suite
+	simulateGPUs int
+}
+
+func parseValidateRequest(c *cli.Context) (validateRequest, error) {
+	r := validateRequest{selection: c.String("gpus"), expectCount: c.Int("expect-count"), jsonPath: c.String("json"),
+		idleWait: c.Duration("idle-wait"), backend: c.String("backend"), allChecks: c.Bool("all-checks"),
+		simulateGPUs: c.Int("simulate-gpus"), thresholds: validate.BuiltinThresholds()}
+	if c.NArg() > 0 {
+		return r, usageError("validate takes no arguments (got %q); choose cards with --gpus", c.Args().First())
+	}
+	if name := c.String("expect"); name != "" {
+		g, err := roofline.LookupGPU(name)
+		if err != nil {
+			return r, usageError("--expect: %v", err)
+		}
+		r.expect = &g
+	}
+	if r.expectCount < 0 {
+		return r, usageError("--expect-count %d: want 0 (no check) or the number of GPUs", r.expectCount)
+	}
+	if path := c.String("thresholds"); path != "" {
+		set, err := validate.LoadThresholds(path)
+		if err != nil {
+			return r, usageError("--thresholds: %v", err)
+		}
+		r.thresholds = set
+	}
+	if r.idleWait < 0 {
+		return r, usageError("--idle-wait %s: want 0 or more", r.idleWait)
+	}
+	if !slicesContains(cgo.Backends, r.backend) {
+		return r, usageError("--backend %q: want one of %s", r.backend, strings.Join(cgo.Backends, ", "))
+	}
+	suite, err := validate.SuiteByName(c.String("suite"))
+	if err != nil {
+		return r, usageError("--suite: %v", err)
+	}
+	r.suite = suite
+	if r.simulateGPUs < 0 || r.simulateGPUs > 64 {
+		return r, usageError("--simulate-gpus %d: want 0..64", r.simulateGPUs)
+	}
+	if r.jsonPath != "" && r.jsonPath != "-" {
+		if err := os.MkdirAll(filepath.Dir(r.jsonPath), 0o755); err != nil {
+			return r, usageError("--json %s: %v", r.jsonPath, err)
+		}
+	}
+	return r, nil
+}
+
+func slicesContains(list []string, s string) bool {
+	for _, x := range list {
+		if x == s {
+			return true
+		}
+	}
+	return false
+}
+
+func validateAction(c *cli.Context) error {
+	req, err := parseValidateRequest(c)
+	if err != nil {
+		return err
+	}
+	out, errOut := c.App.Writer, c.App.ErrWriter
+	if errOut == nil {
+		errOut = os.Stderr
+	}
+	table := out
+	if req.jsonPath == "-" {
+		table = errOut
+	}
+	host, _ := os.Hostname()
+	report := validate.Report{
+		Schema: validate.ReportSchema, Version: version, Hostname: host, CommandLine: os.Args,
+		StartedAt: time.Now().UTC(), Suite: req.suite.Name, Thresholds: req.thresholds.Source,
+	}
+	if req.expect != nil {
+		report.ExpectedGPU = req.expect.Key
+	}
+	ctx, stop := signal.NotifyContext(context.Background(), os.Interrupt, syscall.SIGTERM)
+	defer stop()
+
+	runErr := runValidate(ctx, req, &report, errOut)
+	report.FinishedAt = time.Now().UTC()
+	report.Seconds = report.FinishedAt.Sub(report.StartedAt).Seconds()
+	var usage cli.ExitCoder
+	if errors.As(runErr, &usage) && usage.ExitCode() == exitUsage {
+		return runErr
+	}
+	if runErr != nil {
+		report.Error = runErr.Error()
+	}
+	report.Finish()
+	if runErr == nil {
+		printReport(table, report, req.allChecks)
+	}
+	if req.jsonPath != "" {
+		if err := writeReport(out, req.jsonPath, report); err != nil {
+			return failure("writing the report: %v", err)
+		}
+	}
+	switch {
+	case runErr != nil:
+		return failure("cannot validate: %v", runErr)
+	case report.Verdict == validate.Fail:
+		return cli.Exit("", exitFailure) // the table said why
+	}
+	return nil
+}
+
+func writeReport(stdout io.Writer, path string, r validate.Report) error {
+	if path == "-" {
+		return writeJSON(stdout, r)
+	}
+	return validate.WriteReport(path, r)
+}
+
+// runValidate opens NVML and the kernels library, validates the selected cards and fills the
+// report. An error means the box could not be validated at all; a usage error (exit 2) is
+// returned as such.
+func runValidate(ctx context.Context, req validateRequest, report *validate.Report, log io.Writer) error {
+	lib, sys, err := openValidateNVML(req)
+	if err != nil {
+		return fmt.Errorf("%w. validate reads every card's health through NVML, which needs the NVIDIA driver and a GPU; "+
+			"to check the kernels on a machine without one, run `decodebench verify ... --backend emu`", err)
+	}
+	defer lib.Shutdown()
+	report.Driver, report.CUDADriverVersion = sys.Driver, sys.CUDADriverVersion
+
+	selected, err := validate.SelectGPUs(sys.Devices, req.selection)
+	if err != nil {
+		return usageError("--gpus: %v", err)
+	}
+	if req.backend != cgo.BackendEmu {
+		// CUDA must number devices as NVML does; see validate.MapBackendDevices.
+		os.Setenv("CUDA_DEVICE_ORDER", validate.CUDADeviceOrder)
+	}
+	kernels, err := cgo.Open(req.backend)
+	if err != nil {
+		return err
+	}
+	report.Backend, report.Library, report.Emulated = kernels.Name(), kernels.Path(), kernels.Emulated()
+	targets, closeDevices, err := openTargets(lib, sys, selected, kernels)
+	if err != nil {
+		return err
+	}
+	defer closeDevices()
+	if kernels.Emulated() {
+		fmt.Fprintf(log, "*** %s ***\n", emulatedWarning)
+	}
+	fmt.Fprintf(log, "validate: %d card(s) on %s, %s backend, %s suite (at most %s per card)\n",
+		len(targets), report.Hostname, kernels.Name(), req.suite.Name, req.suite.Budget)
+
+	var logMu sync.Mutex
+	cfg := validate.Config{
+		Suite: req.suite, Thresholds: req.thresholds, Features: gpuinfo.DetectHealthFeatures(lib),
+		ExpectGPU: req.expect, ExpectCount: req.expectCount, IdleWait: req.idleWait,
+		Progress: func(card validate.Card, o validate.Outcome) {
+			logMu.Lock()
+			defer logMu.Unlock()
+			fmt.Fprintf(log, "  GPU %d %-22s %s\n", card.Index, o.Step, outcomeNote(o))
+		},
+	}
+	cards, boxChecks, err := validate.Run(ctx, cfg, targets, len(sys.Devices))
+	if err != nil {
+		return err
+	}
+	report.Cards, report.Checks = cards, boxChecks
+	return nil
+}
+
+// openValidateNVML starts NVML and keeps it started (the caller shuts it down): the simulated
+// GPUs of --simulate-gpus, the test hook, or the driver's library.
+func openValidateNVML(req validateRequest) (nvml.Interface, gpuinfo.System, error) {
+	var lib nvml.Interface
+	var sys gpuinfo.System
+	var err error
+	switch {
+	case req.simulateGPUs > 0:
+		gpus := make([]*fakenvml.GPU, req.simulateGPUs)
+		for i := range gpus {
+			gpus[i] = fakenvml.H100(i)
+		}
+		lib = fakenvml.Library(gpus...)
+		sys, err = gpuinfo.Query(lib)
+	case validateNVML != nil:
+		lib = validateNVML()
+		sys, err = gpuinfo.Query(lib)
+	default:
+		sys, err = gpuinfo.Open() // says why the driver is missing
+		lib = nvml.New()
+	}
+	if err != nil {
+		return nil, sys, err
+	}
+	if ret := lib.Init(); ret != nvml.SUCCESS {
+		return nil, sys, fmt.Errorf("NVML init: %v", ret)
+	}
+	return lib, sys, nil
+}
+
+// openTargets opens a kernels device for every selected card. The emulator has one device and
+// runs one kernel at a time: every card shares it, taking turns.
+func openTargets(lib nvml.Interface, sys gpuinfo.System, selected []int, kernels *cgo.Library) ([]validate.Target, func(), error) {
+	var opened []*cgo.Device
+	closeAll := func() {
+		for _, d := range opened {
+			d.Close()
+		}
+	}
+	count, err := kernels.DeviceCount()
+	if err != nil {
+		return nil, closeAll, fmt.Errorf("%s found no usable device: %w", kernels.Path(), err)
+	}
+	var backendIndex []int
+	var shared *cgo.Device
+	var lock *sync.Mutex
+	if kernels.Emulated() {
+		if shared, err = kernels.OpenDevice(0); err != nil {
+			return nil, closeAll, err
+		}
+		opened, lock = append(opened, shared), &sync.Mutex{}
+	} else {
+		visible, set := os.LookupEnv("CUDA_VISIBLE_DEVICES")
+		if backendIndex, err = validate.MapBackendDevices(sys.Devices, visible, set, count); err != nil {
+			return nil, closeAll, err
+		}
+	}
+	var targets []validate.Target
+	for _, i := range selected {
+		d := sys.Devices[i]
+		handle, ret := lib.DeviceGetHandleByIndex(i)
+		if ret != nvml.SUCCESS {
+			return nil, closeAll, fmt.Errorf("GPU %d: NVML handle: %v", i, ret)
+		}
+		t := validate.Target{Info: d, NVML: handle}
+		if shared != nil {
+			t.Runner = validate.DeviceRunner{Device: shared, Options: measure.DefaultOptions(), Lock: lock}
+		} else {
+			if backendIndex[i] < 0 {
+				return nil, closeAll, usageError("--gpus: GPU %d (%s) is not visible to CUDA (CUDA_VISIBLE_DEVICES=%q)", i, d.UUID, os.Getenv("CUDA_VISIBLE_DEVICES"))
+			}
+			dev, err := kernels.OpenDevice(backendIndex[i])
+			if err != nil {
+				return nil, closeAll, fmt.Errorf("GPU %d (%s): %w", i, d.UUID, err)
+			}
+			opened = append(opened, dev)
+			if props, err := dev.Props(); err == nil && props.Name != d.Name {
+				return nil, closeAll, fmt.Errorf("GPU %d: NVML calls it %q but CUDA device %d is %q: the device numbering does not match", i, d.Name, backendIndex[i], props.Name)
+			}
+			t.BackendDevice = backendIndex[i]
+			t.Runner = validate.DeviceRunner{Device: dev, Options: measure.DefaultOptions()}
+		}
+		targets = append(targets, t)
+	}
+	return targets, closeAll, nil
+}
+
+// outcomeNote is one progress line's result.
+func outcomeNote(o validate.Outcome) string {
+	switch {
+	case o.Status != validate.StatusOK:
+		return fmt.Sprintf("%s: %s", o.Status, o.Reason)
+	case o.FLOPs > 0 && o.Bytes == 0:
+		return validate.FormatValue(o.FLOPsPerSec, validate.UnitFLOPsPerSec) + ", verified"
+	}
+	return fmt.Sprintf("%s in %s, verified", validate.FormatValue(o.BytesPerSec, validate.UnitBytesPerSec), micros(o.MedianSeconds))
+}
+
+// printReport prints the verdict: per card its identity and its warnings and failures (every
+// check with allChecks), then the box's.
+func printReport(w io.Writer, r validate.Report, allChecks bool) {
+	fmt.Fprintf(w, "\ndecodebench validate on %s: %d card(s), driver %s, %s backend, %s suite, %.0f s\n",
+		r.Hostname, len(r.Cards), orDash(r.Driver), orDash(r.Backend), r.Suite, r.Seconds)
+	if r.Emulated {
+		fmt.Fprintf(w, "*** %s ***\n", emulatedWarning)
+	}
+	tw := tabwriter.NewWriter(w, 0, 0, 2, ' ', 0)
+	for _, card := range r.Cards {
+		counts := validate.CountChecks(card.Checks)
+		fmt.Fprintf(tw, "\nGPU %d\t%s\t%s\tserial %s\t%s\t%s (%d pass, %d warn, %d fail)\n", card.Index, card.Name,
+			card.UUID, orDash(card.Serial), card.PCIBusID, card.Verdict, counts.Pass, counts.Warn, counts.Fail)
+		printChecks(tw, card.Checks, allChecks)
+	}
+	if len(r.Checks) > 0 {
+		fmt.Fprintf(tw, "\nbox\n")
+		printChecks(tw, r.Checks, allChecks)
+	}
+	tw.Flush()
+	if r.Error != "" {
+		fmt.Fprintf(w, "\nverdict: FAIL: cannot validate: %s\n", r.Error)
+		return
+	}
+	fmt.Fprintf(w, "\nverdict: %s (%d checks: %d pass, %d warn, %d fail)\n", r.Verdict,
+		r.Counts.Pass+r.Counts.Warn+r.Counts.Fail, r.Counts.Pass, r.Counts.Warn, r.Counts.Fail)
+}
+
+func printChecks(tw io.Writer, checks []validate.Check, all bool) {
+	for _, ch := range checks {
+		if ch.Verdict == validate.Pass && !all {
+			continue
+		}
+		fmt.Fprintf(tw, "  %s\t%s\t%s\t%s\n", ch.Verdict, ch.ID, checkValue(ch), ch.Message)
+	}
+}
+
+// checkValue is a check's measured value against its threshold, short.
+func checkValue(ch validate.Check) string {
+	value, threshold := ch.ValueText, ch.ThresholdText
+	if value == "" && ch.Value != nil {
+		value = shortNumber(*ch.Value, ch.Unit)
+	}
+	if threshold == "" && ch.Threshold != nil {
+		threshold = shortNumber(*ch.Threshold, ch.Unit)
+	}
+	switch {
+	case value == "":
+		return "-"
+	case threshold == "":
+		return value
+	}
+	cmp := ch.Compare
+	if cmp == "" {
+		cmp = "vs"
+	}
+	return value + " (" + cmp + " " + threshold + ")"
+}
+
+func shortNumber(v float64, unit string) string {
+	switch unit {
+	case validate.UnitBytesPerSec, validate.UnitFLOPsPerSec, validate.UnitTokensPerSec:
+		return validate.FormatValue(v, unit)
+	case "relative error":
+		return fmt.Sprintf("%.2g", v)
+	case "fraction of readings":
+		return fmt.Sprintf("%.0f%%", 100*v)
+	}
+	return strings.TrimSpace(fmt.Sprintf("%.4g %s", v, unit))
+}
+
+func orDash(s string) string {
+	if s == "" {
+		return "-"
+	}
+	return s
+}

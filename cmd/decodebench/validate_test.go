@@ -1,0 +1,188 @@
+package main
+
+import (
+	"bytes"
+	"encoding/json"
+	"errors"
+	"os"
+	"path/filepath"
+	"strings"
+	"testing"
+
+	"github.com/NVIDIA/go-nvml/pkg/nvml"
+	"github.com/NVIDIA/go-nvml/pkg/nvml/mock"
+	"github.com/urfave/cli/v2"
+
+	"github.com/decodebench/decodebench/bench/gpuinfo"
+	"github.com/decodebench/decodebench/bench/validate"
+	"github.com/decodebench/decodebench/bench/validate/fakenvml"
+)
+
+// runFleetCLI runs a command line through an app that has the validate and fleet commands,
+// whether or not main.go registers them yet; it returns standard output, standard error, the
+// exit code and the error message.
+func runFleetCLI(t *testing.T, args ...string) (stdout, stderr string, code int, msg string) {
+	t.Helper()
+	app := newApp()
+	have := map[string]bool{}
+	for _, c := range app.Commands {
+		have[c.Name] = true
+	}
+	for _, c := range []*cli.Command{validateCommand(), fleetCommand()} {
+		if !have[c.Name] {
+			addEnvVars(c)
+			app.Commands = append(app.Commands, c)
+		}
+	}
+	var out, errOut bytes.Buffer
+	app.Writer, app.ErrWriter = &out, &errOut
+	err := app.Run(append([]string{"decodebench"}, args...))
+	if err == nil {
+		return out.String(), errOut.String(), 0, ""
+	}
+	code = exitFailure
+	var coder cli.ExitCoder
+	if errors.As(err, &coder) {
+		code = coder.ExitCode()
+	}
+	return out.String(), errOut.String(), code, err.Error()
+}
+
+// validateEnv clears the variables validate's flags read and the NVML hook.
+func validateEnv(t *testing.T) {
+	for _, name := range []string{"DECODEBENCH_GPUS", "DECODEBENCH_EXPECT", "DECODEBENCH_EXPECT_COUNT",
+		"DECODEBENCH_THRESHOLDS", "DECODEBENCH_VALIDATE_JSON", "DECODEBENCH_IDLE_WAIT", "DECODEBENCH_ALL_CHECKS",
+		"DECODEBENCH_SUITE", "DECODEBENCH_SIMULATE_GPUS", "CUDA_VISIBLE_DEVICES", "CUDA_DEVICE_ORDER"} {
+		t.Setenv(name, "")
+		os.Unsetenv(name)
+	}
+	old := validateNVML
+	t.Cleanup(func() { validateNVML = old })
+}
+
+func readValidateReport(t *testing.T, path string) validate.Report {
+	t.Helper()
+	r, err := validate.ReadReport(path)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return r
+}
+
+// On a machine without the driver, validate says why and exits 1, and still writes a report
+// (so a fleet sees the node failed rather than missing).
+func TestValidateWithoutDriver(t *testing.T) {
+	hermetic(t, "")
+	validateEnv(t)
+	validateNVML = func() nvml.Interface {
+		return &mock.Interface{InitFunc: func() nvml.Return { return nvml.ERROR_LIBRARY_NOT_FOUND }}
+	}
+	_, _, code, msg := runFleetCLI(t, "validate", "--json", "r.json")
+	if code != 1 || !strings.Contains(msg, "cannot validate: no NVIDIA driver found") || !strings.Contains(msg, "--backend emu") {
+		t.Errorf("exit %d, %q: want 1 and a sentence saying there is no driver and what to do instead", code, msg)
+	}
+	r := readValidateReport(t, "r.json")
+	if r.Verdict != validate.Fail || !strings.Contains(r.Error, "no NVIDIA driver") || r.Hostname == "" {
+		t.Errorf("report: verdict %s, error %q, host %q", r.Verdict, r.Error, r.Hostname)
+	}
+
+	// And the real thing, where this machine has no driver (CI's does not).
+	validateNVML = nil
+	if _, err := gpuinfo.Open(); !errors.Is(err, gpuinfo.ErrNoDriver) {
+		t.Skipf("NVML opens here (%v): the no-driver path is covered by the mock above", err)
+	}
+	_, _, code, msg = runFleetCLI(t, "validate")
+	if code != 1 || !strings.Contains(msg, "cannot validate: no NVIDIA driver found") {
+		t.Errorf("real NVML: exit %d, %q", code, msg)
+	}
+}
+
+// A healthy simulated box on the emulator with the tiny suite: the whole command end to end.
+func TestValidateEmulatedTinySuite(t *testing.T) {
+	useEmu(t)
+	validateEnv(t)
+	stdout, stderr, code, msg := runFleetCLI(t, "validate", "--simulate-gpus", "2", "--backend", "emu", "--suite", "tiny",
+		"--expect", "h100-sxm", "--expect-count", "2", "--json", "out/report.json", "--all-checks")
+	if code != 0 {
+		t.Fatalf("exit %d (%s)\n%s\n%s", code, msg, stdout, stderr)
+	}
+	for _, want := range []string{"EMULATED", "GPU 0", "GPU 1", "PASS  health.ecc_mode", "WARN  performance.read_bandwidth", "verdict: WARN"} {
+		if !strings.Contains(stdout, want) {
+			t.Errorf("table lacks %q:\n%s", want, stdout)
+		}
+	}
+	if !strings.Contains(stderr, "GPU 1 model.down_proj") {
+		t.Errorf("no progress lines on standard error:\n%s", stderr)
+	}
+	r := readValidateReport(t, "out/report.json")
+	if r.Verdict != validate.Warn || !r.Emulated || r.Backend != "emu" || len(r.Cards) != 2 || r.Suite != "tiny" {
+		t.Fatalf("report: verdict %s emulated %v backend %q cards %d suite %q", r.Verdict, r.Emulated, r.Backend, len(r.Cards), r.Suite)
+	}
+	for i, c := range r.Cards {
+		g := fakenvml.H100(i)
+		if c.UUID != g.UUID || c.Serial != g.Serial || c.PCIBusID != g.BusID || c.SpecKey != "h100-sxm" || len(c.Gates) != 5 {
+			t.Errorf("card %d: %s %s %s %s, %d gates", i, c.UUID, c.Serial, c.PCIBusID, c.SpecKey, len(c.Gates))
+		}
+	}
+	if len(r.Checks) != 1 || r.Checks[0].ID != "box.gpu_count" || r.Checks[0].Verdict != validate.Pass {
+		t.Errorf("box checks %+v", r.Checks)
+	}
+
+	// --json - puts the report on standard output and the table on standard error.
+	stdout, stderr, code, _ = runFleetCLI(t, "validate", "--simulate-gpus", "1", "--backend", "emu", "--suite", "tiny", "--json", "-")
+	var fromStdout validate.Report
+	if err := json.Unmarshal([]byte(stdout), &fromStdout); err != nil || code != 0 || fromStdout.Schema != validate.ReportSchema {
+		t.Errorf("--json -: exit %d, %v, schema %q", code, err, fromStdout.Schema)
+	}
+	if !strings.Contains(stderr, "verdict: WARN") {
+		t.Errorf("--json -: the table is not on standard error:\n%s", stderr)
+	}
+}
+
+// Faults on the cards fail the box: exit 1, each named with what to do.
+func TestValidateFaultyBox(t *testing.T) {
+	useEmu(t)
+	validateEnv(t)
+	gpus := []*fakenvml.GPU{fakenvml.H100(0), fakenvml.H100(1), fakenvml.H100(2)}
+	gpus[1].Set(func(s *fakenvml.State) { s.VolatileUncorrected, s.AggregateUncorrected = 2, 2 })
+	gpus[2].Set(func(s *fakenvml.State) { s.Processes = []nvml.ProcessInfo{{Pid: 31337}} })
+	validateNVML = func() nvml.Interface { return fakenvml.Library(gpus...) }
+	stdout, _, code, msg := runFleetCLI(t, "validate", "--backend", "emu", "--suite", "tiny", "--idle-wait", "50ms", "--gpus", "1,GPU-00000000-0000-4000-8000-000000000002")
+	if code != 1 || msg != "" {
+		t.Errorf("exit %d %q, want 1 with the reasons in the table", code, msg)
+	}
+	for _, want := range []string{"FAIL  health.ecc_errors", "2 uncorrectable ECC error(s)", "FAIL  health.idle", "pid 31337", "verdict: FAIL"} {
+		if !strings.Contains(stdout, want) {
+			t.Errorf("table lacks %q:\n%s", want, stdout)
+		}
+	}
+	if strings.Contains(stdout, "GPU 0 ") {
+		t.Errorf("--gpus 1,<uuid of 2> validated GPU 0:\n%s", stdout)
+	}
+}
+
+func TestValidateUsageErrors(t *testing.T) {
+	hermetic(t, "")
+	validateEnv(t)
+	bad := filepath.Join(t.TempDir(), "th.json")
+	os.WriteFile(bad, []byte(`{"default": {"read_bandwith": {}}}`), 0o644)
+	for _, tt := range []struct {
+		args []string
+		want string
+	}{
+		{[]string{"validate", "now"}, "takes no arguments"},
+		{[]string{"validate", "--expect", "h900"}, `unknown GPU "h900"`},
+		{[]string{"validate", "--thresholds", bad}, "read_bandwith"},
+		{[]string{"validate", "--thresholds", "missing.json"}, "missing.json"},
+		{[]string{"validate", "--backend", "rocm"}, "--backend"},
+		{[]string{"validate", "--suite", "huge"}, "unknown suite"},
+		{[]string{"validate", "--expect-count", "-1"}, "--expect-count"},
+		{[]string{"validate", "--simulate-gpus", "2", "--gpus", "5"}, "--gpus: GPU 5: NVML sees 2 GPU(s)"},
+		{[]string{"validate", "--idle-wait", "soon"}, "idle-wait"},
+	} {
+		_, _, code, msg := runFleetCLI(t, tt.args...)
+		if code != exitUsage || !strings.Contains(msg, tt.want) {
+			t.Errorf("%q: exit %d %q, want 2 and %q", tt.args, code, msg, tt.want)
+		}
+	}
+}
