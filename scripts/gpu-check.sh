@@ -86,6 +86,8 @@ else
 fi
 if [ ! -x "$BIN" ]; then
 	log "NO BINARY at $BIN: build it with \`make build\` where Go is and carry bin/"
+elif ! "$BIN" bench --help >/dev/null 2>&1; then
+	log "$BIN has no bench command: register benchCommand() in cmd/decodebench/main.go and rebuild bin/"
 fi
 
 # ---- 2. the kernels library -------------------------------------------------------------------

@@ -111,10 +111,17 @@ func (s AttentionSpec) check() (status, reason string) {
 	case s.Splits > ref.MaxSplits:
 		return StatusSkipped, fmt.Sprintf("unsupported: %d splits (at most %d)", s.Splits, ref.MaxSplits)
 	}
+	longest := 0
 	for b, n := range s.Contexts {
 		if n < 1 {
 			return StatusFailed, fmt.Sprintf("invalid context length %d of sequence %d: want >= 1", n, b)
 		}
+		longest = max(longest, n)
+	}
+	// Sizes are computed in int further on: refuse what would overflow them first.
+	if cache := float64(s.Batch) * float64(s.KVHeads) * float64(longest) * float64(s.HeadDim); cache > 1<<60 ||
+		float64(s.Batch)*float64(s.QHeads)*float64(s.HeadDim) > 1<<60 {
+		return StatusSkipped, fmt.Sprintf("unsupported: a cache of %.3g elements is too large", cache)
 	}
 	if err := s.shape().Validate(); err != nil {
 		return StatusSkipped, "unsupported: " + err.Error()

@@ -274,6 +274,7 @@ func TestBadSpecs(t *testing.T) {
 		{"context 0", StatusFailed, "context length 0", Attention(dev, att(func(s *AttentionSpec) { s.Contexts = []int{0} }), o)},
 		{"page 24", StatusSkipped, "page size 24 unsupported", Attention(dev, att(func(s *AttentionSpec) { s.PageSize = 24 }), o)},
 		{"2000 splits", StatusSkipped, "2000 splits", Attention(dev, att(func(s *AttentionSpec) { s.Splits = 2000 }), o)},
+		{"an absurd cache", StatusSkipped, "too large", Attention(dev, att(func(s *AttentionSpec) { s.KVHeads, s.QHeads, s.Contexts = 1<<30, 1<<30, []int{1 << 30} }), o)},
 		{"probe of 10 bytes", StatusFailed, "10 bytes: want a multiple of 16", Probe(dev, ProbeSpec{Kind: cgo.ProbeRead, Bytes: 10}, o)},
 		{"probe kind 99", StatusFailed, "kind 99", Probe(dev, ProbeSpec{Kind: 99}, o)},
 		{"a probe larger than memory", StatusSkipped, "does not fit", Probe(dev, ProbeSpec{Kind: cgo.ProbeCopy, Bytes: 1 << 40}, o)},
