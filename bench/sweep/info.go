@@ -25,7 +25,10 @@ const (
 type RunInfo struct {
 	Schema      int       `json:"schema"`
 	Version     string    `json:"decodebench_version"`
-	CommandLine []string  `json:"command_line"` // of the run that created the directory
+	CommandLine []string  `json:"command_line"` // of the run that created the directory, exactly
+	// Flags are the flags that had a value, from the command line or the environment, as
+	// --name=value.
+	Flags []string `json:"flags,omitempty"`
 	Started     time.Time `json:"started"`
 	Updated     time.Time `json:"updated"`
 	State       string    `json:"state"`
@@ -136,6 +139,7 @@ func (r TimingRule) Config() timing.Config {
 // Session is one invocation that worked on the directory.
 type Session struct {
 	CommandLine []string  `json:"command_line"`
+	Flags       []string  `json:"flags,omitempty"`
 	Version     string    `json:"decodebench_version"`
 	Started     time.Time `json:"started"`
 	Ended       time.Time `json:"ended,omitzero"`

@@ -1,0 +1,519 @@
+package main
+
+import (
+	"context"
+	"fmt"
+	"os"
+	"os/signal"
+	"path/filepath"
+	"slices"
+	"strings"
+	"syscall"
+	"time"
+
+	"github.com/urfave/cli/v2"
+
+	"github.com/decodebench/decodebench/bench/axes"
+	"github.com/decodebench/decodebench/bench/measure"
+	"github.com/decodebench/decodebench/bench/model"
+	"github.com/decodebench/decodebench/bench/roofline"
+	"github.com/decodebench/decodebench/bench/sweep"
+	"github.com/decodebench/decodebench/bench/sweep/report"
+	"github.com/decodebench/decodebench/bench/telemetry"
+	"github.com/decodebench/decodebench/bench/timing"
+	"github.com/decodebench/decodebench/cgo"
+)
+
+// Test seams, nil outside tests: wrap the measurer (to inject a failure) and replace the
+// telemetry source (to script a throttled card).
+var (
+	sweepMeasurerHook  func(sweep.Measurer) sweep.Measurer
+	sweepTelemetryHook func() telemetry.Source
+)
+
+func sweepCommand() *cli.Command {
+	return &cli.Command{
+		Name:  "sweep",
+		Usage: "measure decode tokens/s over batch, context and model axes on a GPU, into a resumable run directory with a report",
+		UsageText: "decodebench sweep (--model NAME | --model-config FILE | --hidden LIST --ffn LIST --heads LIST --layers LIST --vocab LIST ...)\n" +
+			"       [--batch LIST] [--context LIST] [--dtype bf16|fp16] [--tp N] [--gpu INDEX|UUID] [--backend auto|cuda|emu]\n" +
+			"       [--out DIR | --resume DIR] [--budget DURATION]\n\n" +
+			"   LIST syntax: " + axes.Syntax,
+		Description: "For each configuration (model, batch B, context S) every distinct kernel of one decode step is\n" +
+			"verified against a float64 reference, then timed with device events after warm-up, its operands\n" +
+			"rotated past L2; a kernel shape that several configurations share is measured once. The step time is\n" +
+			"the sum of each kernel's calls x median time plus the small per-token ops, bounded by the measured\n" +
+			"read bandwidth. Bandwidth and compute probes run first and give the measured ceiling.\n\n" +
+			"The run directory gets run.json, results.jsonl and kernels.jsonl (appended as measured), results.csv,\n" +
+			"report.md, report.html and plots/. Ctrl-C stops after the measurement in flight, writes the report\n" +
+			"and exits 130; --resume DIR continues without repeating a measurement. Exit status: 0 all ok,\n" +
+			"1 a configuration failed or the device was lost, 2 a usage error, 130 interrupted.",
+		Flags:        sweepFlags(),
+		OnUsageError: onUsageError,
+		Action:       sweepAction,
+	}
+}
+
+func sweepFlags() []cli.Flag {
+	env := func(name string) []string { return []string{"DECODEBENCH_" + name} }
+	list := func(name, usage string) cli.Flag {
+		return &cli.StringFlag{Name: name, EnvVars: env(strings.ToUpper(strings.ReplaceAll(name, "-", "_"))), Category: "model dimensions (lists)", Usage: usage}
+	}
+	hidden := func(f cli.Flag) cli.Flag {
+		switch v := f.(type) {
+		case *cli.IntFlag:
+			v.Hidden = true
+		case *cli.Float64Flag:
+			v.Hidden = true
+		case *cli.Uint64Flag:
+			v.Hidden = true
+		case *cli.DurationFlag:
+			v.Hidden = true
+		}
+		return f
+	}
+	backend := backendFlags()[0] // --backend; the device is --gpu here, by index or UUID
+	return []cli.Flag{
+		&cli.StringFlag{Name: "model", Aliases: []string{"m"}, EnvVars: env("MODEL"), Category: "model",
+			Usage: "a preset (see `decodebench model list`), e.g. llama3-8b; dimension flags override it"},
+		&cli.StringFlag{Name: "model-config", EnvVars: env("MODEL_CONFIG"), Category: "model", TakesFile: true,
+			Usage: "a Hugging Face config.json; dimension flags override it"},
+		&cli.StringFlag{Name: "dtype", EnvVars: env("DTYPE"), Category: "model",
+			Usage: "weights, activations and KV cache: bf16 or fp16 (default: the model's)"},
+		&cli.IntFlag{Name: "tp", Value: 1, EnvVars: env("TP"), Category: "model",
+			Usage: "tensor-parallel degree: measure one GPU's shard"},
+		list("hidden", "model width, e.g. 4096 or 2048,4096"),
+		list("ffn", "MLP width"),
+		list("heads", "query heads"),
+		list("kv-heads", "KV heads (default: --heads)"),
+		list("head-dim", "head size: 64, 80, 96, 128 or 256 (default: hidden / heads)"),
+		list("layers", "decoder layers"),
+		list("vocab", "vocabulary size (rows of the LM head)"),
+		&cli.StringFlag{Name: "batch", Value: "1-256*2", EnvVars: env("BATCH"), Category: "axes",
+			Usage: "batch sizes, 1..256"},
+		&cli.StringFlag{Name: "context", Value: "1k-32k*2", EnvVars: env("CONTEXT"), Category: "axes",
+			Usage: "context lengths in tokens (k = 1024)"},
+		backend,
+		&cli.StringFlag{Name: "gpu", Aliases: []string{"device"}, Value: "0", EnvVars: env("DEVICE"), Category: "device",
+			Usage: "the GPU: an index (as nvidia-smi numbers them) or a UUID (GPU-...)"},
+		&cli.StringFlag{Name: "datasheet", Value: "auto", EnvVars: env("DATASHEET"), Category: "device",
+			Usage: "the spec row of the datasheet ceiling (h200, h100-sxm, ...), auto (the row NVML's name matches) or none"},
+		&cli.Float64Flag{Name: "reserve", Value: 0.1, EnvVars: env("RESERVE"), Category: "device",
+			Usage: "fraction of GPU memory kept free when asking whether a step's weights and KV caches fit"},
+		&cli.StringFlag{Name: "out", Aliases: []string{"o"}, EnvVars: env("OUT"), Category: "output",
+			Usage: "the new run directory (default: out/sweep-<date>-<time>)"},
+		&cli.StringFlag{Name: "resume", EnvVars: env("RESUME"), Category: "output",
+			Usage: "continue the run directory DIR: skip what it has, measure the rest"},
+		&cli.BoolFlag{Name: "retry-failed", EnvVars: env("RETRY_FAILED"), Category: "output",
+			Usage: "with --resume, measure failed configurations again"},
+		&cli.DurationFlag{Name: "budget", EnvVars: env("BUDGET"), Category: "output",
+			Usage: "trim the sweep to fit this time (e.g. 5m), the finest grid points first; run.json lists what was dropped"},
+		&cli.StringFlag{Name: "progress", Value: "auto", EnvVars: env("PROGRESS"), Category: "output",
+			Usage: "auto (a bar when stderr is a terminal, lines otherwise), bar, lines or none"},
+		// The method: fixed by design.md, adjustable for tests and experts, recorded in run.json.
+		hidden(&cli.IntFlag{Name: "warmup", Value: timing.Default.Warmup, EnvVars: env("WARMUP")}),
+		hidden(&cli.IntFlag{Name: "min-samples", Value: timing.Default.MinSamples, EnvVars: env("MIN_SAMPLES")}),
+		hidden(&cli.DurationFlag{Name: "min-time", Value: seconds(timing.Default.MinSeconds), EnvVars: env("MIN_TIME")}),
+		hidden(&cli.DurationFlag{Name: "max-time", Value: seconds(timing.Default.MaxSeconds), EnvVars: env("MAX_TIME")}),
+		hidden(&cli.Float64Flag{Name: "target-spread", Value: timing.Default.TargetSpread, EnvVars: env("TARGET_SPREAD")}),
+		hidden(&cli.IntFlag{Name: "max-samples", EnvVars: env("MAX_SAMPLES")}),
+		hidden(&cli.Float64Flag{Name: "rotate-factor", Value: measure.DefaultRotateFactor, EnvVars: env("ROTATE_FACTOR")}),
+		hidden(&cli.Uint64Flag{Name: "max-rotate-bytes", EnvVars: env("MAX_ROTATE_BYTES")}),
+		hidden(&cli.Uint64Flag{Name: "probe-bytes", EnvVars: env("PROBE_BYTES")}),
+		hidden(&cli.Uint64Flag{Name: "seed", Value: 1, EnvVars: env("SEED")}),
+		hidden(&cli.DurationFlag{Name: "telemetry-interval", Value: telemetry.DefaultInterval, EnvVars: env("TELEMETRY_INTERVAL")}),
+		hidden(&cli.Float64Flag{Name: "memory-bytes", EnvVars: env("MEMORY_BYTES")}),
+	}
+}
+
+func seconds(s float64) time.Duration { return time.Duration(s * float64(time.Second)) }
+
+// sweepRequest is a validated sweep command line.
+type sweepRequest struct {
+	axes        sweep.Axes
+	backend     string
+	gpu         string // index or UUID
+	datasheet   string // "auto", "none" or a spec row key
+	reserve     float64
+	out         string
+	resume      bool
+	retryFailed bool
+	budget      time.Duration
+	progress    string
+	options     measure.Options
+	probeBytes  uint64
+	telemetry   time.Duration
+	memoryBytes float64
+}
+
+// parseSweep validates the whole command line without touching a device: every error is a
+// usage error (exit 2) that names the value.
+func parseSweep(c *cli.Context) (sweepRequest, error) {
+	var r sweepRequest
+	if c.NArg() > 0 {
+		return r, usageError("sweep takes no arguments (got %q); flags go before any argument", c.Args().First())
+	}
+	models, err := sweepModels(c)
+	if err != nil {
+		return r, err
+	}
+	batches, err := axes.ParseIntList(c.String("batch"))
+	if err != nil {
+		return r, usageError("--batch: %v", err)
+	}
+	contexts, err := axes.ParseIntList(c.String("context"))
+	if err != nil {
+		return r, usageError("--context: %v", err)
+	}
+	r.axes = sweep.Axes{Models: models, Batches: batches, Contexts: contexts}
+	if err := r.axes.Validate(); err != nil {
+		return r, usageError("%v", err)
+	}
+
+	r.backend = c.String("backend")
+	if !slices.Contains(cgo.Backends, r.backend) {
+		return r, usageError("--backend %q: want one of %s", r.backend, strings.Join(cgo.Backends, ", "))
+	}
+	r.gpu = strings.TrimSpace(c.String("gpu"))
+	if !isUUID(r.gpu) {
+		if n, err := parseIndex(r.gpu); err != nil || n < 0 {
+			return r, usageError("--gpu %q: give an index (0, 1, ...) or a UUID (GPU-...)", r.gpu)
+		}
+	}
+	r.datasheet = c.String("datasheet")
+	if r.datasheet != "auto" && r.datasheet != "none" {
+		if _, err := roofline.LookupGPU(r.datasheet); err != nil {
+			return r, usageError("--datasheet: %v", err)
+		}
+	}
+	if r.reserve = c.Float64("reserve"); !(r.reserve >= 0 && r.reserve < 1) {
+		return r, usageError("--reserve %g: give a fraction in [0, 1)", r.reserve)
+	}
+
+	r.out, r.retryFailed, r.budget = c.String("out"), c.Bool("retry-failed"), c.Duration("budget")
+	if dir := c.String("resume"); dir != "" {
+		if r.out != "" && filepath.Clean(r.out) != filepath.Clean(dir) {
+			return r, usageError("give --out DIR for a new run or --resume DIR to continue one, not both (got --out %q and --resume %q)", r.out, dir)
+		}
+		if _, err := os.Stat(filepath.Join(dir, sweep.InfoFile)); err != nil {
+			return r, usageError("--resume %s: no %s there: not a run directory of decodebench sweep", dir, sweep.InfoFile)
+		}
+		r.out, r.resume = dir, true
+	} else if r.retryFailed {
+		return r, usageError("--retry-failed goes with --resume DIR")
+	}
+	if r.out == "" {
+		r.out = filepath.Join("out", "sweep-"+time.Now().Format("20060102-150405"))
+	}
+	if !r.resume {
+		for _, name := range []string{sweep.InfoFile, sweep.ResultsFile} {
+			if _, err := os.Stat(filepath.Join(r.out, name)); err == nil {
+				return r, usageError("--out %s already holds a run: continue it with --resume %s, or choose another directory", r.out, r.out)
+			}
+		}
+	}
+	if r.budget < 0 {
+		return r, usageError("--budget %v: give a positive duration such as 5m", r.budget)
+	}
+	r.progress = c.String("progress")
+	if !slices.Contains([]string{"auto", "bar", "lines", "none"}, r.progress) {
+		return r, usageError("--progress %q: want auto, bar, lines or none", r.progress)
+	}
+
+	r.options = measure.DefaultOptions()
+	r.options.Timing = timing.Config{
+		Warmup: c.Int("warmup"), MinSamples: c.Int("min-samples"), MinSeconds: c.Duration("min-time").Seconds(),
+		TargetSpread: c.Float64("target-spread"), MaxSeconds: c.Duration("max-time").Seconds(), MaxSamples: c.Int("max-samples"),
+	}
+	if err := r.options.Timing.Validate(); err != nil {
+		return r, usageError("timing rule: %v", err)
+	}
+	if r.options.RotateFactor = c.Float64("rotate-factor"); !(r.options.RotateFactor > 0) {
+		return r, usageError("--rotate-factor %g: want a number > 0", r.options.RotateFactor)
+	}
+	r.options.MaxRotateBytes, r.options.Seed = c.Uint64("max-rotate-bytes"), c.Uint64("seed")
+	if r.probeBytes = c.Uint64("probe-bytes"); r.probeBytes%16 != 0 {
+		return r, usageError("--probe-bytes %d: want a multiple of 16", r.probeBytes)
+	}
+	if r.telemetry = c.Duration("telemetry-interval"); r.telemetry <= 0 {
+		return r, usageError("--telemetry-interval %v: want a positive duration", r.telemetry)
+	}
+	if r.memoryBytes = c.Float64("memory-bytes"); r.memoryBytes < 0 {
+		return r, usageError("--memory-bytes %g: want 0 (the card's) or a size in bytes", r.memoryBytes)
+	}
+	return r, nil
+}
+
+// sweepModels builds the model axis: a preset or config.json, or explicit dimensions, each
+// dimension a list; the cross product of the lists is the axis.
+func sweepModels(c *cli.Context) ([]model.Shape, error) {
+	name, cfg := c.String("model"), c.String("model-config")
+	var base model.Shape
+	var err error
+	switch {
+	case name != "" && cfg != "":
+		return nil, usageError("give either --model or --model-config, not both (got --model %q and --model-config %q)", name, cfg)
+	case name != "":
+		if base, err = model.Lookup(name); err != nil {
+			return nil, usageError("--model: %v", err)
+		}
+	case cfg != "":
+		if base, err = model.LoadHFConfig(cfg); err != nil {
+			return nil, usageError("--model-config: %v", err)
+		}
+	default:
+		for _, need := range []string{"hidden", "ffn", "heads", "layers", "vocab"} {
+			if c.String(need) == "" {
+				return nil, usageError("no model given: use --model NAME (see `decodebench model list`), --model-config FILE, or the dimensions --hidden, --ffn, --heads, --layers and --vocab (missing --%s)", need)
+			}
+		}
+		base = model.Shape{Name: "custom", Family: "custom", GatedMLP: true, WeightDType: model.BF16, KVDType: model.BF16, TP: 1, Source: "command line"}
+	}
+	if s := c.String("dtype"); s != "" {
+		d, err := model.ParseDType(s)
+		if err != nil || !slices.Contains(sweep.KernelDTypes, d) {
+			return nil, usageError("--dtype %q: the kernels take bf16 or fp16", s)
+		}
+		base.WeightDType, base.KVDType = d, d
+	}
+
+	type dim struct {
+		flag   string
+		values []int
+		set    func(*model.Shape, int)
+	}
+	dims := []dim{
+		{flag: "hidden", set: func(s *model.Shape, v int) { s.Hidden = v }},
+		{flag: "ffn", set: func(s *model.Shape, v int) { s.FFN = v }},
+		{flag: "heads", set: func(s *model.Shape, v int) { s.QHeads = v }},
+		{flag: "kv-heads", set: func(s *model.Shape, v int) { s.KVHeads = v }},
+		{flag: "head-dim", set: func(s *model.Shape, v int) { s.HeadDim = v }},
+		{flag: "layers", set: func(s *model.Shape, v int) { s.Layers = v }},
+		{flag: "vocab", set: func(s *model.Shape, v int) { s.Vocab = v }},
+	}
+	shapes := []model.Shape{base}
+	var varying, overridden []string
+	for i := range dims {
+		text := c.String(dims[i].flag)
+		if text == "" {
+			continue
+		}
+		values, err := axes.ParseIntList(text)
+		if err != nil {
+			return nil, usageError("--%s: %v", dims[i].flag, err)
+		}
+		overridden = append(overridden, dims[i].flag)
+		if len(values) > 1 {
+			varying = append(varying, dims[i].flag)
+		}
+		var next []model.Shape
+		for _, s := range shapes {
+			for _, v := range values {
+				t := s
+				dims[i].set(&t, v)
+				next = append(next, t)
+			}
+		}
+		shapes = next
+	}
+	if len(shapes) > 64 {
+		return nil, usageError("the model dimensions give %d models; at most 64 per sweep", len(shapes))
+	}
+	tp := c.Int("tp")
+	if tp < 1 {
+		return nil, usageError("--tp %d: the tensor-parallel degree must be a whole number >= 1", tp)
+	}
+	for i := range shapes {
+		s := &shapes[i]
+		if base.Family == "custom" && s.Source == "command line" {
+			if !c.IsSet("kv-heads") {
+				s.KVHeads = s.QHeads
+			}
+			if !c.IsSet("head-dim") && s.QHeads > 0 {
+				s.HeadDim = s.Hidden / s.QHeads
+			}
+		}
+		if len(overridden) > 0 {
+			s.Name = shapeName(base.Name, *s, varying, len(shapes) > 1 || base.Family != "custom")
+			if base.Family != "custom" {
+				s.PublishedParams = 0 // no longer the published model
+			}
+		}
+		if tp > 1 {
+			shard, err := s.Shard(tp)
+			if err != nil {
+				return nil, usageError("--tp %d: %v", tp, err)
+			}
+			*s = shard
+		}
+		if err := s.Validate(); err != nil {
+			return nil, usageError("%v", err)
+		}
+	}
+	return shapes, nil
+}
+
+// shapeName names a shape of the model axis by its base and, when the axis has several, the
+// dimensions that vary: "custom hidden=64 ffn=128".
+func shapeName(base string, s model.Shape, varying []string, modified bool) string {
+	if len(varying) == 0 {
+		if modified && base != "custom" {
+			return base + " (modified)"
+		}
+		return base
+	}
+	parts := []string{base}
+	values := map[string]int{"hidden": s.Hidden, "ffn": s.FFN, "heads": s.QHeads, "kv-heads": s.KVHeads,
+		"head-dim": s.HeadDim, "layers": s.Layers, "vocab": s.Vocab}
+	for _, flag := range varying {
+		parts = append(parts, fmt.Sprintf("%s=%d", flag, values[flag]))
+	}
+	return strings.Join(parts, " ")
+}
+
+func sweepAction(c *cli.Context) error {
+	req, err := parseSweep(c)
+	if err != nil {
+		return err
+	}
+	// Ctrl-C or SIGTERM: stop after the measurement in flight; a second one ends at once.
+	ctx, stop := signal.NotifyContext(context.Background(), os.Interrupt, syscall.SIGTERM)
+	defer stop()
+
+	target, err := openSweepTarget(req)
+	if err != nil {
+		return err
+	}
+	defer target.close()
+
+	info := target.runInfo(req, os.Args, setFlags(c))
+	var dir *sweep.RunDir
+	var prior sweep.Prior
+	if req.resume {
+		dir, prior, err = sweep.Resume(req.out)
+		if err != nil {
+			return failure("--resume %s: %v", req.out, err)
+		}
+		if err := sweep.CheckResume(req.out, prior.Info, info); err != nil {
+			dir.Close()
+			return usageError("%v", err)
+		}
+		info = resumedInfo(prior.Info, info)
+		for _, name := range prior.Repaired {
+			fmt.Fprintf(os.Stderr, "decodebench: %s/%s had a torn last line (a crash mid-write); it was cut off and that measurement is repeated\n", req.out, name)
+		}
+	} else if dir, err = sweep.Create(req.out); err != nil {
+		return failure("%v", err)
+	}
+	defer dir.Close()
+
+	var measurer sweep.Measurer = sweep.DeviceMeasurer{Device: target.dev, Options: req.options}
+	if sweepMeasurerHook != nil {
+		measurer = sweepMeasurerHook(measurer)
+	}
+	progress := newProgress(req.progress, os.Stderr, target.lib.Emulated())
+	finished := make(chan struct{})
+	defer close(finished) // before stop() cancels ctx: the goroutine below then says nothing
+	go func() {
+		select {
+		case <-finished:
+			return
+		case <-ctx.Done():
+		}
+		select {
+		case <-finished:
+			return
+		default:
+		}
+		stop() // the next Ctrl-C ends the process
+		progress.Note("interrupted: stopping after the measurement in flight (Ctrl-C again to quit at once)")
+	}()
+	runner := &sweep.Runner{
+		Dir: dir, Info: &info, Measurer: measurer,
+		Telemetry:       telemetry.Sampler{Source: target.telemetrySource(), Interval: req.telemetry},
+		Ceilings:        sweep.Ceilings{Datasheet: target.datasheet},
+		MemoryBytes:     info.Method.MemoryBytes,
+		ReserveFraction: req.reserve,
+		ProbeBytes:      req.probeBytes,
+		BudgetSeconds:   req.budget.Seconds(),
+		Cost:            &sweep.CostModel{Timing: req.options.Timing, SetupSeconds: sweep.DefaultSetupSeconds},
+		Progress:        progress,
+		RetryFailed:     req.retryFailed,
+	}
+	if target.lib.Emulated() {
+		runner.Cost.SetupSeconds = 0.01 // tiny emulated shapes: the first measurements correct it
+	}
+	res, runErr := runner.Run(ctx, req.axes.Configs(), prior)
+	if runErr != nil {
+		return failure("sweep stopped: %v (the run directory %s is resumable)", runErr, req.out)
+	}
+
+	written, reportErr := report.Write(req.out)
+	summary := sweepSummary(res, req.out)
+	fmt.Fprintln(c.App.Writer, summary)
+	for _, n := range written.Notes {
+		fmt.Fprintln(os.Stderr, "decodebench: note: "+n)
+	}
+	if reportErr != nil {
+		return failure("writing the report of %s: %v", req.out, reportErr)
+	}
+	fmt.Fprintf(c.App.Writer, "report: %s\n", filepath.Join(req.out, report.HTMLFile))
+	if target.lib.Emulated() {
+		fmt.Fprintln(c.App.Writer, "EMULATED: the kernels ran on the CPU emulator; these times are not a speed.")
+	}
+	switch {
+	case res.Interrupted:
+		return cli.Exit(fmt.Sprintf("interrupted: %d configuration(s) measured; continue with `decodebench sweep --resume %s` and the same axes", res.Records, req.out), exitInterrupted)
+	case res.DeviceLost != nil:
+		return failure("%v; the run directory %s is resumable on a healthy card", res.DeviceLost, req.out)
+	case res.Failed > 0:
+		return failure("%d configuration(s) failed (see %s)", res.Failed, filepath.Join(req.out, report.HTMLFile))
+	}
+	return nil
+}
+
+func sweepSummary(res sweep.Result, dir string) string {
+	s := fmt.Sprintf("sweep %s: %d configuration(s) recorded (%d ok, %d failed, %d skipped)", dir, res.Records, res.OK, res.Failed, res.Skipped)
+	if res.Resumed > 0 {
+		s += fmt.Sprintf(", %d already done", res.Resumed)
+	}
+	if len(res.Dropped) > 0 {
+		s += fmt.Sprintf(", %d dropped to fit --budget", len(res.Dropped))
+	}
+	return s
+}
+
+// resumedInfo continues a directory's run.json: its identity and method stay, the axes grow
+// to cover this run's, and a session is added.
+func resumedInfo(old, cur sweep.RunInfo) sweep.RunInfo {
+	info := old
+	for _, b := range cur.Axes.Batches {
+		if !slices.Contains(info.Axes.Batches, b) {
+			info.Axes.Batches = append(info.Axes.Batches, b)
+		}
+	}
+	for _, ctx := range cur.Axes.Contexts {
+		if !slices.Contains(info.Axes.Contexts, ctx) {
+			info.Axes.Contexts = append(info.Axes.Contexts, ctx)
+		}
+	}
+	slices.Sort(info.Axes.Batches)
+	slices.Sort(info.Axes.Contexts)
+	info.Budget = nil
+	info.Sessions = append(info.Sessions, cur.Sessions...)
+	return info
+}
+
+// setFlags lists every flag that has a value from the command line or a DECODEBENCH_*
+// variable, as --name=value: with the version, what it takes to run the sweep again.
+func setFlags(c *cli.Context) []string {
+	var out []string
+	for _, f := range c.Command.Flags {
+		names := f.Names()
+		if len(names) == 0 || !c.IsSet(names[0]) {
+			continue
+		}
+		out = append(out, fmt.Sprintf("--%s=%v", names[0], c.Value(names[0])))
+	}
+	return out
+}
