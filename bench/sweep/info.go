@@ -23,12 +23,12 @@ const (
 
 // RunInfo is run.json: what was measured, on what, how and by which command.
 type RunInfo struct {
-	Schema      int       `json:"schema"`
-	Version     string    `json:"decodebench_version"`
-	CommandLine []string  `json:"command_line"` // of the run that created the directory, exactly
+	Schema      int      `json:"schema"`
+	Version     string   `json:"decodebench_version"`
+	CommandLine []string `json:"command_line"` // of the run that created the directory, exactly
 	// Flags are the flags that had a value, from the command line or the environment, as
 	// --name=value.
-	Flags []string `json:"flags,omitempty"`
+	Flags       []string  `json:"flags,omitempty"`
 	Started     time.Time `json:"started"`
 	Updated     time.Time `json:"updated"`
 	State       string    `json:"state"`

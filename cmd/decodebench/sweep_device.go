@@ -29,7 +29,9 @@ type sweepTarget struct {
 	nvmlSrc   *telemetry.NVML
 }
 
-func isUUID(s string) bool { return strings.HasPrefix(strings.ToUpper(s), "GPU-") || strings.HasPrefix(strings.ToUpper(s), "MIG-") }
+func isUUID(s string) bool {
+	return strings.HasPrefix(strings.ToUpper(s), "GPU-") || strings.HasPrefix(strings.ToUpper(s), "MIG-")
+}
 
 func parseIndex(s string) (int, error) { return strconv.Atoi(s) }
 
