@@ -39,6 +39,7 @@ func newApp() *cli.App {
 			modelCommand(),
 			predictCommand(),
 			verifyCommand(),
+			benchCommand(),
 		},
 		OnUsageError: func(c *cli.Context, err error, isSubcommand bool) error {
 			return usageError("%v", err)
