@@ -2,6 +2,7 @@ package main
 
 import (
 	"reflect"
+	"strings"
 	"testing"
 
 	"github.com/urfave/cli/v2"
@@ -31,5 +32,24 @@ func TestEveryFlagHasAnEnvVar(t *testing.T) {
 	}
 	for _, cmd := range newApp().Commands {
 		walk("decodebench", cmd)
+	}
+}
+
+// urfave/cli turns `backquoted` text in a flag's usage into the value's placeholder name,
+// which garbles --help; usage strings must not contain backquotes.
+func TestNoBackquotesInFlagUsage(t *testing.T) {
+	var walk func(cmd *cli.Command)
+	walk = func(cmd *cli.Command) {
+		for _, f := range cmd.Flags {
+			if u := reflect.ValueOf(f).Elem().FieldByName("Usage"); u.IsValid() && strings.Contains(u.String(), "`") {
+				t.Errorf("%s --%s: usage %q has a backquote", cmd.Name, f.Names()[0], u.String())
+			}
+		}
+		for _, sub := range cmd.Subcommands {
+			walk(sub)
+		}
+	}
+	for _, cmd := range newApp().Commands {
+		walk(cmd)
 	}
 }

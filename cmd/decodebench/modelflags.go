@@ -13,7 +13,7 @@ import (
 func modelFlags() []cli.Flag {
 	return []cli.Flag{
 		&cli.StringFlag{Name: "model", Aliases: []string{"m"}, EnvVars: []string{"DECODEBENCH_MODEL"},
-			Usage: "a preset model name (see `decodebench model list`), e.g. llama3-8b"},
+			Usage: "a preset model name, e.g. llama3-8b (decodebench model list shows them all)"},
 		&cli.StringFlag{Name: "model-config", EnvVars: []string{"DECODEBENCH_MODEL_CONFIG"},
 			Usage: "a Hugging Face config.json (model types llama, mistral, mixtral, qwen2, gemma, gemma2, phi3)", TakesFile: true},
 		&cli.IntFlag{Name: "tp", Value: 1, EnvVars: []string{"DECODEBENCH_TP"},
