@@ -1,0 +1,159 @@
+package main
+
+import (
+	"fmt"
+
+	"github.com/urfave/cli/v2"
+
+	"github.com/decodebench/decodebench/bench/axes"
+	"github.com/decodebench/decodebench/bench/measure"
+	"github.com/decodebench/decodebench/bench/model"
+)
+
+// `decodebench bench attention`: one layer's decode attention at each batch size and context.
+
+func benchAttentionCommand() *cli.Command {
+	return &cli.Command{
+		Name:  "attention",
+		Usage: "time decode attention for a model's head layout (or given heads) at each batch size and context",
+		UsageText: "decodebench bench attention (--model NAME [--tp N] | --q-heads H --kv-heads G --head-dim D) [--batch LIST] " +
+			"[--context LIST] [--page-size P] [--splits N] [--dtype bf16|fp16] [--backend auto|cuda|emu] [--out FILE.jsonl] [--json]\n\n" +
+			"   LIST syntax: " + axes.Syntax,
+		Description: "One layer's decode attention: one query token per sequence against a KV cache of --context\n" +
+			"tokens for every sequence, contiguous or paged. % READ is the achieved bandwidth (KV cache,\n" +
+			"Q and output) over the read ceiling the read probe measures first.",
+		Flags: append(append(shapeFlags("1-256*2"),
+			&cli.IntFlag{Name: "q-heads", EnvVars: []string{"DECODEBENCH_Q_HEADS"}, Usage: "query heads, instead of --model"},
+			&cli.IntFlag{Name: "kv-heads", EnvVars: []string{"DECODEBENCH_KV_HEADS"}, Usage: "KV heads (divides --q-heads), instead of --model"},
+			&cli.IntFlag{Name: "head-dim", EnvVars: []string{"DECODEBENCH_HEAD_DIM"}, Usage: "head dimension: 64, 80, 96, 128 or 256"},
+			&cli.StringFlag{Name: "context", Value: "1k-128k*2", EnvVars: []string{"DECODEBENCH_CONTEXT"},
+				Usage: "context lengths in tokens (k = 1024), every sequence the same, LIST syntax"},
+			&cli.IntFlag{Name: "page-size", EnvVars: []string{"DECODEBENCH_PAGE_SIZE"}, Usage: "tokens per page of a paged cache (16..256, a power of two); 0 = contiguous"},
+			&cli.IntFlag{Name: "splits", EnvVars: []string{"DECODEBENCH_SPLITS"}, Usage: "KV splits per sequence; 0 lets the kernel choose"},
+		), benchFlags()...),
+		OnUsageError: onUsageError,
+		Action:       benchAttentionAction,
+	}
+}
+
+type attentionJob struct {
+	spec    measure.AttentionSpec
+	context int
+}
+
+func parseBenchAttention(c *cli.Context) (jobs []attentionJob, modelName string, tp int, err error) {
+	if c.NArg() > 0 {
+		return nil, "", 0, usageError("bench attention takes no arguments (got %q)", c.Args().First())
+	}
+	batches, err := parseBatches(c, 65536, "the attention kernels")
+	if err != nil {
+		return nil, "", 0, err
+	}
+	contexts, err := axes.ParseIntList(c.String("context"))
+	if err != nil {
+		return nil, "", 0, usageError("--context: %v", err)
+	}
+	pageSize, splits := c.Int("page-size"), c.Int("splits")
+	if pageSize != 0 && (pageSize < 16 || pageSize > 256 || pageSize&(pageSize-1) != 0) {
+		return nil, "", 0, usageError("--page-size %d: want a power of two from 16 to 256, or 0 for a contiguous cache", pageSize)
+	}
+	if splits < 0 || splits > 1024 {
+		return nil, "", 0, usageError("--splits %d: want 0 (the kernel chooses) or 1..1024", splits)
+	}
+	explicit := c.IsSet("q-heads") || c.IsSet("kv-heads") || c.IsSet("head-dim")
+	haveModel := c.String("model") != "" || c.String("model-config") != ""
+	var qHeads, kvHeads, headDim int
+	var kvType model.DType
+	switch {
+	case explicit && haveModel:
+		return nil, "", 0, usageError("give either --model (or --model-config) or --q-heads, --kv-heads and --head-dim, not both")
+	case explicit:
+		for _, name := range []string{"q-heads", "kv-heads", "head-dim"} {
+			if !c.IsSet(name) {
+				return nil, "", 0, usageError("bench attention needs --%s with the other head flags", name)
+			}
+		}
+		qHeads, kvHeads, headDim = c.Int("q-heads"), c.Int("kv-heads"), c.Int("head-dim")
+	case !haveModel:
+		return nil, "", 0, usageError("bench attention needs --model NAME (or --model-config FILE), or --q-heads, --kv-heads and --head-dim")
+	default:
+		shape, err := resolveModel(c)
+		if err != nil {
+			return nil, "", 0, err
+		}
+		qHeads, kvHeads, headDim, kvType = shape.QHeads, shape.KVHeads, shape.HeadDim, shape.KVDType
+		modelName, tp = shape.Name, shape.TP
+	}
+	switch {
+	case qHeads < 1 || kvHeads < 1 || qHeads%kvHeads != 0:
+		return nil, "", 0, usageError("--q-heads %d and --kv-heads %d: want positive head counts, the KV heads dividing the query heads", qHeads, kvHeads)
+	case headDim != 64 && headDim != 80 && headDim != 96 && headDim != 128 && headDim != 256:
+		return nil, "", 0, usageError("--head-dim %d: the attention kernels take 64, 80, 96, 128 or 256", headDim)
+	}
+	dtype, err := parseKernelDType(c, kvType)
+	if err != nil {
+		return nil, "", 0, err
+	}
+	for _, b := range batches {
+		for _, ctx := range contexts {
+			jobs = append(jobs, attentionJob{context: ctx, spec: measure.AttentionSpec{Batch: b, QHeads: qHeads, KVHeads: kvHeads,
+				HeadDim: headDim, Contexts: []int{ctx}, PageSize: pageSize, Splits: splits, DType: dtype}})
+		}
+	}
+	return jobs, modelName, tp, nil
+}
+
+func benchAttentionAction(c *cli.Context) error {
+	jobs, modelName, tp, err := parseBenchAttention(c)
+	if err != nil {
+		return err
+	}
+	settings, err := parseBenchSettings(c, true)
+	if err != nil {
+		return err
+	}
+	s, err := openBench(c, settings, "attention")
+	if err != nil {
+		return err
+	}
+	defer s.close()
+	if modelName != "" {
+		s.say("model %s (tp %d): %d attention measurements\n", modelName, tp, len(jobs))
+	}
+	if err := s.measureCeiling(); err != nil {
+		return err
+	}
+	s.say("%-38s %-14s %10s %11s %7s %9s %7s  %s\n", "SHAPE", "LAYOUT", "KV", "MEDIAN", "SPREAD", "GB/s", "% READ", "NOTE")
+	for i, j := range jobs {
+		a := j.spec
+		shape := fmt.Sprintf("B=%d Hq=%d Hkv=%d D=%d S=%d", a.Batch, a.QHeads, a.KVHeads, a.HeadDim, j.context)
+		o, tel := s.measure(func() measure.Outcome {
+			if need := float64(a.MinDeviceBytes()); settings.maxBytes > 0 && need > settings.maxBytes {
+				return measure.Outcome{Kernel: "attention", Status: measure.StatusSkipped,
+					Reason: fmt.Sprintf("needs %s, above --max-gb %g", humanBytes(need), settings.maxBytes/1e9)}
+			}
+			return measure.Attention(s.dev, a, settings.opts)
+		})
+		s.progress(i+1, len(jobs), "attention "+shape, o)
+		r := s.record("attention", "attention", o, tel)
+		r.Model, r.TP, r.Batch, r.QHeads, r.KVHeads, r.HeadDim, r.Context = modelName, tp, a.Batch, a.QHeads, a.KVHeads, a.HeadDim, j.context
+		r.PageSize, r.DType, r.KVBytes = a.PageSize, a.DType.String(), a.KVBytes()
+		r.Splits = a.Splits
+		if n, ok := o.Plan["splits"].(int); ok {
+			r.Splits = n
+		}
+		if err := s.emit(r, "attention "+shape); err != nil {
+			return err
+		}
+		layout := "contiguous"
+		if a.PageSize > 0 {
+			layout = fmt.Sprintf("paged %d", a.PageSize)
+		}
+		if r.Splits > 1 {
+			layout += fmt.Sprintf(" /%d", r.Splits)
+		}
+		s.say("%-38s %-14s %10s %11s %6.2f%% %9.0f %7s  %s\n", shape, layout, humanBytes(a.KVBytes()), micros(o.Stats.Median),
+			100*o.Stats.Spread, o.AchievedBytesPerSec/1e9, percent(r.FractionOfRead), note(o, tel))
+	}
+	return s.finish()
+}
