@@ -133,6 +133,9 @@ func (p *progress) draw() {
 	}
 	bar := "[" + strings.Repeat("#", filled) + strings.Repeat("-", cells-filled) + "]"
 	s := fmt.Sprintf("%s %d/%d  ETA %s  %s", bar, p.done, p.total, duration(p.eta), p.what)
+	if p.total == 0 { // the probes, before the plan
+		s = "measuring the ceilings: " + p.what
+	}
 	if r := []rune(s); len(r) > p.width-1 {
 		s = string(r[:p.width-1])
 	}

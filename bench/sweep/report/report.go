@@ -84,7 +84,7 @@ func Write(dir string) (Written, error) {
 		figsByModel[i] = figs
 		w.Notes = append(w.Notes, notes...)
 	}
-	doc := document(p, models, figsByModel, w.Notes)
+	doc := document(dir, p, models, figsByModel, w.Notes)
 	htmlPath, mdPath := filepath.Join(dir, HTMLFile), filepath.Join(dir, MarkdownFile)
 	if err := plots.WriteHTML(htmlPath, doc); err != nil {
 		return w, err
@@ -102,7 +102,7 @@ func Write(dir string) (Written, error) {
 }
 
 // document assembles the report.
-func document(p sweep.Prior, models []modelResults, figs [][]plots.Figure, notes []string) plots.Document {
+func document(dir string, p sweep.Prior, models []modelResults, figs [][]plots.Figure, notes []string) plots.Document {
 	info := p.Info
 	var names []string
 	for _, m := range models {
@@ -114,7 +114,7 @@ func document(p sweep.Prior, models []modelResults, figs [][]plots.Figure, notes
 		Footer: fmt.Sprintf("Written by decodebench %s from run.json and results.jsonl. Units are decimal: 1 GB/s = 1e9 B/s, 1 TFLOP/s = 1e12 FLOP/s, "+
 			"tokens/s 1k = 1000; context lengths count tokens, 1k = 1024.", info.Version),
 	}
-	doc.Alerts = alerts(p, models)
+	doc.Alerts = alerts(dir, p, models)
 	if len(notes) > 0 {
 		doc.Alerts = append(doc.Alerts, plots.Alert{Level: plots.AlertInfo, Title: "Notes", Text: strings.Join(notes, "; ") + "."})
 	}
@@ -132,7 +132,7 @@ func document(p sweep.Prior, models []modelResults, figs [][]plots.Figure, notes
 	return doc
 }
 
-func alerts(p sweep.Prior, models []modelResults) []plots.Alert {
+func alerts(dir string, p sweep.Prior, models []modelResults) []plots.Alert {
 	info := p.Info
 	var out []plots.Alert
 	if info.Backend.Emulated {
@@ -157,7 +157,7 @@ func alerts(p sweep.Prior, models []modelResults) []plots.Alert {
 	switch info.State {
 	case sweep.StateInterrupted:
 		out = append(out, plots.Alert{Level: plots.AlertWarning, Title: "Interrupted",
-			Text: "The sweep was stopped before it finished; this report covers what was measured. Continue it with `decodebench sweep --resume " + "DIR` and the same axes."})
+			Text: "The sweep was stopped before it finished; this report covers what was measured. Continue it with `decodebench sweep --resume " + dir + "` and the same axes."})
 	case sweep.StateDeviceLost:
 		out = append(out, plots.Alert{Level: plots.AlertWarning, Title: "The device stopped working", Text: info.StateDetail + ". The run directory is resumable on a healthy card."})
 	case sweep.StateRunning:
@@ -207,7 +207,7 @@ func cardSection(info sweep.RunInfo) plots.Section {
 		fact("Compute capability", orDash(c.ComputeCapability)),
 		fact("SMs, L2", fmt.Sprintf("%d SMs, %s L2", c.SMCount, decimalBytes(float64(c.L2Bytes)))),
 		fact("Driver, CUDA", fmt.Sprintf("driver %s, CUDA %s", orDash(c.Driver), orDash(c.CUDAVersion))),
-		fact("Clocks at start", fmt.Sprintf("SM %s of %s MHz, memory %s of %s MHz", mhz(c.SMClockMHz), mhz(c.MaxSMClockMHz), mhz(c.MemClockMHz), mhz(c.MaxMemClockMHz))),
+		fact("Clocks at start", clocks(c)),
 		fact("ECC", onOff(c.ECCEnabled, c.NVML == "ok")),
 		fact("Power limit", watts(c.PowerLimitWatts)),
 		fact("Temperature at start", celsius(c.TemperatureC)),
@@ -381,3 +381,10 @@ func slug(s string) string {
 func exists(path string) bool { _, err := os.Stat(path); return err == nil }
 
 func fact(name, value string) plots.Fact { return plots.Fact{Name: name, Value: value} }
+
+func clocks(c sweep.Card) string {
+	if c.SMClockMHz == 0 && c.MaxSMClockMHz == 0 && c.MemClockMHz == 0 {
+		return "–"
+	}
+	return fmt.Sprintf("SM %s of %s MHz, memory %s of %s MHz", mhz(c.SMClockMHz), mhz(c.MaxSMClockMHz), mhz(c.MemClockMHz), mhz(c.MaxMemClockMHz))
+}
