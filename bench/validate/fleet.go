@@ -29,7 +29,7 @@ type FleetCard struct {
 	Kind     string  `json:"kind"` // PeerKey: the spec row, or name and memory without one
 	Verdict  Verdict `json:"verdict"`
 	// Gates holds each measured gate's value (in its unit) and, where known, its fraction of
-	// the reference and the fraction required; emulated values are left out.
+	// the reference and the fraction required.
 	Gates map[string]FleetGate `json:"gates,omitempty"`
 	// Findings are the card's FAIL and WARN checks.
 	Findings []Finding `json:"findings,omitempty"`
@@ -42,6 +42,8 @@ type FleetGate struct {
 	Fraction         float64 `json:"fraction,omitempty"`
 	RequiredFraction float64 `json:"required_fraction,omitempty"`
 	Required         float64 `json:"required,omitempty"`
+	// Emulated values are no speed: plotted, but never compared (outliers, baseline).
+	Emulated bool `json:"emulated,omitempty"`
 }
 
 // Finding is a check that did not pass, in short.
@@ -280,11 +282,12 @@ func fleetCard(host string, c Card) FleetCard {
 		fc.Verdict = verdictOf(c.Checks)
 	}
 	for _, g := range c.Gates {
-		if v, ok := outlierValue(g); ok {
+		if g.Value > 0 {
 			if fc.Gates == nil {
 				fc.Gates = map[string]FleetGate{}
 			}
-			fc.Gates[g.Gate] = FleetGate{Value: v, Unit: g.Unit, Fraction: g.Fraction, RequiredFraction: g.RequiredFraction, Required: g.Required}
+			fc.Gates[g.Gate] = FleetGate{Value: g.Value, Unit: g.Unit, Fraction: g.Fraction, RequiredFraction: g.RequiredFraction,
+				Required: g.Required, Emulated: g.Emulated}
 		}
 	}
 	for _, ch := range c.Checks {
@@ -321,7 +324,7 @@ func (s *FleetSummary) fleetOutliers(o FleetOptions) {
 	for _, gate := range Gates {
 		groups := map[string][]int{}
 		for i, c := range s.Cards {
-			if _, ok := c.Gates[gate]; ok {
+			if g, ok := c.Gates[gate]; ok && !g.Emulated {
 				groups[c.Kind] = append(groups[c.Kind], i)
 			}
 		}
@@ -394,7 +397,7 @@ func (s *FleetSummary) compareBaseline(base FleetSummary, hosts []string, slower
 		for _, gate := range Gates {
 			b, okB := before.Gates[gate]
 			n, okN := c.Gates[gate]
-			if !okB || !okN || b.Value <= 0 {
+			if !okB || !okN || b.Value <= 0 || b.Emulated || n.Emulated {
 				continue
 			}
 			if change := n.Value/b.Value - 1; change < -slowerBy {

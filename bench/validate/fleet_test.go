@@ -192,3 +192,27 @@ func mustJSON(t *testing.T, r Report) []byte {
 	data, _ := os.ReadFile(path)
 	return data
 }
+
+// Emulated runs are plotted (a recipe tried without GPUs still draws its charts) but never
+// compared: no outliers, no regressions.
+func TestFleetEmulatedValuesAreNotCompared(t *testing.T) {
+	box := synthBox(t, "emu1", 3, map[int]float64{0: 0.86}, time.Now()) // 7.5% below its peers
+	box.Emulated = true
+	for i := range box.Cards {
+		for j := range box.Cards[i].Gates {
+			box.Cards[i].Gates[j].Emulated = true
+		}
+	}
+	s := AnalyzeFleet([]LoadedReport{{Path: "a", Report: box}}, nil, FleetOptions{Baseline: &FleetSummary{Cards: []FleetCard{{
+		UUID: "GPU-emu1-0", Host: "emu1", Gates: map[string]FleetGate{GateReadBandwidth: {Value: 3e12}}}}}})
+	if len(s.Outliers) != 0 || len(s.Slower) != 0 {
+		t.Errorf("emulated values compared: outliers %+v, slower %+v", s.Outliers, s.Slower)
+	}
+	if len(s.Distributions) == 0 || len(s.EmulatedBoxes) != 1 || s.Verdict != Warn {
+		t.Errorf("distributions %d, emulated boxes %v, verdict %s", len(s.Distributions), s.EmulatedBoxes, s.Verdict)
+	}
+	paths, err := PlotGateDistributions(s, t.TempDir())
+	if err != nil || len(paths) == 0 {
+		t.Errorf("plots %v, %v", paths, err)
+	}
+}

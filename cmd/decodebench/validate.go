@@ -8,6 +8,7 @@ import (
 	"os"
 	"os/signal"
 	"path/filepath"
+	"slices"
 	"strings"
 	"sync"
 	"syscall"
@@ -114,7 +115,7 @@ func parseValidateRequest(c *cli.Context) (validateRequest, error) {
 	if r.idleWait < 0 {
 		return r, usageError("--idle-wait %s: want 0 or more", r.idleWait)
 	}
-	if !slicesContains(cgo.Backends, r.backend) {
+	if !slices.Contains(cgo.Backends, r.backend) {
 		return r, usageError("--backend %q: want one of %s", r.backend, strings.Join(cgo.Backends, ", "))
 	}
 	suite, err := validate.SuiteByName(c.String("suite"))
@@ -131,15 +132,6 @@ func parseValidateRequest(c *cli.Context) (validateRequest, error) {
 		}
 	}
 	return r, nil
-}
-
-func slicesContains(list []string, s string) bool {
-	for _, x := range list {
-		if x == s {
-			return true
-		}
-	}
-	return false
 }
 
 func validateAction(c *cli.Context) error {
@@ -368,7 +360,7 @@ func printReport(w io.Writer, r validate.Report, allChecks bool) {
 			card.UUID, orDash(card.Serial), card.PCIBusID, card.Verdict, counts.Pass, counts.Warn, counts.Fail)
 		printChecks(tw, card.Checks, allChecks)
 	}
-	if len(r.Checks) > 0 {
+	if slices.ContainsFunc(r.Checks, func(ch validate.Check) bool { return allChecks || ch.Verdict != validate.Pass }) {
 		fmt.Fprintf(tw, "\nbox\n")
 		printChecks(tw, r.Checks, allChecks)
 	}
