@@ -348,7 +348,7 @@ func TestSweepInjectedFailureSkipAndThrottle(t *testing.T) {
 	}
 	// The failed configuration is no speed: its CSV row has no numbers.
 	for _, line := range strings.Split(csvText, "\n") {
-		if strings.Contains(line, ",failed,") && strings.Contains(line, ",,,,") == false {
+		if strings.Contains(line, ",failed,") && !strings.Contains(line, ",,,,") {
 			t.Errorf("failed CSV row carries numbers: %s", line)
 		}
 	}
