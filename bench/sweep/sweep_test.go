@@ -452,3 +452,45 @@ func TestCheckResume(t *testing.T) {
 }
 
 func near(a, b float64) bool { return math.Abs(a-b) <= 1e-9*math.Max(math.Abs(a), math.Abs(b)) }
+
+func TestResumeRetryFailed(t *testing.T) {
+	axes := Axes{Models: []model.Shape{tinyModel()}, Batches: []int{1, 2}, Contexts: []int{128}}
+	clock := newClock()
+	f := newFake(clock)
+	f.fail = "attention bf16 b=2"
+	dir := t.TempDir()
+	r, prior := newRun(t, dir, f, clock, axes)
+	if res, err := r.Run(context.Background(), axes.Configs(), prior); err != nil || res.Failed != 1 {
+		t.Fatalf("first run: %+v %v", res, err)
+	}
+	r.Dir.Close()
+	for _, retry := range []bool{false, true} {
+		d, prior, err := Resume(dir)
+		if err != nil {
+			t.Fatal(err)
+		}
+		f.fail = "" // the fault is gone
+		info := prior.Info
+		info.Sessions = append(info.Sessions, Session{Started: clock.now()})
+		r := testRunner(d, &info, f, clock)
+		r.RetryFailed = retry
+		res, err := r.Run(context.Background(), axes.Configs(), prior)
+		d.Close()
+		if err != nil {
+			t.Fatal(err)
+		}
+		want := 0
+		if retry {
+			want = 1
+		}
+		if res.Records != want || res.OK != want {
+			t.Errorf("retry %v: %+v, want %d new ok record(s)", retry, res, want)
+		}
+	}
+	p, _ := Load(dir)
+	for _, rec := range p.Records {
+		if rec.Status != StatusOK {
+			t.Errorf("%s: %s after the retry (the newest record of a configuration holds)", rec.Key, rec.Status)
+		}
+	}
+}
