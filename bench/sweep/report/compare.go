@@ -49,6 +49,10 @@ type Comparison struct {
 	Pairs          []Pair   // sorted by model, context, batch
 	OnlyA, OnlyB   int      // configurations ok in one run only
 	Notes          []string // how the runs were matched
+
+	// batches lists, per context, every batch either run has a record of: a batch without a
+	// pair is a gap in the overlaid curves, never bridged.
+	batches map[int][]int
 }
 
 // GeoMeanRatio is the geometric mean of B/A over the pairs (0 when there are none).
@@ -79,6 +83,15 @@ func Compare(dirA, dirB string) (Comparison, error) {
 	c.InfoA, c.InfoB = a.Info, b.Info
 	c.LabelA, c.LabelB = runLabels(dirA, dirB, a.Info, b.Info)
 
+	c.batches = map[int][]int{}
+	for _, r := range append(slices.Clone(a.Records), b.Records...) {
+		if !slices.Contains(c.batches[r.Context], r.Batch) {
+			c.batches[r.Context] = append(c.batches[r.Context], r.Batch)
+		}
+	}
+	for ctx := range c.batches {
+		slices.Sort(c.batches[ctx])
+	}
 	okA, okB := okRecords(a.Records), okRecords(b.Records)
 	key := func(r sweep.Record) string { return fmt.Sprintf("%s|%d|%d", r.ModelKey, r.Batch, r.Context) }
 	if len(a.Info.Axes.Models) == 1 && len(b.Info.Axes.Models) == 1 &&
@@ -215,8 +228,17 @@ func compareCharts(c Comparison, out string) ([]plots.Figure, []string, error) {
 			bs := plots.Series{Label: "roofline bound of each (measured ceiling)", Group: run.label, Style: plots.Bound}
 			br := bs
 			ceiling, hasBound := boundCeiling(run.info)
+			paired := map[int]Pair{}
 			for _, p := range c.Pairs {
-				if p.Context != ctx {
+				if p.Context == ctx {
+					paired[p.Batch] = p
+				}
+			}
+			for _, batch := range c.batches[ctx] {
+				p, ok := paired[batch]
+				if !ok {
+					srv.X, srv.Y = append(srv.X, float64(batch)), append(srv.Y, math.NaN())
+					req.X, req.Y = append(req.X, float64(batch)), append(req.Y, math.NaN())
 					continue
 				}
 				r := run.pick(p)
