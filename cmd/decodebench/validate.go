@@ -34,7 +34,7 @@ func validateCommand() *cli.Command {
 		Name:  "validate",
 		Usage: "give this box a production verdict: every card's health, correctness and speed (PASS, WARN or FAIL)",
 		UsageText: "decodebench validate [--gpus all|LIST] [--expect GPU] [--thresholds FILE] [--expect-count N]\n" +
-			"                     [--json FILE] [--idle-wait 30s] [--backend auto|cuda|emu] [--all-checks]",
+			"                     [--json FILE] [--idle-wait 30s] [--backend auto|cuda|emu] [--hostname NAME] [--all-checks]",
 		Description: "Runs, on every selected card at once (one worker per card), a fixed suite that takes under\n" +
 			"2 minutes per box: health from NVML (ECC and uncorrectable errors, retired pages, row\n" +
 			"remapping, PCIe link, throttling, temperature, power, other processes), every kernel\n" +
@@ -61,6 +61,8 @@ func validateCommand() *cli.Command {
 				Usage: "how long to wait for other processes to leave a card before calling it busy"},
 			&cli.StringFlag{Name: "backend", Value: cgo.BackendAuto, EnvVars: []string{"DECODEBENCH_BACKEND"},
 				Usage: "kernels library: cuda, emu (the CPU emulator: correctness only, every speed gate warns) or auto (cuda)"},
+			&cli.StringFlag{Name: "hostname", EnvVars: []string{"DECODEBENCH_HOSTNAME"},
+				Usage: "the box's name in the report (default: the host name; in Kubernetes pass the node name, a pod's host name is its own)"},
 			&cli.BoolFlag{Name: "all-checks", EnvVars: []string{"DECODEBENCH_ALL_CHECKS"},
 				Usage: "print every check, not only the warnings and failures"},
 			// For tests and for trying the Slurm and Kubernetes recipes on machines without GPUs.
@@ -147,7 +149,10 @@ func validateAction(c *cli.Context) error {
 	if req.jsonPath == "-" {
 		table = errOut
 	}
-	host, _ := os.Hostname()
+	host := c.String("hostname")
+	if host == "" {
+		host, _ = os.Hostname()
+	}
 	report := validate.Report{
 		Schema: validate.ReportSchema, Version: version, Hostname: host, CommandLine: os.Args,
 		StartedAt: time.Now().UTC(), Suite: req.suite.Name, Thresholds: req.thresholds.Source,

@@ -52,7 +52,7 @@ func runFleetCLI(t *testing.T, args ...string) (stdout, stderr string, code int,
 func validateEnv(t *testing.T) {
 	for _, name := range []string{"DECODEBENCH_GPUS", "DECODEBENCH_EXPECT", "DECODEBENCH_EXPECT_COUNT",
 		"DECODEBENCH_THRESHOLDS", "DECODEBENCH_VALIDATE_JSON", "DECODEBENCH_IDLE_WAIT", "DECODEBENCH_ALL_CHECKS",
-		"DECODEBENCH_SUITE", "DECODEBENCH_SIMULATE_GPUS", "CUDA_VISIBLE_DEVICES", "CUDA_DEVICE_ORDER"} {
+		"DECODEBENCH_SUITE", "DECODEBENCH_SIMULATE_GPUS", "DECODEBENCH_HOSTNAME", "CUDA_VISIBLE_DEVICES", "CUDA_DEVICE_ORDER"} {
 		t.Setenv(name, "")
 		os.Unsetenv(name)
 	}
@@ -102,7 +102,7 @@ func TestValidateEmulatedTinySuite(t *testing.T) {
 	useEmu(t)
 	validateEnv(t)
 	stdout, stderr, code, msg := runFleetCLI(t, "validate", "--simulate-gpus", "2", "--backend", "emu", "--suite", "tiny",
-		"--expect", "h100-sxm", "--expect-count", "2", "--json", "out/report.json", "--all-checks")
+		"--expect", "h100-sxm", "--expect-count", "2", "--json", "out/report.json", "--all-checks", "--hostname", "gpu-node-7")
 	if code != 0 {
 		t.Fatalf("exit %d (%s)\n%s\n%s", code, msg, stdout, stderr)
 	}
@@ -115,7 +115,7 @@ func TestValidateEmulatedTinySuite(t *testing.T) {
 		t.Errorf("no progress lines on standard error:\n%s", stderr)
 	}
 	r := readValidateReport(t, "out/report.json")
-	if r.Verdict != validate.Warn || !r.Emulated || r.Backend != "emu" || len(r.Cards) != 2 || r.Suite != "tiny" {
+	if r.Verdict != validate.Warn || !r.Emulated || r.Backend != "emu" || len(r.Cards) != 2 || r.Suite != "tiny" || r.Hostname != "gpu-node-7" {
 		t.Fatalf("report: verdict %s emulated %v backend %q cards %d suite %q", r.Verdict, r.Emulated, r.Backend, len(r.Cards), r.Suite)
 	}
 	for i, c := range r.Cards {
