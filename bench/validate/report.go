@@ -95,6 +95,12 @@ func (c Card) Gate(name string) (GateValue, bool) {
 // Finish sets the verdicts and counts from the checks: each card's verdict is its worst check,
 // the box's is the worst of its cards and its own checks. A box with no card fails.
 func (r *Report) Finish() {
+	if r.Cards == nil {
+		r.Cards = []Card{}
+	}
+	if r.Checks == nil {
+		r.Checks = []Check{}
+	}
 	var counts Counts
 	verdict := verdictOf(r.Checks)
 	for _, c := range r.Checks {

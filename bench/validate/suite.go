@@ -52,8 +52,10 @@ type Step struct {
 // String describes what the step runs, for messages.
 func (s Step) String() string {
 	switch {
-	case s.Probe != nil && s.Probe.Kind == ProbeRead && s.Probe.Bytes > 0:
+	case s.Probe != nil && s.Probe.Kind == ProbeRead && s.Probe.Bytes >= 1e9:
 		return fmt.Sprintf("read probe over %.3g GB", float64(s.Probe.Bytes)/1e9)
+	case s.Probe != nil && s.Probe.Kind == ProbeRead && s.Probe.Bytes > 0:
+		return fmt.Sprintf("read probe over %.3g MB", float64(s.Probe.Bytes)/1e6)
 	case s.Probe != nil && s.Probe.Kind == ProbeMMA:
 		return "bf16 tensor-core (mma) probe"
 	case s.Probe != nil:
