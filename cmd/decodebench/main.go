@@ -40,6 +40,10 @@ func newApp() *cli.App {
 			predictCommand(),
 			verifyCommand(),
 			benchCommand(),
+			sweepCommand(),
+			plotCommand(),
+			reportCommand(),
+			compareCommand(),
 		},
 		OnUsageError: func(c *cli.Context, err error, isSubcommand bool) error {
 			return usageError("%v", err)

@@ -25,39 +25,10 @@ import (
 	"github.com/decodebench/decodebench/cgo/cgotest"
 )
 
-// sweepApp is the command line with the sweep commands registered, whether or not main.go
-// registers them yet.
-func sweepApp() *cli.App {
-	app := newApp()
-	have := map[string]bool{}
-	for _, c := range app.Commands {
-		have[c.Name] = true
-	}
-	for _, c := range []*cli.Command{sweepCommand(), plotCommand(), reportCommand(), compareCommand()} {
-		if !have[c.Name] {
-			app.Commands = append(app.Commands, c)
-		}
-	}
-	return app
-}
-
-// runSweepCLI runs a command line of sweepApp in-process: its standard output, exit code and
-// error message.
+// runSweepCLI is runCLI: the command line in-process.
 func runSweepCLI(t *testing.T, args ...string) (stdout string, code int, msg string) {
 	t.Helper()
-	app := sweepApp()
-	var out, errOut bytes.Buffer
-	app.Writer, app.ErrWriter = &out, &errOut
-	err := app.Run(append([]string{"decodebench"}, args...))
-	if err == nil {
-		return out.String(), 0, ""
-	}
-	code = exitFailure
-	var coder cli.ExitCoder
-	if errors.As(err, &coder) {
-		code = coder.ExitCode()
-	}
-	return out.String(), code, err.Error()
+	return runCLI(t, args...)
 }
 
 // sweepHermetic clears every DECODEBENCH_* variable but the test switches, points the kernels
@@ -382,7 +353,7 @@ func TestSweepHelperProcess(t *testing.T) {
 			break
 		}
 	}
-	app := sweepApp()
+	app := newApp()
 	err := app.Run(append([]string{"decodebench"}, args...))
 	code := 0
 	if err != nil {
