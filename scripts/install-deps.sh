@@ -3,6 +3,7 @@
 #   - g++ and make (the emulated kernels library, cgo)
 #   - Debian's nvidia-cuda-toolkit (nvcc, CUDA 11.8) from the non-free component, for the
 #     CUDA kernels library (compiled and linked everywhere, run only on a GPU box)
+#   - Debian's chromium, the headless browser the report test renders report.html in
 #   - Go is expected on PATH (Go 1.26 or newer); the script says so when it is missing.
 # Idempotent: when everything is present it returns in well under a second.
 set -euo pipefail
@@ -15,6 +16,7 @@ if [ "$(id -u)" -ne 0 ]; then SUDO="sudo"; fi
 need_pkgs=()
 command -v g++ >/dev/null 2>&1 || need_pkgs+=(g++)
 command -v make >/dev/null 2>&1 || need_pkgs+=(make)
+command -v chromium >/dev/null 2>&1 || need_pkgs+=(chromium)
 if ! command -v nvcc >/dev/null 2>&1 && [ ! -x /usr/lib/nvidia-cuda-toolkit/bin/nvcc ]; then
   need_pkgs+=(nvidia-cuda-toolkit)
 fi
