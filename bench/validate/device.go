@@ -2,6 +2,7 @@ package validate
 
 import (
 	"fmt"
+	"math"
 	"sync"
 
 	"github.com/decodebench/decodebench/bench/measure"
@@ -60,6 +61,9 @@ func fromMeasure(step Step, m measure.Outcome) Outcome {
 			RelError: m.Verification.RelError, Tolerance: m.Verification.Tolerance,
 		},
 		Emulated: m.Emulated,
+	}
+	if math.IsNaN(o.Verification.RelError) || math.IsInf(o.Verification.RelError, 0) {
+		o.Verification.RelError, o.Verification.NonFinite = 0, true
 	}
 	if o.Verification.Ran && !o.Verification.Passed && m.Verification.Reason != "" && o.Reason == "" {
 		o.Reason = m.Verification.Reason

@@ -48,6 +48,7 @@ type gateInput struct {
 	why               string // why there is no value
 	reference         float64
 	referenceName     string
+	noReference       string // why there is no reference, when there is none
 	advice            string // what to do when it fails
 }
 
@@ -67,15 +68,16 @@ func PerformanceChecks(kind CardKind, suite Suite, plan Plan, outcomes map[strin
 		datasheetBW = kind.NVMLBandwidthBytesPerSec
 		datasheetName = fmt.Sprintf("the %s that NVML's memory clock and bus width imply", FormatValue(datasheetBW, UnitBytesPerSec))
 	}
+	noRow := "bench/roofline has no row for this card; name its kind with --expect GPU, or give %s.min_value in a thresholds file"
 	inputs := []gateInput{{
-		gate: GateReadBandwidth, unit: UnitBytesPerSec, label: "Read bandwidth",
+		gate: GateReadBandwidth, unit: UnitBytesPerSec, label: "Read bandwidth", noReference: fmt.Sprintf(noRow, GateReadBandwidth),
 		value: read.BytesPerSec, measured: read.ok(), why: read.why(),
 		reference: datasheetBW, referenceName: datasheetName,
 		advice: "check the memory clock (nvidia-smi -q -d CLOCK) and the throttling and power checks, reset the GPU and run again; if it stays slow, its memory is underperforming (RMA)",
 	}}
 
 	tensorIn := gateInput{
-		gate: GateTensor, unit: UnitFLOPsPerSec, label: "Tensor-core rate",
+		gate: GateTensor, unit: UnitFLOPsPerSec, label: "Tensor-core rate", noReference: fmt.Sprintf(noRow, GateTensor),
 		value: tensor.FLOPsPerSec, measured: tensor.ok(), why: tensor.why(),
 		advice: "check the SM clock (nvidia-smi -q -d CLOCK), the power limit and the throttling check, reset the GPU and run again",
 	}
@@ -85,9 +87,15 @@ func PerformanceChecks(kind CardKind, suite Suite, plan Plan, outcomes map[strin
 	}
 	inputs = append(inputs, tensorIn)
 
-	measuredName := ""
-	if read.ok() {
+	measuredRead := read.ok() && read.BytesPerSec > 0
+	measuredName, noMeasured := "", ""
+	if measuredRead {
 		measuredName = fmt.Sprintf("the %s this card's read probe measured", FormatValue(read.BytesPerSec, UnitBytesPerSec))
+	} else {
+		noMeasured = fmt.Sprintf("the read probe measured no bandwidth to hold it against (%s)", read.why())
+		if read.ok() {
+			noMeasured = "the read probe measured no bandwidth to hold it against"
+		}
 	}
 	kernelAdvice := "if every card of this kind fails here, the threshold (or the kernel) is wrong rather than the cards; otherwise reset the GPU and run again"
 	for _, g := range []struct{ gate, step, label string }{
@@ -95,8 +103,9 @@ func PerformanceChecks(kind CardKind, suite Suite, plan Plan, outcomes map[strin
 		{GateAttentionLong, StepAttentionLong, "Long-context decode attention"},
 	} {
 		o := get(g.step)
-		in := gateInput{gate: g.gate, unit: UnitBytesPerSec, label: g.label, value: o.BytesPerSec, measured: o.ok(), why: o.why(), advice: kernelAdvice}
-		if read.ok() {
+		in := gateInput{gate: g.gate, unit: UnitBytesPerSec, label: g.label, value: o.BytesPerSec, measured: o.ok(), why: o.why(),
+			advice: kernelAdvice, noReference: noMeasured}
+		if measuredRead {
 			in.reference, in.referenceName = read.BytesPerSec, measuredName
 		}
 		inputs = append(inputs, in)
@@ -120,8 +129,9 @@ func PerformanceChecks(kind CardKind, suite Suite, plan Plan, outcomes map[strin
 // modelStepInput adds up the reference step: each model kernel's median time x its repeats.
 func modelStepInput(kind CardKind, suite Suite, plan Plan, outcomes map[string]Outcome) gateInput {
 	in := gateInput{gate: GateModelStep, unit: UnitTokensPerSec, label: fmt.Sprintf("%s batch-1 decode step at context %d", suite.Model.Name, suite.ModelContext),
-		measured: true,
-		advice:   "see which of the gates above failed; if none did, a small kernel of the step is slow on this card: reset it and run again"}
+		measured:    true,
+		noReference: fmt.Sprintf("bench/roofline has no row for this card; name its kind with --expect GPU, or give %s.min_value in a thresholds file", GateModelStep),
+		advice:      "see which of the gates above failed; if none did, a small kernel of the step is slow on this card: reset it and run again"}
 	stepSeconds := 0.0
 	for _, k := range plan.ModelKernels {
 		o := outcomes[k.Step]
@@ -180,7 +190,7 @@ func evaluateGate(in gateInput, th GateThreshold, emulated bool) (Check, GateVal
 		c.Message = fmt.Sprintf("%s: %s on the emulated backend, which is no speed; the gate was not evaluated. Run on the GPU (--backend cuda) to validate performance.", in.label, FormatValue(in.value, in.unit))
 	case gv.Required <= 0 && in.reference <= 0:
 		c.Verdict = Warn
-		c.Message = fmt.Sprintf("%s: %s, but there is nothing to hold it against: bench/roofline has no row for this card; name its kind with --expect GPU, or give %s.min_value in a thresholds file.", in.label, FormatValue(in.value, in.unit), in.gate)
+		c.Message = fmt.Sprintf("%s: %s, but there is nothing to hold it against: %s.", in.label, FormatValue(in.value, in.unit), in.noReference)
 	default:
 		of := ""
 		if gv.Fraction > 0 {

@@ -100,7 +100,9 @@ func TestCorrectnessChecks(t *testing.T) {
 	}
 	outcomes = append(outcomes,
 		Outcome{Step: "x.crashed", Kernel: "bf16 linear", Status: StatusFailed, Reason: "CUDA error: an illegal memory access"},
-		Outcome{Step: "x.skipped", Kernel: "bf16 linear", Status: StatusSkipped, Reason: "needs 90 GB"})
+		Outcome{Step: "x.skipped", Kernel: "bf16 linear", Status: StatusSkipped, Reason: "needs 90 GB"},
+		Outcome{Step: "x.nan", Kernel: "bf16 attention", Status: StatusFailed, Reason: "256 outputs are NaN",
+			Verification: Verification{Ran: true, NonFinite: true, Tolerance: 0.01}})
 	checks := CorrectnessChecks(outcomes)
 	if len(checks) != len(outcomes) {
 		t.Fatalf("%d checks for %d outcomes", len(checks), len(outcomes))
@@ -109,4 +111,9 @@ func TestCorrectnessChecks(t *testing.T) {
 	expect(t, find(t, checks, "correctness."+StepAttentionLong), Fail, "wrong results", "relative error 0.7")
 	expect(t, find(t, checks, "correctness.x.crashed"), Fail, "illegal memory access", "decodebench verify")
 	expect(t, find(t, checks, "correctness.x.skipped"), Warn, "not run (needs 90 GB)")
+	nan := find(t, checks, "correctness.x.nan")
+	expect(t, nan, Fail, "NaN or infinite output")
+	if nan.Value != nil || nan.ValueText == "" {
+		t.Errorf("a non-finite output: value %v, text %q", nan.Value, nan.ValueText)
+	}
 }

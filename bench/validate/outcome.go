@@ -14,9 +14,12 @@ const (
 
 // Verification is a kernel's output held against the float64 reference (bench/ref).
 type Verification struct {
-	Ran       bool    `json:"ran"`
-	Passed    bool    `json:"passed"`
+	Ran    bool `json:"ran"`
+	Passed bool `json:"passed"`
+	// RelError is the relative error over the elements checked; when the output held NaN or
+	// infinite values it is 0 and NonFinite is set (JSON has no NaN).
 	RelError  float64 `json:"rel_error"`
+	NonFinite bool    `json:"non_finite,omitempty"`
 	Tolerance float64 `json:"tolerance"`
 }
 
@@ -79,14 +82,17 @@ func CorrectnessChecks(outcomes []Outcome) []Check {
 				"The %s ran but its output was not checked against the reference.", o.Kernel))
 		default:
 			c := Check{ID: id, Category: CategoryCorrectness, Value: num(v.RelError), Threshold: num(v.Tolerance), Compare: "<=", Unit: "relative error"}
+			if v.NonFinite {
+				c.Value, c.ValueText = nil, "NaN or infinite output"
+			}
 			if v.Passed {
 				c.Verdict = Pass
 				c.Message = fmt.Sprintf("The %s matches the float64 reference (relative error %.2g, tolerance %.2g).", o.Kernel, v.RelError, v.Tolerance)
 			} else {
 				c.Verdict = Fail
 				errText := fmt.Sprintf("%.3g", v.RelError)
-				if math.IsNaN(v.RelError) {
-					errText = "NaN (non-finite output)"
+				if v.NonFinite || math.IsNaN(v.RelError) || math.IsInf(v.RelError, 0) {
+					errText = "NaN or infinite output"
 				}
 				c.Message = fmt.Sprintf("The %s computed wrong results on this card (relative error %s, tolerance %.2g): suspect the card's memory or compute; reset it and run again, and keep it out of production until it passes.", o.Kernel, errText, v.Tolerance)
 			}

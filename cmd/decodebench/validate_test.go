@@ -4,6 +4,7 @@ import (
 	"bytes"
 	"encoding/json"
 	"errors"
+	"fmt"
 	"os"
 	"path/filepath"
 	"strings"
@@ -16,6 +17,7 @@ import (
 	"github.com/decodebench/decodebench/bench/gpuinfo"
 	"github.com/decodebench/decodebench/bench/validate"
 	"github.com/decodebench/decodebench/bench/validate/fakenvml"
+	"github.com/decodebench/decodebench/cgo/cgotest"
 )
 
 // runFleetCLI runs a command line through an app that has the validate and fleet commands,
@@ -184,5 +186,67 @@ func TestValidateUsageErrors(t *testing.T) {
 		if code != exitUsage || !strings.Contains(msg, tt.want) {
 			t.Errorf("%q: exit %d %q, want 2 and %q", tt.args, code, msg, tt.want)
 		}
+	}
+}
+
+// The CUDA path with a fake CUDA library (a host implementation of decodebench.h that calls
+// itself cuda): NVML's cards are matched to the runtime's devices in PCI order, through
+// CUDA_VISIBLE_DEVICES, and a mismatch stops the run rather than blaming the wrong card.
+func TestValidateMapsCardsToCUDADevices(t *testing.T) {
+	named := func(n int) []*fakenvml.GPU {
+		var gpus []*fakenvml.GPU
+		for i := range n {
+			g := fakenvml.H100(i)
+			g.Set(func(s *fakenvml.State) { s.Name = fmt.Sprintf("fake device %d", i) })
+			gpus = append(gpus, g)
+		}
+		return gpus
+	}
+	run := func(devices, gpus int, visible string, args ...string) (string, validate.Report, int, string) {
+		t.Helper()
+		hermetic(t, cgotest.FakeLibrary(t, "libdecodebench_cuda.so", `FAKE_BACKEND="cuda"`, fmt.Sprintf("FAKE_DEVICES=%d", devices)))
+		validateEnv(t)
+		if visible != "-" {
+			t.Setenv("CUDA_VISIBLE_DEVICES", visible)
+		}
+		g := named(gpus)
+		validateNVML = func() nvml.Interface { return fakenvml.Library(g...) }
+		stdout, _, code, msg := runFleetCLI(t, append([]string{"validate", "--backend", "cuda", "--suite", "tiny",
+			"--expect", "h100-sxm", "--json", "r.json"}, args...)...)
+		r, _ := validate.ReadReport("r.json")
+		return stdout, r, code, msg
+	}
+
+	_, r, code, msg := run(2, 2, "-")
+	if code != 1 || msg != "" || len(r.Cards) != 2 || r.Cards[1].BackendDevice != 1 || r.Emulated {
+		t.Fatalf("two cards: exit %d %q, %d cards", code, msg, len(r.Cards))
+	}
+	if os.Getenv("CUDA_DEVICE_ORDER") != validate.CUDADeviceOrder {
+		t.Errorf("CUDA_DEVICE_ORDER = %q, want %s set before the CUDA library starts", os.Getenv("CUDA_DEVICE_ORDER"), validate.CUDADeviceOrder)
+	}
+	// The fake's times are the host's and it gets attention and the mma probe wrong: its gates
+	// are evaluated as a GPU's (not emulated), and fail.
+	for _, g := range r.Cards[0].Gates {
+		if g.Emulated {
+			t.Errorf("gate %s: emulated", g.Gate)
+		}
+	}
+	for _, id := range []string{"performance.tensor", "performance.model_step", "correctness.attention_long"} {
+		for _, ch := range r.Cards[0].Checks {
+			if ch.ID == id && ch.Verdict != validate.Fail {
+				t.Errorf("%s: %s (%s)", id, ch.Verdict, ch.Message)
+			}
+		}
+	}
+
+	_, r, code, _ = run(1, 2, "1", "--gpus", "1")
+	if code != 1 || r.Error == "" || !strings.Contains(r.Error, `NVML calls it "fake device 1" but CUDA device 0 is "fake device 0"`) {
+		t.Errorf("CUDA_VISIBLE_DEVICES=1 on a runtime whose device 0 is another card: exit %d, error %q", code, r.Error)
+	}
+	if _, _, code, msg = run(1, 2, "1", "--gpus", "0"); code != exitUsage || !strings.Contains(msg, "not visible to CUDA") {
+		t.Errorf("--gpus 0 with CUDA_VISIBLE_DEVICES=1: exit %d %q", code, msg)
+	}
+	if _, r, code, _ = run(2, 3, "-"); code != 1 || !strings.Contains(r.Error, "NVML sees 3 GPU(s) but the CUDA runtime sees 2") {
+		t.Errorf("3 NVML GPUs, 2 CUDA devices: exit %d, error %q", code, r.Error)
 	}
 }
