@@ -23,10 +23,19 @@ type Runner interface {
 
 // Target is one card to validate.
 type Target struct {
-	Info          gpuinfo.Device // identity, from gpuinfo.Query
-	NVML          nvml.Device    // for health and telemetry
-	Runner        Runner
+	Info gpuinfo.Device // identity, from gpuinfo.Query
+	NVML nvml.Device    // for health and telemetry
+	// Open gives the card's Runner. It is called once the card is idle and its health read:
+	// opening a CUDA device makes this process one of the card's users, and inside a container
+	// NVML reports it under a host PID that os.Getpid() cannot recognize. An error fails every
+	// step of the card with its message.
+	Open          func() (Runner, error)
 	BackendDevice int // the index the kernels library knows it by
+}
+
+// RunnerTarget is a Target whose Runner needs no opening.
+func RunnerTarget(info gpuinfo.Device, dev nvml.Device, r Runner) Target {
+	return Target{Info: info, NVML: dev, Open: func() (Runner, error) { return r, nil }}
 }
 
 // Config is how validate runs.
@@ -156,9 +165,14 @@ func validateCard(ctx context.Context, cfg Config, plan Plan, t Target) Card {
 	}
 
 	var outcomes []Outcome
-	skip := ""
+	var runner Runner
+	skip, fail := "", ""
 	if len(obs.Busy) > 0 {
 		skip = "another process was using the card"
+	} else if r, err := t.Open(); err != nil {
+		fail = fmt.Sprintf("opening the card in the kernels library: %v", err)
+	} else {
+		runner = r
 	}
 	sampler := startSampler(cfg, t.NVML)
 	deadline := time.Now().Add(cfg.Suite.Budget)
@@ -167,12 +181,14 @@ func validateCard(ctx context.Context, cfg Config, plan Plan, t Target) Card {
 		switch {
 		case skip != "":
 			o = Outcome{Status: StatusSkipped, Reason: skip}
+		case fail != "":
+			o = Outcome{Status: StatusFailed, Reason: fail}
 		case ctx.Err() != nil:
 			o = Outcome{Status: StatusSkipped, Reason: "validate was interrupted"}
 		case cfg.Suite.Budget > 0 && time.Now().After(deadline):
 			o = Outcome{Status: StatusSkipped, Reason: fmt.Sprintf("the suite's %s budget per card ran out", cfg.Suite.Budget)}
 		default:
-			o = t.Runner.Run(step, cfg.Suite.Timing)
+			o = runner.Run(step, cfg.Suite.Timing)
 		}
 		o.Step = step.Name
 		if o.Kernel == "" {

@@ -2,6 +2,7 @@ package validate
 
 import (
 	"context"
+	"errors"
 	"sync"
 	"testing"
 	"time"
@@ -37,7 +38,9 @@ func targets(t *testing.T, gpus []*fakenvml.GPU, runners []Runner) ([]Target, gp
 		if ret != nvml.SUCCESS {
 			t.Fatal(ret)
 		}
-		out = append(out, Target{Info: d, NVML: dev, Runner: runners[i], BackendDevice: i})
+		tg := RunnerTarget(d, dev, runners[i])
+		tg.BackendDevice = i
+		out = append(out, tg)
 	}
 	return out, gpuinfo.DetectHealthFeatures(lib)
 }
@@ -192,3 +195,18 @@ func TestLostGPU(t *testing.T) {
 
 var _ Runner = synthRunner{}
 var _ = timing.Config{}
+
+func TestRunOpenFailsAndBusyCardsAreNotOpened(t *testing.T) {
+	gpus := []*fakenvml.GPU{fakenvml.H100(0), fakenvml.H100(1)}
+	gpus[1].Set(func(s *fakenvml.State) { s.Processes = []nvml.ProcessInfo{{Pid: 9}} })
+	tg, f := targets(t, gpus, []Runner{goodH100(), goodH100()})
+	tg[0].Open = func() (Runner, error) { return nil, errors.New("out of memory") }
+	tg[1].Open = func() (Runner, error) { t.Error("a busy card was opened"); return goodH100(), nil }
+	cards, _, err := Run(context.Background(), Config{Suite: standard(t), Thresholds: BuiltinThresholds(), Features: f, IdleWait: time.Millisecond}, tg, 2)
+	if err != nil {
+		t.Fatal(err)
+	}
+	expect(t, find(t, cards[0].Checks, "correctness."+StepRead), Fail, "opening the card in the kernels library: out of memory")
+	expect(t, find(t, cards[0].Checks, "performance.read_bandwidth"), Fail, "out of memory")
+	expect(t, find(t, cards[1].Checks, "health.idle"), Fail, "pid 9")
+}

@@ -282,11 +282,24 @@ func openValidateNVML(req validateRequest) (nvml.Interface, gpuinfo.System, erro
 	return lib, sys, nil
 }
 
-// openTargets opens a kernels device for every selected card. The emulator has one device and
-// runs one kernel at a time: every card shares it, taking turns.
+// openTargets maps every selected card to a kernels device, opened when validate.Run asks
+// (after the card is idle). The emulator has one device and runs one kernel at a time: every
+// card shares it, taking turns. The returned function closes whatever was opened.
 func openTargets(lib nvml.Interface, sys gpuinfo.System, selected []int, kernels *cgo.Library) ([]validate.Target, func(), error) {
+	var mu sync.Mutex
 	var opened []*cgo.Device
+	open := func(index int) (*cgo.Device, error) {
+		dev, err := kernels.OpenDevice(index)
+		if err == nil {
+			mu.Lock()
+			opened = append(opened, dev)
+			mu.Unlock()
+		}
+		return dev, err
+	}
 	closeAll := func() {
+		mu.Lock()
+		defer mu.Unlock()
 		for _, d := range opened {
 			d.Close()
 		}
@@ -296,18 +309,17 @@ func openTargets(lib nvml.Interface, sys gpuinfo.System, selected []int, kernels
 		return nil, closeAll, fmt.Errorf("%s found no usable device: %w", kernels.Path(), err)
 	}
 	var backendIndex []int
-	var shared *cgo.Device
-	var lock *sync.Mutex
-	if kernels.Emulated() {
-		if shared, err = kernels.OpenDevice(0); err != nil {
-			return nil, closeAll, err
-		}
-		opened, lock = append(opened, shared), &sync.Mutex{}
-	} else {
+	if !kernels.Emulated() {
 		visible, set := os.LookupEnv("CUDA_VISIBLE_DEVICES")
 		if backendIndex, err = validate.MapBackendDevices(sys.Devices, visible, set, count); err != nil {
 			return nil, closeAll, err
 		}
+	}
+	var shared struct {
+		once sync.Once
+		dev  *cgo.Device
+		err  error
+		lock sync.Mutex
 	}
 	var targets []validate.Target
 	for _, i := range selected {
@@ -317,22 +329,27 @@ func openTargets(lib nvml.Interface, sys gpuinfo.System, selected []int, kernels
 			return nil, closeAll, fmt.Errorf("GPU %d: NVML handle: %v", i, ret)
 		}
 		t := validate.Target{Info: d, NVML: handle}
-		if shared != nil {
-			t.Runner = validate.DeviceRunner{Device: shared, Options: measure.DefaultOptions(), Lock: lock}
+		if kernels.Emulated() {
+			t.Open = func() (validate.Runner, error) {
+				shared.once.Do(func() { shared.dev, shared.err = open(0) })
+				return validate.DeviceRunner{Device: shared.dev, Options: measure.DefaultOptions(), Lock: &shared.lock}, shared.err
+			}
 		} else {
 			if backendIndex[i] < 0 {
 				return nil, closeAll, usageError("--gpus: GPU %d (%s) is not visible to CUDA (CUDA_VISIBLE_DEVICES=%q)", i, d.UUID, os.Getenv("CUDA_VISIBLE_DEVICES"))
 			}
-			dev, err := kernels.OpenDevice(backendIndex[i])
-			if err != nil {
-				return nil, closeAll, fmt.Errorf("GPU %d (%s): %w", i, d.UUID, err)
+			cudaIndex := backendIndex[i]
+			t.BackendDevice = cudaIndex
+			t.Open = func() (validate.Runner, error) {
+				dev, err := open(cudaIndex)
+				if err != nil {
+					return nil, err
+				}
+				if props, err := dev.Props(); err == nil && props.Name != d.Name {
+					return nil, fmt.Errorf("NVML calls GPU %d %q but CUDA device %d is %q: the device numbering does not match, so nothing measured here could be trusted to be this card", i, d.Name, cudaIndex, props.Name)
+				}
+				return validate.DeviceRunner{Device: dev, Options: measure.DefaultOptions()}, nil
 			}
-			opened = append(opened, dev)
-			if props, err := dev.Props(); err == nil && props.Name != d.Name {
-				return nil, closeAll, fmt.Errorf("GPU %d: NVML calls it %q but CUDA device %d is %q: the device numbering does not match", i, d.Name, backendIndex[i], props.Name)
-			}
-			t.BackendDevice = backendIndex[i]
-			t.Runner = validate.DeviceRunner{Device: dev, Options: measure.DefaultOptions()}
 		}
 		targets = append(targets, t)
 	}

@@ -239,9 +239,9 @@ func TestValidateMapsCardsToCUDADevices(t *testing.T) {
 		}
 	}
 
-	_, r, code, _ = run(1, 2, "1", "--gpus", "1")
-	if code != 1 || r.Error == "" || !strings.Contains(r.Error, `NVML calls it "fake device 1" but CUDA device 0 is "fake device 0"`) {
-		t.Errorf("CUDA_VISIBLE_DEVICES=1 on a runtime whose device 0 is another card: exit %d, error %q", code, r.Error)
+	stdout, r, code, _ := run(1, 2, "1", "--gpus", "1")
+	if code != 1 || len(r.Cards) != 1 || !strings.Contains(stdout, `NVML calls GPU 1 "fake device 1" but CUDA device 0 is "fake device 0"`) {
+		t.Errorf("CUDA_VISIBLE_DEVICES=1 on a runtime whose device 0 is another card: exit %d, %d cards\n%s", code, len(r.Cards), stdout)
 	}
 	if _, _, code, msg = run(1, 2, "1", "--gpus", "0"); code != exitUsage || !strings.Contains(msg, "not visible to CUDA") {
 		t.Errorf("--gpus 0 with CUDA_VISIBLE_DEVICES=1: exit %d %q", code, msg)
