@@ -23,8 +23,10 @@ type HealthObservation struct {
 	// Before is read when the card went idle, before the suite; After once the suite is done.
 	// Memory errors and remaps that happened during the run show in After.
 	Before, After gpuinfo.Health
-	// During are the readings taken while the suite ran.
-	During []Sample
+	// During are the readings taken while the suite ran; UnderLoad says kernels did run then
+	// (not so for a busy card, whose suite is skipped).
+	During    []Sample
+	UnderLoad bool
 	// Busy lists the other processes still on the card when the wait for it to go idle ended
 	// (empty: idle); WaitedSeconds is how long that wait took.
 	Busy          []gpuinfo.Process
@@ -192,9 +194,7 @@ func pcieCheck(o HealthObservation) Check {
 	}
 	underLoad := false
 	for i := range o.During {
-		if o.During[i].PCIe != nil {
-			underLoad = true
-		}
+		underLoad = underLoad || (o.UnderLoad && o.During[i].PCIe != nil)
 		consider(o.During[i].PCIe)
 	}
 	consider(o.Before.PCIe)

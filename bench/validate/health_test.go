@@ -16,7 +16,7 @@ func observe(t *testing.T, g *fakenvml.GPU, load func(s *fakenvml.State)) Health
 	lib := fakenvml.Library(g)
 	f := gpuinfo.DetectHealthFeatures(lib)
 	dev := g.Device()
-	var o HealthObservation
+	o := HealthObservation{UnderLoad: true}
 	var err error
 	if o.Before, err = gpuinfo.ReadHealth(dev, f); err != nil {
 		t.Fatal(err)
@@ -170,4 +170,13 @@ func TestUnreadableHealthWarns(t *testing.T) {
 		}
 	}
 	expect(t, find(t, checks, "health.row_remapping"), Warn, "Insufficient Permissions", "nvidia-smi -q -d ROW_REMAPPER")
+}
+
+// A card whose suite did not run (busy) was never under load: a trained-down link is a WARN.
+func TestPCIeIdleOnlyWarns(t *testing.T) {
+	g := fakenvml.H100(0)
+	g.Set(func(s *fakenvml.State) { s.PCIeGen = 1 })
+	o := observe(t, g, func(s *fakenvml.State) { s.PCIeGen = 1 })
+	o.UnderLoad = false
+	expect(t, find(t, HealthChecks(o, DefaultThresholds().Health), "health.pcie_link"), Warn, "only read while the card idled")
 }

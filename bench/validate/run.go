@@ -195,6 +195,7 @@ func validateCard(ctx context.Context, cfg Config, plan Plan, t Target) Card {
 			o.Kernel = step.String()
 		}
 		outcomes = append(outcomes, o)
+		obs.UnderLoad = obs.UnderLoad || o.Status == StatusOK
 		if cfg.Progress != nil {
 			cfg.Progress(card, o)
 		}
