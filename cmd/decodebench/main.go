@@ -44,6 +44,8 @@ func newApp() *cli.App {
 			plotCommand(),
 			reportCommand(),
 			compareCommand(),
+			validateCommand(),
+			fleetCommand(),
 		},
 		OnUsageError: func(c *cli.Context, err error, isSubcommand bool) error {
 			return usageError("%v", err)

@@ -26,16 +26,6 @@ import (
 func runFleetCLI(t *testing.T, args ...string) (stdout, stderr string, code int, msg string) {
 	t.Helper()
 	app := newApp()
-	have := map[string]bool{}
-	for _, c := range app.Commands {
-		have[c.Name] = true
-	}
-	for _, c := range []*cli.Command{validateCommand(), fleetCommand()} {
-		if !have[c.Name] {
-			addEnvVars(c)
-			app.Commands = append(app.Commands, c)
-		}
-	}
 	var out, errOut bytes.Buffer
 	app.Writer, app.ErrWriter = &out, &errOut
 	err := app.Run(append([]string{"decodebench"}, args...))
