@@ -4,6 +4,8 @@
 #   - Debian's nvidia-cuda-toolkit (nvcc, CUDA 11.8) from the non-free component, for the
 #     CUDA kernels library (compiled and linked everywhere, run only on a GPU box)
 #   - Debian's chromium, the headless browser the report test renders report.html in
+#   - Debian's slurm-wlm and munge (scripts/slurm-test.sh runs the Slurm recipe on a one-node
+#     cluster) and python3-yaml (the Kubernetes recipes' YAML is parsed in a test)
 #   - Go is expected on PATH (Go 1.26 or newer); the script says so when it is missing.
 # Idempotent: when everything is present it returns in well under a second.
 set -euo pipefail
@@ -17,6 +19,9 @@ need_pkgs=()
 command -v g++ >/dev/null 2>&1 || need_pkgs+=(g++)
 command -v make >/dev/null 2>&1 || need_pkgs+=(make)
 command -v chromium >/dev/null 2>&1 || need_pkgs+=(chromium)
+command -v slurmctld >/dev/null 2>&1 || need_pkgs+=(slurm-wlm)
+command -v munged >/dev/null 2>&1 || need_pkgs+=(munge)
+python3 -c 'import yaml' >/dev/null 2>&1 || need_pkgs+=(python3-yaml)
 if ! command -v nvcc >/dev/null 2>&1 && [ ! -x /usr/lib/nvidia-cuda-toolkit/bin/nvcc ]; then
   need_pkgs+=(nvidia-cuda-toolkit)
 fi
