@@ -8,7 +8,8 @@
 #   4. `decodebench bench probe all`, `bench linear` and `bench attention` at Llama-3-8B and
 #      Llama-3-70B shapes, then scripts/peer_torch.py (PyTorch's cuBLAS matmul and SDPA, timed
 #      the same way) on the same shapes;
-#   5. writes everything under $OUT (gpu-check.tar.gz plus the summary, the records and the log)
+#   5. a short default sweep (report in the tarball) and `decodebench validate` (its verdict);
+#   6. writes everything under $OUT (gpu-check.tar.gz plus the summary, the records and the log)
 #      and prints the targets table of issues 3 and 4 LAST.
 #
 # Every step runs under a timeout and its exit code is recorded; one failure never stops the
@@ -22,7 +23,7 @@
 # emulator's and mean nothing.
 #
 # Environment: OUT (default: a new temporary folder), GPU_CHECK_BUDGET (seconds for the steps,
-# default 420), DECODEBENCH_BIN (default bin/decodebench), NVCC (default nvcc).
+# default 450), DECODEBENCH_BIN (default bin/decodebench), NVCC (default nvcc).
 set -u
 
 ROOT=$(cd "$(dirname "$0")/.." && pwd)
@@ -36,7 +37,7 @@ STEPS="$RES/steps.tsv"
 : >"$LOG"
 printf 'step\texit\tseconds\n' >"$STEPS"
 START=$(date +%s)
-BUDGET=${GPU_CHECK_BUDGET:-420}
+BUDGET=${GPU_CHECK_BUDGET:-450}
 BIN=${DECODEBENCH_BIN:-$ROOT/bin/decodebench}
 NVCC=${NVCC:-nvcc}
 PY=${PYTHON:-python3}
@@ -239,9 +240,22 @@ peer() { # TAG: PyTorch on the shapes of that tag
 	rm -f "$RES/for-peer-$tag.jsonl"
 }
 
-# Most needed first: the 8B shapes and their peer, then 70B, then GQA vs MHA.
+# Most needed first: the 8B shapes and their peer, a short default sweep and validate (issues 5
+# and 6), then 70B, then GQA vs MHA.
 bench_model 8b "${MODEL_8B[@]}"
 peer 8b
+if [ "$DRY" = 1 ]; then
+	SWEEP_MODEL=(--hidden 128 --ffn 256 --heads 2 --kv-heads 1 --head-dim 64 --layers 2 --vocab 512)
+	SWEEP_AXES=(--batch 1,4 --context 64,256 --min-samples 3 --min-time 10ms --max-time 100ms)
+	VALIDATE_EXTRA=(--suite tiny --simulate-gpus 1)
+else
+	SWEEP_MODEL=(--model llama3-8b)
+	SWEEP_AXES=(--batch 1,8,64,256 --context 1k,8k,32k --budget 75s)
+	VALIDATE_EXTRA=()
+fi
+step "sweep llama3-8b" 100 "$BIN" sweep --backend "$BACKEND" "${SWEEP_MODEL[@]}" "${SWEEP_AXES[@]}" \
+	--progress lines --out "$RES/sweep"
+step "validate" 150 "$BIN" validate --backend "$BACKEND" "${VALIDATE_EXTRA[@]}" --json "$RES/validate.json"
 bench_model 70b "${MODEL_70B[@]}"
 step "bench attention mha" 60 "${B[@]}" attention --backend "$BACKEND" "${MHA[@]}" "${CEIL[@]}" "${TIMING[@]}" --out "$RES/attention-mha.jsonl"
 peer 70b
@@ -262,8 +276,12 @@ touch "$RES/peer.jsonl"
 } >"$RES/steps-summary.txt"
 tar czf "$OUT/gpu-check.tar.gz" -C "$OUT" gpu-check
 cp "$RES/summary.txt" "$RES/steps-summary.txt" "$RES/all.jsonl" "$RES/peer.jsonl" "$LOG" "$OUT/"
+[ -f "$RES/validate.json" ] && cp "$RES/validate.json" "$OUT/"
 rm -rf "$RES"
 echo
+if [ -f "$OUT/validate.json" ]; then
+	"$PY" -c 'import json,sys; r=json.load(open(sys.argv[1])); print("validate verdict:", r.get("verdict") or r.get("overall"))' "$OUT/validate.json" 2>/dev/null
+fi
 cat "$OUT/steps-summary.txt"
 echo
 cat "$OUT/summary.txt"
