@@ -13,8 +13,11 @@ all: build emu
 
 build: $(BIN)
 
+# The version recorded in every run.json: the git commit, marked -dirty with uncommitted changes.
+VERSION ?= $(shell git describe --always --dirty 2>/dev/null || echo dev)
+
 $(BIN): FORCE
-	$(GO) build -o $(BIN) ./cmd/decodebench
+	$(GO) build -ldflags "-X main.version=$(VERSION)" -o $(BIN) ./cmd/decodebench
 
 FORCE:
 
