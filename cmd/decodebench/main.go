@@ -52,10 +52,51 @@ func newApp() *cli.App {
 		},
 		ExitErrHandler: func(c *cli.Context, err error) {}, // main prints and exits
 	}
+	// An unknown command is a usage error (exit 2) that names it and the commands there are,
+	// instead of urfave/cli's "No help topic" and exit 3.
+	app.CommandNotFound = func(c *cli.Context, name string) {}
+	app.Action = func(c *cli.Context) error {
+		if c.NArg() == 0 {
+			return cli.ShowAppHelp(c)
+		}
+		return usageError("unknown command %q: the commands are %s (decodebench --help)", c.Args().First(), commandNames(app.Commands))
+	}
 	for _, cmd := range app.Commands {
 		addEnvVars(cmd)
+		addUsageErrors(cmd)
 	}
 	return app
+}
+
+// addUsageErrors makes a bad flag or flag value of every command and subcommand a usage error
+// (exit 2, one line) rather than urfave/cli's help dump and exit 1; a command with subcommands
+// and no action of its own refuses an unknown subcommand the same way.
+func addUsageErrors(cmd *cli.Command) {
+	if cmd.OnUsageError == nil {
+		cmd.OnUsageError = onUsageError
+	}
+	if len(cmd.Subcommands) > 0 && cmd.Action == nil {
+		parent := cmd
+		cmd.Action = func(c *cli.Context) error {
+			if c.NArg() == 0 {
+				return cli.ShowSubcommandHelp(c)
+			}
+			return usageError("%s: unknown subcommand %q: accepted are %s", parent.Name, c.Args().First(), commandNames(parent.Subcommands))
+		}
+	}
+	for _, sub := range cmd.Subcommands {
+		addUsageErrors(sub)
+	}
+}
+
+func commandNames(cmds []*cli.Command) string {
+	var names []string
+	for _, c := range cmds {
+		if c.Name != "help" && !c.Hidden {
+			names = append(names, c.Name)
+		}
+	}
+	return strings.Join(names, ", ")
 }
 
 // addEnvVars gives every flag without one the environment variable DECODEBENCH_<FLAG>

@@ -53,3 +53,30 @@ func TestNoBackquotesInFlagUsage(t *testing.T) {
 		walk(cmd)
 	}
 }
+
+// A bad flag, an unknown command or an unknown subcommand is a usage error in every command:
+// exit 2 and one line naming what was wrong, never urfave/cli's help dump with exit 1 or 3.
+func TestUsageErrorsExitTwoEverywhere(t *testing.T) {
+	tests := []struct {
+		args []string
+		want string
+	}{
+		{[]string{"predict", "--model", "llama3-8b", "--foo"}, "-foo"},
+		{[]string{"model", "show", "--model", "llama3-8b", "--bogus"}, "-bogus"},
+		{[]string{"model", "list", "--bogus"}, "-bogus"},
+		{[]string{"info", "--bogus"}, "-bogus"},
+		{[]string{"bogus"}, `unknown command "bogus": the commands are info, model, predict`},
+		{[]string{"model", "bogus"}, `unknown subcommand "bogus": accepted are list, show`},
+	}
+	for _, tc := range tests {
+		stdout, _, code, msg := runBench(t, tc.args...)
+		if code != exitUsage || !strings.Contains(msg, tc.want) || strings.Contains(stdout, "USAGE") {
+			t.Errorf("%v: exit %d, message %q, stdout %q; want exit 2 and a message with %q", tc.args, code, msg, stdout, tc.want)
+		}
+	}
+	for _, args := range [][]string{{}, {"model"}, {"help"}, {"model", "help", "show"}} {
+		if stdout, _, code, msg := runBench(t, args...); code != 0 || !strings.Contains(stdout, "USAGE") {
+			t.Errorf("%v: exit %d (%s), want 0 and the help", args, code, msg)
+		}
+	}
+}
