@@ -4,10 +4,12 @@ import (
 	"encoding/json"
 	"fmt"
 	"io"
+	"strings"
 	"text/tabwriter"
 
 	"github.com/urfave/cli/v2"
 
+	"github.com/decodebench/decodebench/bench/axes"
 	"github.com/decodebench/decodebench/bench/model"
 )
 
@@ -32,8 +34,8 @@ func modelCommand() *cli.Command {
 				Usage:     "show a model's shape, parameter counts, bytes per step and its kernel shapes",
 				UsageText: "decodebench model show (--model NAME | --model-config FILE) [--tp N] [--batch B] [--context S] [--json]",
 				Flags: append(modelFlags(),
-					&cli.IntFlag{Name: "batch", Value: 1, EnvVars: []string{"DECODEBENCH_BATCH"}, Usage: "batch size for the per-step numbers"},
-					&cli.IntFlag{Name: "context", Value: 4096, EnvVars: []string{"DECODEBENCH_CONTEXT"}, Usage: "context length (tokens) for the per-step numbers"},
+					&cli.StringFlag{Name: "batch", Value: "1", EnvVars: []string{"DECODEBENCH_BATCH"}, Usage: "batch size for the per-step numbers: one whole number >= 1"},
+					&cli.StringFlag{Name: "context", Value: "4k", EnvVars: []string{"DECODEBENCH_CONTEXT"}, Usage: "context length for the per-step numbers: one whole number of tokens >= 1, k = 1024 (8k = 8192)"},
 					jsonFlag()),
 				Action: func(c *cli.Context) error {
 					if c.NArg() > 0 {
@@ -43,18 +45,29 @@ func modelCommand() *cli.Command {
 					if err != nil {
 						return err
 					}
-					batch, context := c.Int("batch"), c.Int("context")
-					if batch < 1 {
-						return usageError("--batch %d: the batch must be a whole number >= 1", batch)
+					batch, err := oneValue("batch", c.String("batch"), "the batch must be one whole number >= 1")
+					if err != nil {
+						return err
 					}
-					if context < 1 {
-						return usageError("--context %d: the context must be a whole number of tokens >= 1", context)
+					context, err := oneValue("context", c.String("context"), "the context must be one whole number of tokens >= 1 (a k suffix multiplies by 1024: 8k = 8192)")
+					if err != nil {
+						return err
 					}
 					return modelShow(c.App.Writer, shape, batch, context, c.Bool("json"))
 				},
 			},
 		},
 	}
+}
+
+// oneValue reads a flag that takes a single positive whole number with an optional k suffix
+// (the syntax of one item of a list flag), as a usage error naming the value otherwise.
+func oneValue(flag, text, accepted string) (int, error) {
+	values, err := axes.ParseIntList(text)
+	if err != nil || len(values) != 1 || strings.ContainsAny(text, ",-") {
+		return 0, usageError("--%s %q: %s", flag, text, accepted)
+	}
+	return values[0], nil
 }
 
 func jsonFlag() cli.Flag {

@@ -87,6 +87,9 @@ func TestPredictAndModelUsageErrors(t *testing.T) {
 		{"bad dtype", []string{"model", "show", "--model", "llama3-8b", "--kv-dtype", "fp4"}, "fp4"},
 		{"bad reserve", []string{"predict", "--model", "llama3-8b", "--gpu", "h200", "--reserve", "1.5"}, "1.5"},
 		{"stray argument", []string{"model", "list", "extra"}, "extra"},
+		{"show batch not whole", []string{"model", "show", "--model", "llama3-8b", "--batch", "1.5"}, `--batch "1.5"`},
+		{"show context a list", []string{"model", "show", "--model", "llama3-8b", "--context", "1k,2k"}, `--context "1k,2k"`},
+		{"show context zero", []string{"model", "show", "--model", "llama3-8b", "--context", "0"}, "whole number of tokens >= 1"},
 	}
 	for _, c := range cases {
 		t.Run(c.desc, func(t *testing.T) {
@@ -128,6 +131,26 @@ func TestModelShowJSON(t *testing.T) {
 	}
 	if len(m["kernels"].([]any)) < 5 {
 		t.Errorf("kernels: %v", m["kernels"])
+	}
+}
+
+// model show takes --context 8k as predict and sweep do; its numbers checked by hand for
+// Llama-3-8B: KV 2*32 layers*8 heads*128*2 bytes = 131072 per token, 8192 tokens = 1073741824.
+func TestModelShowContextK(t *testing.T) {
+	hermetic(t, "")
+	out, code, msg := runCLI(t, "model", "show", "--model", "llama3-8b", "--context", "8k", "--batch", "64", "--json")
+	if code != 0 {
+		t.Fatalf("exit %d: %s", code, msg)
+	}
+	var m struct {
+		Batch, Context     int
+		KVBytesPerSequence float64 `json:"kv_bytes_per_sequence"`
+	}
+	if err := json.Unmarshal([]byte(out), &m); err != nil {
+		t.Fatal(err)
+	}
+	if m.Batch != 64 || m.Context != 8192 || m.KVBytesPerSequence != 1073741824 {
+		t.Errorf("batch %d, context %d, KV per sequence %g; want 64, 8192, 1073741824", m.Batch, m.Context, m.KVBytesPerSequence)
 	}
 }
 
