@@ -3,6 +3,7 @@ package model
 import (
 	"bytes"
 	"encoding/json"
+	"errors"
 	"fmt"
 	"math"
 	"os"
@@ -45,7 +46,11 @@ var hfArchs = map[string]hfArch{
 // config.json inside it (a downloaded model snapshot).
 func LoadHFConfig(path string) (Shape, error) {
 	if info, err := os.Stat(path); err == nil && info.IsDir() {
-		path = filepath.Join(path, "config.json")
+		file := filepath.Join(path, "config.json")
+		if _, err := os.Stat(file); errors.Is(err, os.ErrNotExist) {
+			return Shape{}, fmt.Errorf("model config %s is a folder without a config.json (%s); give a config.json file or the folder of a downloaded model that holds one", path, file)
+		}
+		path = file
 	}
 	data, err := os.ReadFile(path)
 	if err != nil {
@@ -62,10 +67,7 @@ func LoadHFConfig(path string) (Shape, error) {
 func ParseHFConfig(data []byte, source string) (Shape, error) {
 	c := hfConfig{source: source}
 	if err := json.Unmarshal(data, &c.fields); err != nil || c.fields == nil {
-		if err == nil {
-			err = fmt.Errorf("got %s", strings.TrimSpace(string(data)))
-		}
-		return Shape{}, fmt.Errorf("model config %s: not a JSON object: %v", source, err)
+		return Shape{}, fmt.Errorf("model config %s: not a JSON object: %s; want a Hugging Face config.json, {\"model_type\": ..., \"hidden_size\": ...}", source, notObject(data, err))
 	}
 	modelType, err := c.str("model_type", "")
 	if err != nil {
@@ -146,6 +148,28 @@ func ParseHFConfig(data []byte, source string) (Shape, error) {
 		return Shape{}, fmt.Errorf("model config %s: %w", source, err)
 	}
 	return s, nil
+}
+
+// notObject says what data holds instead of a JSON object, in a user's words rather than
+// encoding/json's Go types.
+func notObject(data []byte, err error) string {
+	text := bytes.TrimSpace(data)
+	var syntax *json.SyntaxError
+	switch {
+	case len(text) == 0:
+		return "the file is empty"
+	case errors.As(err, &syntax):
+		return fmt.Sprintf("invalid JSON at byte %d: %v", syntax.Offset, err)
+	case err != nil && json.Valid(text):
+		kinds := map[byte]string{'[': "an array", '"': "a string", 't': "a boolean", 'f': "a boolean"}
+		if kind, ok := kinds[text[0]]; ok {
+			return "it holds " + kind
+		}
+		return "it holds a number"
+	case err == nil:
+		return "it holds null"
+	}
+	return err.Error()
 }
 
 func supportedModelTypes() string {

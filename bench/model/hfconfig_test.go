@@ -1,6 +1,7 @@
 package model
 
 import (
+	"math"
 	"os"
 	"path/filepath"
 	"reflect"
@@ -40,6 +41,53 @@ func TestLoadHFConfigMatchesPresets(t *testing.T) {
 		if got.ParamsTotal() != mustLookup(t, tc.preset).ParamsTotal() {
 			t.Errorf("%s: %d parameters, preset %s has %d", tc.file, got.ParamsTotal(), tc.preset, mustLookup(t, tc.preset).ParamsTotal())
 		}
+	}
+}
+
+// Configs of models no preset mirrors, as published on Hugging Face (long rope_scaling arrays
+// shortened), against their published parameter counts (safetensors totals) within 0.5%.
+func TestLoadHFConfigPublishedCounts(t *testing.T) {
+	tests := []struct {
+		file              string
+		published, active float64
+		headDim           int
+		tied              bool
+		weights           DType
+	}{
+		{"Llama-3.1-8B-Instruct.json", 8.03e9, 8.03e9, 128, false, BF16},        // rope_scaling dict
+		{"Llama-3.2-3B.json", 3.21e9, 3.21e9, 128, true, BF16},                  // tied
+		{"Mistral-Nemo-Instruct-2407.json", 12.25e9, 12.25e9, 128, false, BF16}, // head_dim != 5120/32
+		{"Mistral-7B-v0.3.json", 7.25e9, 7.25e9, 128, false, BF16},              // no head_dim
+		{"gemma-2-2b-it.json", 2.61e9, 2.61e9, 256, true, FP32},                 // softcapping, float32
+		{"Phi-3-medium-128k-instruct.json", 13.96e9, 13.96e9, 128, false, BF16}, // long/short factors
+		{"Mixtral-8x22B-v0.1.json", 140.6e9, 39.2e9, 128, false, BF16},
+	}
+	for _, tc := range tests {
+		s, err := LoadHFConfig(filepath.Join("testdata", tc.file))
+		if err != nil {
+			t.Errorf("%s: %v", tc.file, err)
+			continue
+		}
+		for _, c := range []struct {
+			what      string
+			got, want float64
+		}{{"total", float64(s.ParamsTotal()), tc.published}, {"active", float64(s.ParamsActive()), tc.active}} {
+			if off := math.Abs(c.got/c.want - 1); off > 0.005 {
+				t.Errorf("%s: %.4g %s parameters, published %.4g (%.2f%% off)", tc.file, c.got, c.what, c.want, 100*off)
+			}
+		}
+		if s.HeadDim != tc.headDim || s.TiedEmbeddings != tc.tied || s.WeightDType != tc.weights || s.KVDType != tc.weights {
+			t.Errorf("%s: head_dim %d, tied %v, weights %s, KV %s; want %d, %v, %s", tc.file, s.HeadDim, s.TiedEmbeddings, s.WeightDType, s.KVDType, tc.headDim, tc.tied, tc.weights)
+		}
+	}
+	// "head_dim": null (as some Mistral configs write it) is the same as no head_dim.
+	data, err := os.ReadFile("testdata/Mistral-7B-v0.3.json")
+	if err != nil {
+		t.Fatal(err)
+	}
+	withNull := strings.Replace(string(data), `"hidden_size"`, `"head_dim": null, "hidden_size"`, 1)
+	if s, err := ParseHFConfig([]byte(withNull), "m.json"); err != nil || s.HeadDim != 128 || s.ParamsTotal() != 7248023552 {
+		t.Errorf(`"head_dim": null: head_dim %d, %d parameters, %v`, s.HeadDim, s.ParamsTotal(), err)
 	}
 }
 
@@ -120,7 +168,12 @@ func TestParseHFConfigRejects(t *testing.T) {
 		want []string // each must appear in the error
 	}{
 		{"not JSON", `{"model_type": "llama",`, []string{"cfg.json", "not a JSON object"}},
-		{"JSON but not an object", `[1, 2]`, []string{"cfg.json", "not a JSON object"}},
+		{"JSON but not an object", `[1, 2]`, []string{"cfg.json", "not a JSON object", "it holds an array"}},
+		{"empty file", "\n", []string{"cfg.json", "the file is empty"}},
+		{"null", `null`, []string{"cfg.json", "it holds null"}},
+		{"qwen2_moe", replace(`"llama"`, `"qwen2_moe"`), []string{`model_type "qwen2_moe" is not supported`, "llama, mistral, mixtral, phi3, qwen2"}},
+		{"deepseek_v2", replace(`"llama"`, `"deepseek_v2"`), []string{`model_type "deepseek_v2" is not supported`, "gemma, gemma2"}},
+		{"more KV heads than heads", withField(`, "num_key_value_heads": 16`), []string{"num_attention_heads = 8", "num_key_value_heads = 16"}},
 		{"unknown model_type", replace(`"llama"`, `"bert"`), []string{"cfg.json", `"bert"`, "gemma, gemma2, llama, mistral, mixtral, phi3, qwen2"}},
 		{"no model_type", replace(`"model_type": "llama",`, ``), []string{"model_type is missing", "llama"}},
 		{"missing hidden_size", replace(`"hidden_size": 512,`, ``), []string{"cfg.json", "hidden_size is missing", "positive whole number"}},
@@ -162,7 +215,7 @@ func TestLoadHFConfigFileErrors(t *testing.T) {
 	if _, err := LoadHFConfig(missing); err == nil || !strings.Contains(err.Error(), missing) {
 		t.Errorf("missing file: %v, want an error naming %s", err, missing)
 	}
-	if _, err := LoadHFConfig(dir); err == nil || !strings.Contains(err.Error(), filepath.Join(dir, "config.json")) {
+	if _, err := LoadHFConfig(dir); err == nil || !strings.Contains(err.Error(), filepath.Join(dir, "config.json")) || !strings.Contains(err.Error(), "folder without a config.json") {
 		t.Errorf("folder without config.json: %v", err)
 	}
 	unreadable := filepath.Join(dir, "unreadable.json")
