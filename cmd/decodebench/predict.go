@@ -192,15 +192,16 @@ func printPredict(out io.Writer, s model.Shape, gpu roofline.GPU, ceiling roofli
 	for _, ctx := range contexts {
 		maxFit := roofline.MaxBatchThatFits(s, gpu.MemoryBytes, ctx, reserve)
 		crit, ok := roofline.CriticalBatch(s, ceiling, ctx, 1<<16)
-		critText := "never up to batch 65536 (the KV cache keeps it memory-bound)"
+		critText := "memory-bound at every batch up to 65536 (the KV cache keeps it so)"
 		if ok {
-			critText = "at batch " + strconv.Itoa(crit)
+			critText = "compute-bound from batch " + strconv.Itoa(crit)
 		}
-		fitText := fmt.Sprintf("the largest batch that fits in %s (%.0f%% kept free) is %d", humanBytes(gpu.MemoryBytes), reserve*100, maxFit)
+		usable := fmt.Sprintf("%s (%s less %.0f%% kept free)", humanBytes(gpu.MemoryBytes*(1-reserve)), humanBytes(gpu.MemoryBytes), reserve*100)
+		fitText := fmt.Sprintf("the largest batch that fits in %s is %d", usable, maxFit)
 		if maxFit == 0 {
-			fitText = fmt.Sprintf("not even batch 1 fits in %s (%.0f%% kept free): shard it with --tp", humanBytes(gpu.MemoryBytes), reserve*100)
+			fitText = fmt.Sprintf("not even batch 1 fits in %s: shard it with --tp", usable)
 		}
-		fmt.Fprintf(out, "context %d: turns compute-bound %s; %s\n", ctx, critText, fitText)
+		fmt.Fprintf(out, "context %d: %s; %s\n", ctx, critText, fitText)
 	}
 }
 

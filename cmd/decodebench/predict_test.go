@@ -41,6 +41,22 @@ func TestPredictLlama3OnH200(t *testing.T) {
 	}
 }
 
+// The summary lines under the table read as sentences and say how much memory a batch must fit
+// in: H200 141 GiB = 151.40 GB less 10% = 136.26 GB; Llama-3-8B 16.06 GB of weights + 895 x
+// 134.2 MB of KV at 1k = 136.19 GB fits, 896 would not.
+func TestPredictSummaryText(t *testing.T) {
+	hermetic(t, "")
+	out, code, msg := runCLI(t, "predict", "--model", "llama3-8b", "--gpu", "h200", "--batch", "1", "--context", "1k")
+	if code != 0 {
+		t.Fatalf("exit %d: %s", code, msg)
+	}
+	want := "context 1024: memory-bound at every batch up to 65536 (the KV cache keeps it so); " +
+		"the largest batch that fits in 136.26 GB (151.40 GB less 10% kept free) is 895"
+	if !strings.Contains(out, want) {
+		t.Errorf("output lacks %q:\n%s", want, out)
+	}
+}
+
 func TestPredictWritesOutputs(t *testing.T) {
 	hermetic(t, "")
 	dir := filepath.Join(t.TempDir(), "out")
