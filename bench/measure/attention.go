@@ -237,7 +237,7 @@ func Attention(dev *cgo.Device, s AttentionSpec, o Options) Outcome {
 		out.Verification.Reason = "not verified (Options.Verify is false)"
 	}
 
-	stats, reps, err := timeCalls(dev, o.Timing, func(call int) error {
+	stats, reps, note, err := timeCalls(dev, o.Timing, func(call int) error {
 		p := plan
 		offset := uint64(call%copies) * cacheStride
 		p.Cache.K, p.Cache.V = k.Ptr+offset, v.Ptr+offset
@@ -247,6 +247,7 @@ func Attention(dev *cgo.Device, s AttentionSpec, o Options) Outcome {
 		return merge(out, failed(kernel, "timing: %v", err))
 	}
 	out.finish(stats, reps)
+	out.Plan["timer"] = note
 	return out
 }
 

@@ -151,7 +151,7 @@ func Linear(dev *cgo.Device, s LinearSpec, o Options) Outcome {
 		out.Verification.Reason = "not verified (Options.Verify is false)"
 	}
 
-	stats, reps, err := timeCalls(dev, o.Timing, func(call int) error {
+	stats, reps, note, err := timeCalls(dev, o.Timing, func(call int) error {
 		p := plan
 		p.W = w.Ptr + uint64(call%out.Rotation.Copies)*wStride
 		return dev.Linear(p)
@@ -160,6 +160,7 @@ func Linear(dev *cgo.Device, s LinearSpec, o Options) Outcome {
 		return merge(out, failed(kernel, "timing: %v", err))
 	}
 	out.finish(stats, reps)
+	out.Plan["timer"] = note
 	return out
 }
 

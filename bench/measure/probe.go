@@ -152,11 +152,12 @@ func memoryProbe(dev *cgo.Device, s ProbeSpec, o Options, info deviceInfo) Outco
 	} else {
 		out.Verification.Reason = "not verified (Options.Verify is false)"
 	}
-	stats, reps, err := timeCalls(dev, o.Timing, func(int) error { _, err := dev.Probe(p); return err })
+	stats, reps, note, err := timeCalls(dev, o.Timing, func(int) error { _, err := dev.Probe(p); return err })
 	if err != nil {
 		return merge(out, failed(kernel, "timing: %v", err))
 	}
 	out.finish(stats, reps)
+	out.Plan["timer"] = note
 	return out
 }
 
@@ -326,11 +327,12 @@ func computeProbe(dev *cgo.Device, s ProbeSpec, o Options, info deviceInfo) Outc
 	} else {
 		out.Verification.Reason = "not verified (Options.Verify is false)"
 	}
-	stats, reps, err := timeCalls(dev, o.Timing, func(int) error { _, err := dev.Probe(p); return err })
+	stats, reps, note, err := timeCalls(dev, o.Timing, func(int) error { _, err := dev.Probe(p); return err })
 	if err != nil {
 		return merge(out, failed(kernel, "timing: %v", err))
 	}
 	out.finish(stats, reps)
+	out.Plan["timer"] = note
 	return out
 }
 
