@@ -2,11 +2,13 @@ package main
 
 import (
 	"context"
+	"encoding/json"
 	"fmt"
 	"os"
 	"os/signal"
 	"path/filepath"
 	"slices"
+	"strconv"
 	"strings"
 	"syscall"
 	"time"
@@ -244,6 +246,9 @@ func parseSweep(c *cli.Context) (sweepRequest, error) {
 }
 
 func sweepAction(c *cli.Context) error {
+	if err := resumeFlags(c); err != nil {
+		return err
+	}
 	req, err := parseSweep(c)
 	if err != nil {
 		return err
@@ -335,7 +340,7 @@ func sweepAction(c *cli.Context) error {
 	}
 	switch {
 	case res.Interrupted:
-		return cli.Exit(fmt.Sprintf("interrupted: %d configuration(s) measured; continue with `decodebench sweep --resume %s` and the same axes", res.Records, req.out), exitInterrupted)
+		return cli.Exit(fmt.Sprintf("interrupted: %d configuration(s) measured; continue with `decodebench sweep --resume %s`", res.Records, req.out), exitInterrupted)
 	case res.DeviceLost != nil:
 		return failure("%v; the run directory %s is resumable on a healthy card", res.DeviceLost, req.out)
 	case res.Failed > 0:
@@ -374,6 +379,59 @@ func resumedInfo(old, cur sweep.RunInfo) sweep.RunInfo {
 	info.Budget = nil
 	info.Sessions = append(info.Sessions, cur.Sessions...)
 	return info
+}
+
+// sweepModelFlags define the model axis together: one given on a resume replaces all of
+// the run's.
+var sweepModelFlags = []string{"model", "model-config", "hidden", "ffn", "heads", "kv-heads", "head-dim", "layers", "vocab", "dtype", "tp"}
+
+// resumeFlags gives a resume the flags of the run that created the directory (run.json's
+// flags) that this command line and the environment leave unset, so that
+// `decodebench sweep --resume DIR` alone continues the same sweep: model, axes, backend, card,
+// timing. Flags given now win; giving any model flag replaces the whole stored model.
+func resumeFlags(c *cli.Context) error {
+	dir := c.String("resume")
+	if dir == "" {
+		return nil
+	}
+	data, err := os.ReadFile(filepath.Join(dir, sweep.InfoFile))
+	if err != nil {
+		return nil // parseSweep says what is wrong with the directory
+	}
+	var stored struct {
+		Flags []string `json:"flags"`
+		Axes  struct {
+			Batches  []int `json:"batches"`
+			Contexts []int `json:"contexts"`
+		} `json:"axes"`
+	}
+	if json.Unmarshal(data, &stored) != nil {
+		return nil
+	}
+	// The axes as they stand now: an earlier resume may have grown them past the first flags.
+	for name, values := range map[string][]int{"batch": stored.Axes.Batches, "context": stored.Axes.Contexts} {
+		if len(values) > 0 && !c.IsSet(name) {
+			text := make([]string, len(values))
+			for i, v := range values {
+				text[i] = strconv.Itoa(v)
+			}
+			if err := c.Set(name, strings.Join(text, ",")); err != nil {
+				return usageError("--resume %s: --%s: %v", dir, name, err)
+			}
+		}
+	}
+	modelGiven := slices.ContainsFunc(sweepModelFlags, c.IsSet)
+	for _, f := range stored.Flags {
+		name, value, ok := strings.Cut(strings.TrimPrefix(f, "--"), "=")
+		if !ok || c.IsSet(name) || slices.Contains([]string{"out", "resume", "retry-failed", "progress"}, name) ||
+			(modelGiven && slices.Contains(sweepModelFlags, name)) || !slices.ContainsFunc(c.Command.Flags, func(fl cli.Flag) bool { return fl.Names()[0] == name }) {
+			continue
+		}
+		if err := c.Set(name, value); err != nil {
+			return usageError("--resume %s: its %s records --%s=%s, which this decodebench does not accept (%v); give --%s", dir, sweep.InfoFile, name, value, err, name)
+		}
+	}
+	return nil
 }
 
 // setFlags lists every flag that has a value from the command line or a DECODEBENCH_*

@@ -224,6 +224,11 @@ func TestSweepEmulatedEndToEnd(t *testing.T) {
 			t.Errorf("%s recorded %d times", k, n)
 		}
 	}
+	// --resume DIR alone continues the same sweep: the model, axes, backend and timing come
+	// from run.json, the axes as the last resume grew them.
+	if out, code, msg := runSweepCLI(t, "sweep", "--resume", "run", "--progress", "lines"); code != 0 || !strings.Contains(out, "8 already done") {
+		t.Fatalf("bare resume: exit %d %s\n%s", code, msg, out)
+	}
 	// A resume with another model axis is refused, naming both.
 	other := slices.Clone(args)
 	other[slices.Index(other, "--layers")+1] = "3"

@@ -157,7 +157,7 @@ func alerts(dir string, p sweep.Prior, models []modelResults) []plots.Alert {
 	switch info.State {
 	case sweep.StateInterrupted:
 		out = append(out, plots.Alert{Level: plots.AlertWarning, Title: "Interrupted",
-			Text: "The sweep was stopped before it finished; this report covers what was measured. Continue it with `decodebench sweep --resume " + dir + "` and the same axes."})
+			Text: "The sweep was stopped before it finished; this report covers what was measured. Continue it with `decodebench sweep --resume " + dir + "`."})
 	case sweep.StateDeviceLost:
 		out = append(out, plots.Alert{Level: plots.AlertWarning, Title: "The device stopped working", Text: info.StateDetail + ". The run directory is resumable on a healthy card."})
 	case sweep.StateRunning:
