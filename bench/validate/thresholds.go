@@ -78,6 +78,11 @@ type Thresholds struct {
 // of its datasheet bandwidth whose linear layers reach exactly 80% of that is at 68%, and a
 // step's small kernels (the QKV and O projections of an 8B model move under 50 MB each, ~10 µs
 // on an H100) lose a few percent more to launch gaps.
+//
+// Review (2026), to measure on a card first: the tensor probe is mma.sync. On Hopper (sm_90) the
+// datasheet dense rate needs wgmma; mma.sync is reported to reach only about two thirds of it, so
+// the 70% tensor gate may fail every healthy H100/H200. Check the probe's fraction on a known-good
+// H200 before trusting this gate there (and lower it for sm_90, or give the probe a wgmma path).
 func DefaultThresholds() Thresholds {
 	return Thresholds{
 		ReadBandwidth: GateThreshold{MinFraction: 0.85},
