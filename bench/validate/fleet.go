@@ -174,6 +174,10 @@ func LoadReports(dirs []string) (reports []LoadedReport, unreadable []string, er
 				Schema string `json:"schema"`
 			}
 			if err := json.Unmarshal(data, &head); err != nil {
+				var typeErr *json.UnmarshalTypeError
+				if errors.As(err, &typeErr) {
+					err = fmt.Errorf("not a validate report: a JSON %s, not an object", typeErr.Value)
+				}
 				unreadable = append(unreadable, fmt.Sprintf("%s: %v", path, err))
 				return nil
 			}

@@ -110,6 +110,10 @@ func fleetAction(c *cli.Context) error {
 	} else {
 		printFleet(c.App.Writer, s, plots)
 	}
+	if s.Boxes == 0 {
+		return failure("no validate report in %s: fleet reads the *.json files that `decodebench validate --json FILE` writes (schema %s)%s",
+			strings.Join(dirs, ", "), validate.ReportSchema, map[bool]string{true: "; see the unreadable files above", false: ""}[len(unreadable) > 0])
+	}
 	if s.Verdict == validate.Fail {
 		return cli.Exit("", exitFailure)
 	}
@@ -118,8 +122,12 @@ func fleetAction(c *cli.Context) error {
 
 // printFleet prints the verdict for a technician: what failed where, then what to look at.
 func printFleet(w io.Writer, s validate.FleetSummary, plots []string) {
-	fmt.Fprintf(w, "fleet: %d box(es), %d card(s) (%s): %d pass, %d warn, %d fail\n",
-		s.Boxes, s.CardCount, strings.Join(s.Kinds, ", "), s.CardCounts.Pass, s.CardCounts.Warn, s.CardCounts.Fail)
+	kinds := ""
+	if len(s.Kinds) > 0 {
+		kinds = " (" + strings.Join(s.Kinds, ", ") + ")"
+	}
+	fmt.Fprintf(w, "fleet: %d box(es), %d card(s)%s: %d pass, %d warn, %d fail\n",
+		s.Boxes, s.CardCount, kinds, s.CardCounts.Pass, s.CardCounts.Warn, s.CardCounts.Fail)
 	if len(s.EmulatedBoxes) > 0 {
 		fmt.Fprintf(w, "*** %d box(es) ran the emulated backend: their speeds are not GPU performance (%s) ***\n",
 			len(s.EmulatedBoxes), strings.Join(s.EmulatedBoxes, ", "))

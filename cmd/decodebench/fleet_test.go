@@ -130,3 +130,23 @@ func TestFleetUsageErrors(t *testing.T) {
 		t.Errorf("an empty directory: exit %d, want 1", code)
 	}
 }
+
+// A folder with no validate report, or only garbage, fails with a sentence saying what fleet
+// reads; an array or a string in a .json file is named as such, not as a Go type.
+func TestFleetNoReports(t *testing.T) {
+	empty, garbage := t.TempDir(), t.TempDir()
+	os.WriteFile(filepath.Join(garbage, "a.json"), []byte("{garbage"), 0o644)
+	os.WriteFile(filepath.Join(garbage, "b.json"), []byte("[1, 2]"), 0o644)
+	for _, dir := range []string{empty, garbage} {
+		stdout, _, code, msg := runFleetCLI(t, "fleet", "--out", filepath.Join(t.TempDir(), "plots"), dir)
+		if code != exitFailure || !strings.Contains(msg, "no validate report in "+dir) || !strings.Contains(msg, "validate --json") {
+			t.Errorf("%s: exit %d, message %q", dir, code, msg)
+		}
+		if strings.Contains(stdout, "()") {
+			t.Errorf("%s: empty kinds printed as (): %q", dir, stdout)
+		}
+		if dir == garbage && (!strings.Contains(stdout, "b.json: not a validate report: a JSON array") || strings.Contains(stdout, "Go value")) {
+			t.Errorf("garbage: %q", stdout)
+		}
+	}
+}
