@@ -17,7 +17,7 @@ func compareCommand() *cli.Command {
 	return &cli.Command{
 		Name:      "compare",
 		Usage:     "set two sweeps side by side (two cards, two drivers): tokens/s ratios and overlaid curves",
-		UsageText: "decodebench compare DIR_A DIR_B [--out DIR]",
+		UsageText: "decodebench compare [--out DIR] DIR_A DIR_B   (flags go before the directories)",
 		Description: "Matches the configurations measured ok in both runs (model, batch, context), prints per-server\n" +
 			"tokens/s of each and the ratio B / A (above 1: B is faster), and writes compare.html, compare.md,\n" +
 			"compare.csv and overlaid charts into --out.",

@@ -80,3 +80,28 @@ func TestUsageErrorsExitTwoEverywhere(t *testing.T) {
 		}
 	}
 }
+
+// urfave/cli stops reading flags at the first argument, so a usage line must show the flags
+// before the directories (compare showed DIR_A DIR_B [--out DIR], which is refused).
+func TestUsageTextFlagsBeforeArguments(t *testing.T) {
+	var walk func(cmd *cli.Command)
+	walk = func(cmd *cli.Command) {
+		positional, prev := false, ""
+		for _, tok := range strings.Fields(cmd.UsageText) {
+			isFlag := strings.HasPrefix(strings.TrimLeft(prev, "[("), "-")
+			prev = tok
+			switch {
+			case (tok == "DIR" || tok == "DIR_A" || tok == "DIR_B" || tok == "DIR...") && !isFlag:
+				positional = true
+			case positional && strings.HasPrefix(strings.TrimLeft(tok, "[("), "--"):
+				t.Errorf("%s: usage %q shows %s after an argument", cmd.Name, cmd.UsageText, tok)
+			}
+		}
+		for _, sub := range cmd.Subcommands {
+			walk(sub)
+		}
+	}
+	for _, cmd := range newApp().Commands {
+		walk(cmd)
+	}
+}
