@@ -40,9 +40,9 @@ func TestBoxOutlierBelowItsPeers(t *testing.T) {
 
 func TestOutlierVerdictFromThresholds(t *testing.T) {
 	cards := box(t, "h100-sxm", 3.1e12, 3.1e12, 2.8e12)
-	set := BuiltinThresholds()
-	set.Default.Outlier = OutlierThreshold{BelowMedian: 0.05, Verdict: Fail}
-	AddBoxOutliers(cards, set)
+	d := DefaultThresholds()
+	d.Outlier = OutlierThreshold{BelowMedian: 0.05, Verdict: Fail}
+	AddBoxOutliers(cards, ThresholdSet{Default: d, ByGPU: builtinByGPU(d)})
 	expect(t, find(t, cards[2].Checks, "outlier.read_bandwidth"), Fail)
 }
 

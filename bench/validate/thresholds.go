@@ -79,10 +79,8 @@ type Thresholds struct {
 // step's small kernels (the QKV and O projections of an 8B model move under 50 MB each, ~10 µs
 // on an H100) lose a few percent more to launch gaps.
 //
-// Review (2026), to measure on a card first: the tensor probe is mma.sync. On Hopper (sm_90) the
-// datasheet dense rate needs wgmma; mma.sync is reported to reach only about two thirds of it, so
-// the 70% tensor gate may fail every healthy H100/H200. Check the probe's fraction on a known-good
-// H200 before trusting this gate there (and lower it for sm_90, or give the probe a wgmma path).
+// The tensor probe is mma.sync: BuiltinThresholds lowers the tensor gate for the cards whose
+// datasheet rate needs another instruction (mmaSyncTensorFloor).
 func DefaultThresholds() Thresholds {
 	return Thresholds{
 		ReadBandwidth: GateThreshold{MinFraction: 0.85},
@@ -154,9 +152,31 @@ type ThresholdSet struct {
 	Source  string                `json:"source"` // "built-in" or the file they came from
 }
 
-// BuiltinThresholds is DefaultThresholds for every kind.
+// BuiltinThresholds is DefaultThresholds for every kind, but for the tensor gate of the kinds
+// whose datasheet rate mma.sync cannot reach.
 func BuiltinThresholds() ThresholdSet {
-	return ThresholdSet{Default: DefaultThresholds(), Source: "built-in"}
+	return ThresholdSet{Default: DefaultThresholds(), ByGPU: builtinByGPU(DefaultThresholds()), Source: "built-in"}
+}
+
+// mmaSyncTensorFloor is the tensor gate of the cards whose datasheet dense rate is quoted for an
+// instruction the probe does not use: Hopper's wgmma (mma.sync is reported at about two thirds
+// of it) and Blackwell's tcgen05 (mma.sync, the Ampere-era instruction, further behind). A 70%
+// gate would fail every healthy one of them. First guesses, not yet measured on a card: set
+// them from a known-good card's `bench probe mma` (or give the probe a wgmma path).
+var mmaSyncTensorFloor = map[string]float64{
+	"h100-sxm": 0.55, "h100-pcie": 0.55, "h100-nvl": 0.55, "h200": 0.55, "h200-nvl": 0.55, "h20": 0.55,
+	"b200": 0.35,
+}
+
+// builtinByGPU is base with the per-kind built-in exceptions applied.
+func builtinByGPU(base Thresholds) map[string]Thresholds {
+	by := map[string]Thresholds{}
+	for key, floor := range mmaSyncTensorFloor {
+		t := base
+		t.Tensor.MinFraction = min(t.Tensor.MinFraction, floor)
+		by[key] = t
+	}
+	return by
 }
 
 // For returns the thresholds of the card kind with this bench/roofline key ("" for a card
@@ -212,6 +232,14 @@ func ParseThresholds(data []byte, source string) (ThresholdSet, error) {
 	if err := set.Default.Validate(); err != nil {
 		return ThresholdSet{}, fmt.Errorf("%s: default: %w", source, err)
 	}
+	// The built-in exceptions (mmaSyncTensorFloor) hold on top of the file's default for every
+	// kind the file does not name; a kind the file names starts from the file's default alone.
+	builtin := builtinByGPU(set.Default)
+	for _, name := range slices.Sorted(maps.Keys(file.GPUs)) {
+		if g, err := roofline.LookupGPU(name); err == nil {
+			delete(builtin, g.Key)
+		}
+	}
 	for _, name := range slices.Sorted(maps.Keys(file.GPUs)) {
 		g, err := roofline.LookupGPU(name)
 		if err != nil {
@@ -231,6 +259,12 @@ func ParseThresholds(data []byte, source string) (ThresholdSet, error) {
 			set.ByGPU = map[string]Thresholds{}
 		}
 		set.ByGPU[g.Key] = t
+	}
+	for key, t := range builtin {
+		if set.ByGPU == nil {
+			set.ByGPU = map[string]Thresholds{}
+		}
+		set.ByGPU[key] = t
 	}
 	return set, nil
 }

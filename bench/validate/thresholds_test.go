@@ -54,3 +54,25 @@ func TestParseThresholdsErrors(t *testing.T) {
 		t.Errorf("YAML file: err = %v, want a JSON-only message", err)
 	}
 }
+
+// mma.sync cannot reach Hopper's or Blackwell's datasheet tensor rate: their built-in tensor
+// gate is lower, and stays so under a file that does not name them.
+func TestTensorGateOfMMASyncLimitedCards(t *testing.T) {
+	set := BuiltinThresholds()
+	if got := set.For("h200").Tensor.MinFraction; got != 0.55 {
+		t.Errorf("h200 tensor gate %g, want 0.55", got)
+	}
+	if got := set.For("a100-80gb").Tensor.MinFraction; got != DefaultThresholds().Tensor.MinFraction {
+		t.Errorf("a100-80gb tensor gate %g, want the default", got)
+	}
+	file, err := ParseThresholds([]byte(`{"default": {"read_bandwidth": {"min_fraction": 0.9}}, "gpus": {"h100-sxm": {"tensor": {"min_fraction": 0.6}}}}`), "test.json")
+	if err != nil {
+		t.Fatal(err)
+	}
+	if got := file.For("h200"); got.Tensor.MinFraction != 0.55 || got.ReadBandwidth.MinFraction != 0.9 {
+		t.Errorf("h200 under the file: tensor %g read %g, want 0.55 and the file's 0.9", got.Tensor.MinFraction, got.ReadBandwidth.MinFraction)
+	}
+	if got := file.For("h100-sxm").Tensor.MinFraction; got != 0.6 {
+		t.Errorf("h100-sxm named by the file: tensor %g, want the file's 0.6", got)
+	}
+}
