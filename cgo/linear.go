@@ -17,6 +17,10 @@ const (
 	LinearMMA  LinearVariant = C.DB_LINEAR_MMA  // tensor-core skinny GEMM, mma.sync m16n8k16
 )
 
+// MaxSplitK is the most K splits the GEMV variant takes (kMaxSplitK in kernels/linear.cu), so
+// that a command refuses a larger --split-k before it opens a device.
+const MaxSplitK = 64
+
 var linearVariantNames = []string{"auto", "gemv", "mma"}
 
 func (v LinearVariant) String() string {

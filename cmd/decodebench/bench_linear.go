@@ -27,7 +27,7 @@ func benchLinearCommand() *cli.Command {
 			&cli.IntFlag{Name: "n", EnvVars: []string{"DECODEBENCH_N"}, Usage: "output features (rows of W), instead of --model"},
 			&cli.IntFlag{Name: "k", EnvVars: []string{"DECODEBENCH_K"}, Usage: "input features, a positive multiple of 8, instead of --model"},
 			&cli.StringFlag{Name: "variant", Value: "auto", EnvVars: []string{"DECODEBENCH_VARIANT"}, Usage: "kernel: gemv, mma or auto"},
-			&cli.IntFlag{Name: "split-k", EnvVars: []string{"DECODEBENCH_SPLIT_K"}, Usage: "K splits of the gemv variant; 0 lets the kernel choose"},
+			&cli.IntFlag{Name: "split-k", EnvVars: []string{"DECODEBENCH_SPLIT_K"}, Usage: "K splits of the gemv variant, 1..64; 0 lets the kernel choose"},
 		), benchFlags()...),
 		OnUsageError: onUsageError,
 		Action:       benchLinearAction,
@@ -55,8 +55,8 @@ func parseBenchLinear(c *cli.Context) (jobs []linearJob, modelName string, tp in
 	}
 	splitK := c.Int("split-k")
 	switch {
-	case splitK < 0:
-		return nil, "", 0, usageError("--split-k %d: want 0 (the kernel chooses) or a count of splits >= 1", splitK)
+	case splitK < 0 || splitK > cgo.MaxSplitK:
+		return nil, "", 0, usageError("--split-k %d: want 0 (the kernel chooses) or a count of splits in 1..%d", splitK, cgo.MaxSplitK)
 	case variant == cgo.LinearMMA && splitK > 1:
 		return nil, "", 0, usageError("--split-k %d: only the gemv variant splits K", splitK)
 	}

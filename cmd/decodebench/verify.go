@@ -50,7 +50,7 @@ func verifyLinearCommand() *cli.Command {
 			&cli.IntFlag{Name: "k", Usage: "input features, a positive multiple of 8"},
 			&cli.StringFlag{Name: "dtype", Value: "bf16", Usage: "element type of X, W and Y: bf16 or fp16"},
 			&cli.StringFlag{Name: "variant", Value: "auto", Usage: "kernel: gemv (CUDA cores), mma (tensor cores) or auto"},
-			&cli.IntFlag{Name: "split-k", Usage: "K splits of the gemv variant; 0 lets the kernel choose"},
+			&cli.IntFlag{Name: "split-k", Usage: "K splits of the gemv variant, 1..64; 0 lets the kernel choose"},
 			&cli.Uint64Flag{Name: "seed", Value: 1, Usage: "seed of the input hash (X and W get distinct seeds derived from it)"},
 			jsonFlag(),
 		}, backendFlags()...),
@@ -94,8 +94,8 @@ func parseLinearRequest(c *cli.Context) (linearRequest, error) {
 	if r.variant, err = cgo.ParseLinearVariant(c.String("variant")); err != nil {
 		return r, usageError("--variant: %v", err)
 	}
-	if r.splitK = c.Int("split-k"); r.splitK < 0 {
-		return r, usageError("--split-k %d: want 0 (the kernel chooses) or a count of splits >= 1", r.splitK)
+	if r.splitK = c.Int("split-k"); r.splitK < 0 || r.splitK > cgo.MaxSplitK {
+		return r, usageError("--split-k %d: want 0 (the kernel chooses) or a count of splits in 1..%d", r.splitK, cgo.MaxSplitK)
 	}
 	if r.variant == cgo.LinearMMA && r.splitK > 1 {
 		return r, usageError("--split-k %d: only the gemv variant splits K (mma splits it inside a block)", r.splitK)

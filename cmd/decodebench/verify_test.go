@@ -182,6 +182,7 @@ func TestVerifyUsageErrors(t *testing.T) {
 		{"n 0", append(linear, "--batch", "1", "--n", "0", "--k", "8"), "--n 0"},
 		{"unknown variant", append(linear, "--batch", "1", "--n", "8", "--k", "8", "--variant", "wmma"), `"wmma"`},
 		{"negative split-k", append(linear, "--batch", "1", "--n", "8", "--k", "8", "--split-k", "-1"), "--split-k -1"},
+		{"split-k above the kernels' 64", append(linear, "--batch", "1", "--n", "8", "--k", "8", "--variant", "gemv", "--split-k", "65"), "--split-k 65"},
 		{"split-k with mma", append(linear, "--batch", "1", "--n", "8", "--k", "8", "--variant", "mma", "--split-k", "2"), "--split-k 2"},
 		{"missing --batch", append(linear, "--n", "8", "--k", "8"), "--batch"},
 		{"not a number", append(linear, "--batch", "x", "--n", "8", "--k", "8"), `"x"`},
