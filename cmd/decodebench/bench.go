@@ -175,6 +175,9 @@ func openBench(c *cli.Context, settings benchSettings, what string) (*benchSessi
 		s.stderr = os.Stderr
 	}
 	if settings.outPath != "" {
+		if fi, err := os.Stat(settings.outPath); err == nil && fi.IsDir() {
+			return nil, usageError("--out %s is a directory: bench appends JSON Lines to a file, e.g. --out %s", settings.outPath, filepath.Join(settings.outPath, "bench.jsonl"))
+		}
 		if err := os.MkdirAll(filepath.Dir(settings.outPath), 0o755); err != nil {
 			return nil, usageError("--out %s: %v", settings.outPath, err)
 		}

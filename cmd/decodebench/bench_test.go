@@ -307,6 +307,7 @@ func TestBenchUsageErrors(t *testing.T) {
 		{append(lin, "--rotate-factor", "0"), "--rotate-factor 0"},
 		{append(lin, "--max-gb", "-1"), "--max-gb -1"},
 		{append(lin, "--out", filepath.Join(file, "x.jsonl")), "--out"},
+		{append(lin, "--out", filepath.Dir(file)), "is a directory: bench appends JSON Lines to a file"},
 		{append(lin, "--backend", "rocm"), `--backend "rocm"`},
 		{append(lin, "--device", "-1"), "--device -1"},
 		{append(lin, "extra"), `takes no arguments (got "extra")`},
