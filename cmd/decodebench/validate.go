@@ -9,6 +9,7 @@ import (
 	"os/signal"
 	"path/filepath"
 	"slices"
+	"strconv"
 	"strings"
 	"sync"
 	"syscall"
@@ -90,12 +91,37 @@ type validateRequest struct {
 	simulateGPUs int
 }
 
+// checkGPUSelection checks the form of --gpus before NVML is opened, so that a typo is a usage
+// error on any machine; whether the cards exist is validate.SelectGPUs's question.
+func checkGPUSelection(spec string) error {
+	if spec = strings.TrimSpace(spec); spec == "" || spec == "all" {
+		return nil
+	}
+	for _, entry := range strings.Split(spec, ",") {
+		entry = strings.TrimSpace(entry)
+		if n, err := strconv.Atoi(entry); err == nil {
+			if n < 0 {
+				return fmt.Errorf("%d is not an index", n)
+			}
+			continue
+		}
+		hex := strings.TrimPrefix(strings.TrimPrefix(entry, "GPU-"), "MIG-")
+		if entry == "" || hex == "" || strings.Trim(strings.ToLower(hex), "0123456789abcdef-") != "" {
+			return fmt.Errorf("%q is neither an index nor a UUID", entry)
+		}
+	}
+	return nil
+}
+
 func parseValidateRequest(c *cli.Context) (validateRequest, error) {
 	r := validateRequest{selection: c.String("gpus"), expectCount: c.Int("expect-count"), jsonPath: c.String("json"),
 		idleWait: c.Duration("idle-wait"), backend: c.String("backend"), allChecks: c.Bool("all-checks"),
 		simulateGPUs: c.Int("simulate-gpus"), thresholds: validate.BuiltinThresholds()}
 	if c.NArg() > 0 {
 		return r, usageError("validate takes no arguments (got %q); choose cards with --gpus", c.Args().First())
+	}
+	if err := checkGPUSelection(r.selection); err != nil {
+		return r, usageError("--gpus %q: %v; want all, or a comma-separated list of indices (0, 1, ...) and UUIDs (GPU-...)", r.selection, err)
 	}
 	if name := c.String("expect"); name != "" {
 		g, err := roofline.LookupGPU(name)
