@@ -50,6 +50,9 @@ func compareAction(c *cli.Context) error {
 		return failure("%v", err)
 	}
 	out := c.String("out")
+	if err := checkOutDir(out); out != "" && err != nil {
+		return err
+	}
 	if out == "" {
 		out = filepath.Join(filepath.Dir(filepath.Clean(a)),
 			fmt.Sprintf("compare-%s-vs-%s", filepath.Base(filepath.Clean(a)), filepath.Base(filepath.Clean(b))))

@@ -146,6 +146,15 @@ func usageError(format string, a ...any) error {
 	return cli.Exit(fmt.Sprintf(format, a...), exitUsage)
 }
 
+// checkOutDir refuses an --out that names an existing file where a directory is wanted, as a
+// usage error before any work (it failed late, as "mkdir FILE: not a directory").
+func checkOutDir(dir string) error {
+	if fi, err := os.Stat(dir); err == nil && !fi.IsDir() {
+		return usageError("--out %s is a file: this command writes a directory of files there; give a new or existing directory", dir)
+	}
+	return nil
+}
+
 // failure is a run or check that failed: exit code 1.
 func failure(format string, a ...any) error {
 	return cli.Exit(fmt.Sprintf(format, a...), exitFailure)

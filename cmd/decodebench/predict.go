@@ -85,6 +85,11 @@ func predictAction(c *cli.Context) error {
 	if reserve < 0 || reserve >= 1 {
 		return usageError("--reserve %g: give a fraction in [0, 1)", reserve)
 	}
+	if dir := c.String("out"); dir != "" {
+		if err := checkOutDir(dir); err != nil {
+			return err
+		}
+	}
 	gpu, note, err := resolveGPU(c.String("gpu"))
 	if err != nil {
 		return err

@@ -202,3 +202,23 @@ func TestInfo(t *testing.T) {
 		t.Fatalf("exit %d: %s", code, msg)
 	}
 }
+
+// --out naming an existing file is a usage error before any work, in every command whose --out
+// is a directory; the file is left as it was.
+func TestOutDirIsAFile(t *testing.T) {
+	hermetic(t, "")
+	file := filepath.Join(t.TempDir(), "a-file")
+	os.WriteFile(file, []byte("keep"), 0o644)
+	for _, args := range [][]string{
+		{"predict", "--model", "llama3-8b", "--gpu", "h200", "--batch", "1", "--context", "1k", "--out", file},
+		{"sweep", "--backend", "emu", "--model", "llama3-8b", "--batch", "1", "--context", "1k", "--out", file},
+	} {
+		out, code, msg := runCLI(t, args...)
+		if code != exitUsage || !strings.Contains(msg, "--out "+file+" is a file") || out != "" {
+			t.Errorf("%s: exit %d, message %q, output %q", args[0], code, msg, out)
+		}
+	}
+	if data, _ := os.ReadFile(file); string(data) != "keep" {
+		t.Errorf("the file was changed: %q", data)
+	}
+}

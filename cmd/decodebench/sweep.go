@@ -206,6 +206,9 @@ func parseSweep(c *cli.Context) (sweepRequest, error) {
 	if r.out == "" {
 		r.out = filepath.Join("out", "sweep-"+time.Now().Format("20060102-150405"))
 	}
+	if err := checkOutDir(r.out); err != nil {
+		return r, err
+	}
 	if !r.resume {
 		for _, name := range []string{sweep.InfoFile, sweep.ResultsFile} {
 			if _, err := os.Stat(filepath.Join(r.out, name)); err == nil {
