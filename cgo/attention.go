@@ -3,6 +3,11 @@ package cgo
 // #include "shim.h"
 import "C"
 
+import (
+	"fmt"
+	"strings"
+)
+
 // KVLayout is a DB_KV_* cache layout.
 type KVLayout int32
 
@@ -10,6 +15,34 @@ const (
 	KVContiguous KVLayout = C.DB_KV_CONTIGUOUS // [batch, kv_heads, capacity, head_dim]
 	KVPaged      KVLayout = C.DB_KV_PAGED      // [num_pages, kv_heads, page_size, head_dim] + page table
 )
+
+// AttentionVariant is a DB_ATTENTION_* decode kernel choice.
+type AttentionVariant int32
+
+const (
+	AttentionAuto AttentionVariant = C.DB_ATTENTION_AUTO // chosen by the plan: SIMT until a card says otherwise
+	AttentionSIMT AttentionVariant = C.DB_ATTENTION_SIMT // fp32 CUDA-core scores and P·V
+	AttentionMMA  AttentionVariant = C.DB_ATTENTION_MMA  // tensor-core scores and P·V (P rounded to the input dtype)
+)
+
+var attentionVariantNames = []string{"auto", "simt", "mma"}
+
+func (v AttentionVariant) String() string {
+	if v >= 0 && int(v) < len(attentionVariantNames) {
+		return attentionVariantNames[v]
+	}
+	return fmt.Sprintf("variant(%d)", int32(v))
+}
+
+// ParseAttentionVariant accepts auto, simt or mma.
+func ParseAttentionVariant(s string) (AttentionVariant, error) {
+	for i, name := range attentionVariantNames {
+		if s == name {
+			return AttentionVariant(i), nil
+		}
+	}
+	return 0, fmt.Errorf("unknown attention variant %q (want %s)", s, strings.Join(attentionVariantNames, ", "))
+}
 
 // KVCache mirrors db_kv_cache: what db_attention reads and db_kv_append writes.
 type KVCache struct {
@@ -68,11 +101,12 @@ type AttentionParams struct {
 	WorkspaceBytes uint64
 	Cache          KVCache
 	Batch          int
-	QHeads         int     // a multiple of Cache.KVHeads
-	MaxContext     int     // >= every context length
-	Scale          float32 // 0 = 1/sqrt(head_dim)
-	NumSplits      int     // 0 = auto; written back by AttentionPlan
-	SplitTokens    int     // written back: tokens per split
+	QHeads         int              // a multiple of Cache.KVHeads
+	MaxContext     int              // >= every context length
+	Scale          float32          // 0 = 1/sqrt(head_dim)
+	NumSplits      int              // 0 = auto; written back by AttentionPlan
+	SplitTokens    int              // written back: tokens per split
+	Variant        AttentionVariant // AttentionAuto is resolved and written back by AttentionPlan
 }
 
 func (p AttentionParams) toC(op string) (C.db_attention_params, error) {
@@ -102,6 +136,7 @@ func (p AttentionParams) toC(op string) (C.db_attention_params, error) {
 		*f.dst = v
 	}
 	c.scale = C.float(p.Scale)
+	c.variant = C.int32_t(p.Variant)
 	return c, nil
 }
 
@@ -112,10 +147,11 @@ func attentionFromC(c *C.db_attention_params) AttentionParams {
 		Cache: kvCacheFromC(&c.cache), Batch: int(c.batch), QHeads: int(c.q_heads),
 		MaxContext: int(c.max_context), Scale: float32(c.scale),
 		NumSplits: int(c.num_splits), SplitTokens: int(c.split_tokens),
+		Variant: AttentionVariant(c.variant),
 	}
 }
 
-// AttentionPlan validates p and resolves NumSplits (and SplitTokens); it returns the resolved
+// AttentionPlan validates p and resolves Variant and NumSplits (and SplitTokens); it returns the resolved
 // params and the workspace bytes the call needs. Device memory is not read.
 func (d *Device) AttentionPlan(p AttentionParams) (AttentionParams, uint64, error) {
 	const op = "db_attention_plan"

@@ -106,14 +106,23 @@ func (a *attnSetup) run(t *testing.T, dev *cgo.Device, splits int) ([]float32, c
 	return got, p
 }
 
-func (a *attnSetup) check(t *testing.T, got []float32, k, v []float32, splits int) {
+// check compares got with the reference, with the element bounds of the variant p resolved to.
+func (a *attnSetup) check(t *testing.T, got []float32, k, v []float32, p cgo.AttentionParams) {
 	t.Helper()
 	q := ref.Fill(a.dtype, a.seeds.Q, 1, a.shape.QElements())
 	want, err := ref.Attention(a.shape, a.table, q, k, v)
 	if err != nil {
 		t.Fatal(err)
 	}
-	c := ref.Compare(got, want.Want, want.ElementBounds(a.dtype, splits), ref.AttentionTolerance(a.dtype))
+	bounds := want.ElementBounds(a.dtype, p.NumSplits)
+	switch p.Variant {
+	case cgo.AttentionMMA:
+		bounds = want.ElementBoundsMMA(a.dtype, p.NumSplits)
+	case cgo.AttentionSIMT:
+	default:
+		t.Fatalf("plan left variant %v unresolved", p.Variant)
+	}
+	c := ref.Compare(got, want.Want, bounds, ref.AttentionTolerance(a.dtype))
 	if !c.Passed {
 		t.Fatal(c.Reason())
 	}
@@ -138,26 +147,34 @@ func TestAttentionSmall(t *testing.T) {
 		{"paged fp16 split 3", ref.AttentionShape{Batch: 2, QHeads: 7, KVHeads: 1, HeadDim: 128, Context: []int{40, 100},
 			Layout: ref.KVPaged, PageSize: 16, PagesPerSeq: 9, NumPages: 23}, ref.FP16, 3},
 	} {
-		t.Run(tc.name, func(t *testing.T) {
-			a := newAttnSetup(t, dev, tc.shape, tc.dtype, 1)
-			got, p := a.run(t, dev, tc.splits)
-			if p.NumSplits != tc.splits {
-				t.Fatalf("plan changed the forced split count %d to %d", tc.splits, p.NumSplits)
-			}
-			k, v := a.caches()
-			a.check(t, got, k, v, p.NumSplits)
-		})
+		for _, variant := range []cgo.AttentionVariant{cgo.AttentionSIMT, cgo.AttentionMMA} {
+			t.Run(tc.name+" "+variant.String(), func(t *testing.T) {
+				a := newAttnSetup(t, dev, tc.shape, tc.dtype, 1)
+				a.params.Variant = variant
+				got, p := a.run(t, dev, tc.splits)
+				if p.NumSplits != tc.splits || p.Variant != variant {
+					t.Fatalf("plan changed the forced split count %d to %d or variant %v to %v", tc.splits, p.NumSplits, variant, p.Variant)
+				}
+				k, v := a.caches()
+				a.check(t, got, k, v, p)
+			})
+		}
 	}
 }
 
 func TestKVAppendThenAttention(t *testing.T) {
 	dev := cgotest.EmuDevice(t)
-	for _, layout := range []ref.KVLayout{ref.KVContiguous, ref.KVPaged} {
-		t.Run(layout.String(), func(t *testing.T) {
+	for _, tc := range []struct {
+		layout  ref.KVLayout
+		variant cgo.AttentionVariant
+	}{{ref.KVContiguous, cgo.AttentionAuto}, {ref.KVPaged, cgo.AttentionAuto}, {ref.KVPaged, cgo.AttentionMMA}} {
+		layout := tc.layout
+		t.Run(layout.String()+" "+tc.variant.String(), func(t *testing.T) {
 			before := []int{16, 3}
 			s := ref.AttentionShape{Batch: 2, QHeads: 2, KVHeads: 2, HeadDim: 80, Context: []int{17, 4},
 				Layout: layout, PageSize: 16}
 			a := newAttnSetup(t, dev, s, ref.BF16, 2)
+			a.params.Variant = tc.variant
 			rows := s.Batch * s.KVHeads * s.HeadDim
 			kNew, vNew := mustAlloc(t, dev, uint64(2*rows)), mustAlloc(t, dev, uint64(2*rows))
 			for _, f := range []struct {
@@ -184,7 +201,7 @@ func TestKVAppendThenAttention(t *testing.T) {
 			if err := ref.AppendKV(a.shape, a.table, before, k, v, kn, vn); err != nil {
 				t.Fatal(err)
 			}
-			a.check(t, got, k, v, p.NumSplits)
+			a.check(t, got, k, v, p)
 		})
 	}
 }
@@ -203,6 +220,14 @@ func TestAttentionPlanValidates(t *testing.T) {
 	}
 	if want := uint64(2 * 8 * p.NumSplits * (128 + 2) * 4); p.NumSplits > 1 && workspace != want {
 		t.Fatalf("workspace %d, want %d for %d splits", workspace, want, p.NumSplits)
+	}
+	if p.Variant != cgo.AttentionSIMT {
+		t.Fatalf("auto plan resolved the variant to %v, want simt (auto = simt until a card has timed both)", p.Variant)
+	}
+	mma := a.params
+	mma.Variant = cgo.AttentionMMA
+	if p, _, err := dev.AttentionPlan(mma); err != nil || p.Variant != cgo.AttentionMMA || p.SplitTokens%64 != 0 {
+		t.Fatalf("mma plan: variant %v, %d tokens per split, err %v; want mma, a multiple of its 64-token tile", p.Variant, p.SplitTokens, err)
 	}
 	forced := a.params
 	forced.NumSplits = 1
@@ -237,6 +262,7 @@ func TestAttentionPlanValidates(t *testing.T) {
 		{"batch 0", func(p *cgo.AttentionParams) { p.Batch = 0 }, cgo.ErrInvalidArgument, "batch 0"},
 		{"splits", func(p *cgo.AttentionParams) { p.NumSplits = 1025 }, cgo.ErrInvalidArgument, "num_splits 1025"},
 		{"scale", func(p *cgo.AttentionParams) { p.Scale = -1 }, cgo.ErrInvalidArgument, "scale -1"},
+		{"variant", func(p *cgo.AttentionParams) { p.Variant = 3 }, cgo.ErrInvalidArgument, "variant 3 is not a DB_ATTENTION_*"},
 		{"null q", func(p *cgo.AttentionParams) { p.Q = 0 }, cgo.ErrInvalidArgument, "null q"},
 		{"misaligned k", func(p *cgo.AttentionParams) { p.Cache.K += 2 }, cgo.ErrInvalidArgument, "16-byte aligned"},
 	} {

@@ -4,9 +4,15 @@
  * decodebench.h.
  *
  * This file is the host side: it validates the parameters and the cache description, plans a
- * call (heads per block, tile, splits, shared memory, workspace), turns the head dim and the
- * heads per block into template parameters and launches the kernels of attention_kernels.cuh,
- * whose top comment describes how they work and why the tile sizes are what they are.
+ * call (variant, heads per block, tile, splits, shared memory, workspace), turns the head dim and
+ * the heads per block into template parameters and launches the kernels of attention_kernels.cuh
+ * (SIMT) or attention_mma_kernels.cuh (MMA), whose top comments describe how they work and why
+ * the tile sizes are what they are.
+ *
+ * Variant choice: AUTO resolves to SIMT, today's kernel, until a card has timed both
+ * (scripts/gpu-check.sh benches `--variant mma` next to the default). The MMA kernel takes
+ * every shape the SIMT one does (head dims are multiples of 16, groups run in chunks of 16), so
+ * the plan never refuses it for its shape. Not yet measured on a card.
  */
 #include <algorithm>
 #include <atomic>
@@ -14,6 +20,7 @@
 
 #include "common.cuh"
 #include "attention_kernels.cuh"
+#include "attention_mma_kernels.cuh"
 
 namespace {
 
@@ -43,6 +50,9 @@ int attn_heads_per_block(int group) {
 
 int attn_tile_tokens(int head_dim) { return head_dim <= 64 ? 64 : (head_dim <= 128 ? 32 : 16); }
 
+/* The MMA kernel's tile (tokens), from its config: 64, or 32 for head dim 256. */
+int attn_mma_tile_tokens(int head_dim) { return head_dim >= 256 ? AttnMmaConfig<256, 8>::kTile : AttnMmaConfig<128, 8>::kTile; }
+
 /* The dynamic shared memory of an instantiation, without instantiating the kernel. */
 template <int D>
 size_t attn_smem_bytes_d(int gp) {
@@ -61,6 +71,19 @@ size_t attn_smem_bytes(int head_dim, int gp) {
     case 96: return attn_smem_bytes_d<96>(gp);
     case 128: return attn_smem_bytes_d<128>(gp);
     default: return attn_smem_bytes_d<256>(gp);
+  }
+}
+template <int D>
+size_t attn_mma_smem_bytes_d(int gp) {
+  return gp <= 8 ? AttnMmaConfig<D, 8>::kSmemBytes : AttnMmaConfig<D, 16>::kSmemBytes;
+}
+size_t attn_mma_smem_bytes(int head_dim, int gp) {
+  switch (head_dim) {
+    case 64: return attn_mma_smem_bytes_d<64>(gp);
+    case 80: return attn_mma_smem_bytes_d<80>(gp);
+    case 96: return attn_mma_smem_bytes_d<96>(gp);
+    case 128: return attn_mma_smem_bytes_d<128>(gp);
+    default: return attn_mma_smem_bytes_d<256>(gp);
   }
 }
 
@@ -117,12 +140,14 @@ int attn_validate_cache(const char *fn, const db_kv_cache &c, int32_t batch, int
 
 /* What a validated call will launch. */
 struct AttnPlan {
+  int variant; /* DB_ATTENTION_SIMT or DB_ATTENTION_MMA, never AUTO */
   int gp, head_chunks, tile, num_splits, split_tokens;
   size_t smem;
   uint64_t workspace;
 };
 
-/* Validates p and resolves its split count (0 = auto) into plan; p is not modified. */
+/* Validates p and resolves its variant (AUTO) and split count (0 = auto) into plan; p is not
+ * modified. */
 int attn_plan(const char *fn, const db_context *ctx, const db_attention_params *p, AttnPlan *plan) {
   if (p == nullptr) return db_fail(DB_ERR_INVALID_ARGUMENT, "%s: null params", fn);
   if (p->batch < 1 || p->batch > kMaxBatch)
@@ -146,17 +171,28 @@ int attn_plan(const char *fn, const db_context *ctx, const db_attention_params *
   if (p->num_splits < 0 || p->num_splits > kMaxSplits)
     return db_fail(DB_ERR_INVALID_ARGUMENT, "%s: num_splits %d out of range 0..%d (0 = auto)", fn,
                    p->num_splits, kMaxSplits);
+  if (p->variant < DB_ATTENTION_AUTO || p->variant > DB_ATTENTION_MMA)
+    return db_fail(DB_ERR_INVALID_ARGUMENT,
+                   "%s: variant %d is not a DB_ATTENTION_* (0 auto, 1 simt, 2 mma)", fn, p->variant);
 
   const int group = p->q_heads / c.kv_heads;
-  plan->gp = attn_heads_per_block(group);
+  plan->variant = p->variant == DB_ATTENTION_AUTO ? DB_ATTENTION_SIMT : p->variant;
+  if (plan->variant == DB_ATTENTION_MMA) {
+    plan->gp = attn_mma_heads_per_block(group);
+    plan->tile = attn_mma_tile_tokens(c.head_dim);
+    plan->smem = attn_mma_smem_bytes(c.head_dim, plan->gp);
+  } else {
+    plan->gp = attn_heads_per_block(group);
+    plan->tile = attn_tile_tokens(c.head_dim);
+    plan->smem = attn_smem_bytes(c.head_dim, plan->gp);
+  }
   plan->head_chunks = (group + plan->gp - 1) / plan->gp;
-  plan->tile = attn_tile_tokens(c.head_dim);
-  plan->smem = attn_smem_bytes(c.head_dim, plan->gp);
   if ((int64_t)plan->smem > ctx->smem_per_block_optin_bytes)
     return db_fail(DB_ERR_UNSUPPORTED_SHAPE,
-                   "%s: head_dim %d with %d heads per block needs %zu bytes of shared memory, the "
-                   "device gives %lld",
-                   fn, c.head_dim, plan->gp, plan->smem, (long long)ctx->smem_per_block_optin_bytes);
+                   "%s: the %s kernel with head_dim %d and %d heads per block needs %zu bytes of "
+                   "shared memory, the device gives %lld",
+                   fn, plan->variant == DB_ATTENTION_MMA ? "mma" : "simt", c.head_dim, plan->gp,
+                   plan->smem, (long long)ctx->smem_per_block_optin_bytes);
   const int64_t blocks = (int64_t)p->batch * c.kv_heads * plan->head_chunks;
   if (blocks > INT32_MAX)
     return db_fail(DB_ERR_UNSUPPORTED_SHAPE, "%s: %lld blocks per split exceed the grid", fn, (long long)blocks);
@@ -216,6 +252,28 @@ int attn_dispatch_gp(db_context *ctx, const AttnArgs &args, const AttnPlan &plan
   return db_fail(DB_ERR_INTERNAL, "attention: no kernel for %d heads per block", plan.gp);
 }
 
+template <class E, int D, int GP>
+int attn_mma_launch(db_context *ctx, const AttnArgs &args, const AttnPlan &plan, int32_t batch,
+                    int32_t kv_heads) {
+  static std::atomic<uint64_t> smem_set{0};
+  auto kernel = attention_decode_mma_kernel<E, D, GP>;
+  DB_CHECK(attn_allow_smem(kernel, smem_set, ctx->device, plan.smem,
+                           "cudaFuncSetAttribute(attention_decode_mma_kernel, MaxDynamicSharedMemorySize)"));
+  const dim3 grid((unsigned)((int64_t)batch * kv_heads * plan.head_chunks), (unsigned)plan.num_splits);
+  return DB_LAUNCH((attention_decode_mma_kernel<E, D, GP>), grid, dim3(AttnMmaConfig<D, GP>::kThreads),
+                   plan.smem, ctx->stream, args);
+}
+
+template <class E, int D>
+int attn_dispatch(db_context *ctx, const AttnArgs &args, const AttnPlan &plan, int32_t batch, int32_t kv_heads) {
+  if (plan.variant != DB_ATTENTION_MMA) return attn_dispatch_gp<E, D>(ctx, args, plan, batch, kv_heads);
+  switch (plan.gp) {
+    case 8: return attn_mma_launch<E, D, 8>(ctx, args, plan, batch, kv_heads);
+    case 16: return attn_mma_launch<E, D, 16>(ctx, args, plan, batch, kv_heads);
+  }
+  return db_fail(DB_ERR_INTERNAL, "attention: no mma kernel for %d heads per block", plan.gp);
+}
+
 template <class E>
 int attn_run(db_context *ctx, const db_attention_params &p, const AttnPlan &plan) {
   const db_kv_cache &c = p.cache;
@@ -246,11 +304,11 @@ int attn_run(db_context *ctx, const db_attention_params &p, const AttnPlan &plan
 
   int status;
   switch (c.head_dim) {
-    case 64: status = attn_dispatch_gp<E, 64>(ctx, args, plan, p.batch, c.kv_heads); break;
-    case 80: status = attn_dispatch_gp<E, 80>(ctx, args, plan, p.batch, c.kv_heads); break;
-    case 96: status = attn_dispatch_gp<E, 96>(ctx, args, plan, p.batch, c.kv_heads); break;
-    case 128: status = attn_dispatch_gp<E, 128>(ctx, args, plan, p.batch, c.kv_heads); break;
-    case 256: status = attn_dispatch_gp<E, 256>(ctx, args, plan, p.batch, c.kv_heads); break;
+    case 64: status = attn_dispatch<E, 64>(ctx, args, plan, p.batch, c.kv_heads); break;
+    case 80: status = attn_dispatch<E, 80>(ctx, args, plan, p.batch, c.kv_heads); break;
+    case 96: status = attn_dispatch<E, 96>(ctx, args, plan, p.batch, c.kv_heads); break;
+    case 128: status = attn_dispatch<E, 128>(ctx, args, plan, p.batch, c.kv_heads); break;
+    case 256: status = attn_dispatch<E, 256>(ctx, args, plan, p.batch, c.kv_heads); break;
     default:
       return db_fail(DB_ERR_UNSUPPORTED_SHAPE, "db_attention: head_dim %d unsupported", c.head_dim);
   }
@@ -271,6 +329,7 @@ extern "C" int db_attention_plan(db_context *ctx, db_attention_params *p, uint64
     DB_CHECK(attn_plan("db_attention_plan", ctx, p, &plan));
     p->num_splits = plan.num_splits;
     p->split_tokens = plan.split_tokens;
+    p->variant = plan.variant;
     if (workspace_bytes != nullptr) *workspace_bytes = plan.workspace;
     return DB_OK;
   });

@@ -177,6 +177,14 @@ enum {
                            in page page_table[b * pages_per_seq + t / page_size] at t % page_size */
 };
 
+/* Which decode kernel db_attention runs (db_attention_params.variant). Both give the same
+ * result up to rounding; MMA rounds the softmax probabilities to the input dtype before P.V. */
+enum {
+  DB_ATTENTION_AUTO = 0, /* chosen by the plan: SIMT until a card says otherwise */
+  DB_ATTENTION_SIMT = 1, /* fp32 CUDA-core scores and P.V */
+  DB_ATTENTION_MMA = 2   /* tensor-core scores and P.V, mma.sync m16n8k16, fp32 accumulation */
+};
+
 /* A KV cache: what both db_attention and db_kv_append read or write. */
 typedef struct {
   uint64_t k, v;          /* device addresses of the K and V caches, same layout and dtype */
@@ -206,10 +214,11 @@ typedef struct {
   float scale;            /* softmax scale; 0 = 1/sqrt(head_dim) */
   int32_t num_splits;     /* 0 = auto; else 1..1024 KV splits per sequence (written back) */
   int32_t split_tokens;   /* written back: tokens per split (a multiple of the kernel's tile) */
+  int32_t variant;        /* DB_ATTENTION_*; AUTO is resolved and written back */
 } db_attention_params;
 
-/* Validates p, resolves num_splits where it is 0 (from the shape and the device's SM count;
- * written back with split_tokens), and gives the workspace the call needs: 0 for one split,
+/* Validates p, resolves variant where it is AUTO and num_splits where it is 0 (from the shape
+ * and the device's SM count; written back with split_tokens), and gives the workspace the call needs: 0 for one split,
  * else batch * q_heads * num_splits * (head_dim + 2) * 4 bytes. Unsupported shapes return
  * DB_ERR_UNSUPPORTED_SHAPE and bad values DB_ERR_INVALID_ARGUMENT, with a message naming the
  * value. Device memory is not read: context_lens and page_table are the caller's to check. */

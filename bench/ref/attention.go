@@ -378,15 +378,38 @@ func Attention(s AttentionShape, pageTable []int32, q, k, v []float32) (Attentio
 func AttentionTolerance(d DType) float64 { return LinearTolerance(d) }
 
 // ElementBounds gives every output element's largest acceptable |out - ref| for an output of
-// dtype d computed with up to splits KV splits.
+// dtype d computed with up to splits KV splits by the fp32 CUDA-core kernel (DB_ATTENTION_SIMT).
 func (r AttentionReference) ElementBounds(d DType, splits int) []float64 {
+	return r.elementBounds(d, splits, false)
+}
+
+// ElementBoundsMMA is ElementBounds for the tensor-core kernel (DB_ATTENTION_MMA), which differs
+// in two ways (the L2 tolerance stays AttentionTolerance: both add about u/sqrt(3) of noise, not
+// a bias, next to the output's own rounding):
+//
+//   - It rounds every probability to the input dtype before P.V, as FlashAttention does, while
+//     the running sum adds the unrounded fp32 ones: each term p_t v_t errs by at most u
+//     relatively, the output by at most u * AbsWeighted. (fp16 probabilities are scaled by 2^15
+//     first, so they stay normal down to 2^-29; below that a token errs by at most 2^-40
+//     absolutely, far under the fp16 output's halfSubnormalSpacing.)
+//   - A tensor core's fp32 accumulation order and rounding are unspecified (it may truncate),
+//     so the score and accumulation terms count a whole ulp per addition instead of half.
+func (r AttentionReference) ElementBoundsMMA(d DType, splits int) []float64 {
+	return r.elementBounds(d, splits, true)
+}
+
+func (r AttentionReference) elementBounds(d DType, splits int, mma bool) []float64 {
 	out := make([]float64, len(r.Want))
 	heads := len(r.ScoreAbs) / max(1, len(r.Context))
+	ulps, pRounding := 1.0, 0.0
+	if mma {
+		ulps, pRounding = 2, d.UnitRoundoff()
+	}
 	for i := range out {
 		row := i / r.HeadDim
 		n := r.Context[row/heads]
-		scoreErr := float64(r.HeadDim+2)*0x1p-24*r.ScoreAbs[row] + 0x1p-22
-		accumulation := (2*scoreErr + float64(n+splits+8)*0x1p-24) * r.AbsWeighted[i]
+		scoreErr := ulps*float64(r.HeadDim+2)*0x1p-24*r.ScoreAbs[row] + 0x1p-22
+		accumulation := (2*scoreErr + ulps*float64(n+splits+8)*0x1p-24 + pRounding) * r.AbsWeighted[i]
 		out[i] = 2*(accumulation+d.UnitRoundoff()*(math.Abs(r.Want[i])+accumulation)) + halfSubnormalSpacing(d)
 	}
 	return out

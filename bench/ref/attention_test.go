@@ -317,32 +317,17 @@ func TestAttentionElementBounds(t *testing.T) {
 		if err != nil {
 			t.Fatal(err)
 		}
-		bounds := ref.ElementBounds(d, 1)
-		// A float32 kernel: two-pass softmax in float32, rounded to d.
-		got := make([]float32, len(ref.Want))
-		for hq := 0; hq < 2; hq++ {
-			scores := make([]float32, 300)
-			m := float32(math.Inf(-1))
-			for tok := range scores {
-				var dot float32
-				for i := 0; i < 128; i++ {
-					dot += q[hq*128+i] * k[tok*128+i]
-				}
-				scores[tok] = dot * float32(s.SoftmaxScale())
-				m = max(m, scores[tok])
+		bounds, mmaBounds := ref.ElementBounds(d, 1), ref.ElementBoundsMMA(d, 1)
+		for i := range bounds {
+			if !(mmaBounds[i] >= bounds[i]) {
+				t.Fatalf("%v: element %d: the mma bound %g is tighter than the simt one %g", d, i, mmaBounds[i], bounds[i])
 			}
-			var sum float32
-			acc := make([]float32, 128)
-			for tok, sc := range scores {
-				p := float32(math.Exp(float64(sc - m)))
-				sum += p
-				for i := range acc {
-					acc[i] += p * v[tok*128+i]
-				}
-			}
-			for i := range acc {
-				got[hq*128+i] = Round(d, acc[i]/sum)
-			}
+		}
+		got := float32Attention(s, d, q, k, v, false)
+		// The tensor-core kernel's arithmetic: p rounded to d before P.V (fp16 scaled by 2^15
+		// first), the sum of the unrounded p.
+		if c := Compare(float32Attention(s, d, q, k, v, true), ref.Want, mmaBounds, AttentionTolerance(d)); !c.Passed {
+			t.Fatalf("%v: a float32 kernel with p rounded to %v fails the mma bounds: %s", d, d, c.Reason())
 		}
 		c := Compare(got, ref.Want, bounds, AttentionTolerance(d))
 		if !c.Passed {
@@ -366,5 +351,47 @@ func TestAttentionElementBounds(t *testing.T) {
 		if c := Compare(dropped, ref.Want, bounds, AttentionTolerance(d)); c.Passed {
 			t.Fatalf("%v: a dropped token passes (rel error %g)", d, c.RelError)
 		}
+		if c := Compare(dropped, ref.Want, mmaBounds, AttentionTolerance(d)); c.Passed {
+			t.Fatalf("%v: a dropped token passes the mma bounds (rel error %g)", d, c.RelError)
+		}
 	}
+}
+
+// float32Attention is a float32 kernel for TestAttentionElementBounds' shape (one KV head,
+// head dim 128, 300 tokens): two-pass softmax in float32, rounded to d; with roundP the
+// probabilities are rounded to d before P.V as the tensor-core kernel does.
+func float32Attention(s AttentionShape, d DType, q, k, v []float32, roundP bool) []float32 {
+	pScale := float32(1)
+	if d == FP16 {
+		pScale = 32768
+	}
+	got := make([]float32, s.QElements())
+	for hq := 0; hq < s.QHeads; hq++ {
+		scores := make([]float32, 300)
+		m := float32(math.Inf(-1))
+		for tok := range scores {
+			var dot float32
+			for i := 0; i < 128; i++ {
+				dot += q[hq*128+i] * k[tok*128+i]
+			}
+			scores[tok] = dot * float32(s.SoftmaxScale())
+			m = max(m, scores[tok])
+		}
+		var sum float32
+		acc := make([]float32, 128)
+		for tok, sc := range scores {
+			p := float32(math.Exp(float64(sc - m)))
+			sum += p
+			if roundP {
+				p = Round(d, p*pScale) / pScale
+			}
+			for i := range acc {
+				acc[i] += p * v[tok*128+i]
+			}
+		}
+		for i := range acc {
+			got[hq*128+i] = Round(d, acc[i]/sum)
+		}
+	}
+	return got
 }

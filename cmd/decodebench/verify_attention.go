@@ -25,7 +25,7 @@ func verifyAttentionCommand() *cli.Command {
 		Name:  "attention",
 		Usage: "check decode attention over a KV cache (GQA, contiguous or paged, split-KV) for one shape",
 		UsageText: "decodebench verify attention --batch B --q-heads H --kv-heads G --head-dim D --context LIST " +
-			"[--page-size P] [--splits N] [--dtype bf16|fp16] [--append] [--scale S] [--backend auto|cuda|emu] [--seed S] [--json]",
+			"[--page-size P] [--splits N] [--dtype bf16|fp16] [--variant auto|simt|mma] [--append] [--scale S] [--backend auto|cuda|emu] [--seed S] [--json]",
 		Description: "One new query token per sequence against its cached tokens. --context gives each sequence's\n" +
 			"length: one value for every sequence, or one per sequence (items may be ranges of the LIST\n" +
 			"syntax, expanded in place: \"1,17,200\" or \"1-4\" for four sequences of 1..4 tokens). Without\n" +
@@ -41,6 +41,7 @@ func verifyAttentionCommand() *cli.Command {
 			&cli.IntFlag{Name: "page-size", Usage: "tokens per page of a paged cache, a power of two from 16 to 256; 0 = contiguous"},
 			&cli.IntFlag{Name: "splits", Usage: "KV splits per sequence, 1..1024; 0 lets the kernel choose from the shape and the SM count"},
 			&cli.StringFlag{Name: "dtype", Value: "bf16", Usage: "element type of Q, the caches and the output: bf16 or fp16"},
+			&cli.StringFlag{Name: "variant", Value: "auto", Usage: "decode kernel: simt (fp32 CUDA cores), mma (tensor cores) or auto (simt until a card has timed both)"},
 			&cli.BoolFlag{Name: "append", Usage: "write each sequence's last token with the KV append kernel before the attention"},
 			&cli.Float64Flag{Name: "scale", Usage: "softmax scale; 0 = 1/sqrt(head-dim)"},
 			&cli.Uint64Flag{Name: "seed", Value: 1, Usage: "seed of the input hash (Q, K, V, the new token and the page table get distinct seeds derived from it)"},
@@ -56,6 +57,7 @@ type attentionRequest struct {
 	shape   ref.AttentionShape // with defaults: Capacity, PagesPerSeq, NumPages filled
 	dtype   ref.DType
 	splits  int
+	variant cgo.AttentionVariant
 	append  bool
 	seed    uint64
 	backend backendChoice
@@ -127,6 +129,9 @@ func parseAttentionRequest(c *cli.Context) (attentionRequest, error) {
 	if r.splits = c.Int("splits"); r.splits < 0 || r.splits > ref.MaxSplits {
 		return r, usageError("--splits %d: want 0 (the kernel chooses) or 1..%d", r.splits, ref.MaxSplits)
 	}
+	if r.variant, err = cgo.ParseAttentionVariant(c.String("variant")); err != nil {
+		return r, usageError("--variant: %v", err)
+	}
 	if r.backend, err = parseBackendFlags(c); err != nil {
 		return r, err
 	}
@@ -145,6 +150,7 @@ type attentionReport struct {
 	OutOfBound     int                    `json:"out_of_bound"`
 	Mismatches     []attentionElementJSON `json:"mismatches,omitempty"`
 	Kernel         string                 `json:"kernel"`
+	Variant        string                 `json:"variant"` // the one the plan resolved: simt or mma
 	Layout         string                 `json:"layout"`
 	PageSize       int                    `json:"page_size,omitempty"`
 	Splits         int                    `json:"splits"`
@@ -276,11 +282,15 @@ func runAttention(dev *cgo.Device, req attentionRequest, out io.Writer, quiet bo
 	if err != nil {
 		return attentionReport{}, failure("reference: %v", err)
 	}
-	cmp := ref.Compare(run.got, want.Want, want.ElementBounds(req.dtype, run.plan.NumSplits), ref.AttentionTolerance(req.dtype))
+	bounds := want.ElementBounds(req.dtype, run.plan.NumSplits)
+	if run.plan.Variant == cgo.AttentionMMA { // P rounded to the input dtype: see ref.ElementBoundsMMA
+		bounds = want.ElementBoundsMMA(req.dtype, run.plan.NumSplits)
+	}
+	cmp := ref.Compare(run.got, want.Want, bounds, ref.AttentionTolerance(req.dtype))
 	rep := attentionReport{
 		Passed: cmp.Passed, Reason: cmp.Reason(), RelError: jsonFloat(cmp.RelError), Tolerance: cmp.Tolerance,
 		Worst: toAttentionElementJSON(cmp.Worst, s), NonFinite: cmp.NonFinite, OutOfBound: cmp.OutOfBound,
-		Kernel: "attention", Layout: s.Layout.String(), PageSize: s.PageSize,
+		Kernel: "attention", Variant: run.plan.Variant.String(), Layout: s.Layout.String(), PageSize: s.PageSize,
 		Splits: run.plan.NumSplits, SplitTokens: run.plan.SplitTokens, WorkspaceBytes: run.workspace, Append: req.append,
 		Batch: s.Batch, QHeads: s.QHeads, KVHeads: s.KVHeads, HeadDim: s.HeadDim, Context: s.Context,
 		Scale: s.SoftmaxScale(), DType: req.dtype.String(), Seed: req.seed,
@@ -396,7 +406,7 @@ func runAttentionOnDevice(dev *cgo.Device, req attentionRequest, seeds ref.Atten
 		return run, failure("poisoning the output: %v", err)
 	}
 	params := cgo.AttentionParams{Q: q.Ptr, Out: o.Ptr, ContextLens: lens.Ptr, Cache: cache,
-		Batch: s.Batch, QHeads: s.QHeads, MaxContext: s.MaxContext(), Scale: float32(s.Scale), NumSplits: req.splits}
+		Batch: s.Batch, QHeads: s.QHeads, MaxContext: s.MaxContext(), Scale: float32(s.Scale), NumSplits: req.splits, Variant: req.variant}
 	plan, workspace, err := dev.AttentionPlan(params)
 	if errors.Is(err, cgo.ErrUnsupportedShape) || errors.Is(err, cgo.ErrInvalidArgument) {
 		return run, usageError("the attention kernels refuse this shape: %v", err)
@@ -404,7 +414,7 @@ func runAttentionOnDevice(dev *cgo.Device, req attentionRequest, seeds ref.Atten
 		return run, failure("%v", err)
 	}
 	if !quiet {
-		fmt.Fprintf(out, "plan: %d split(s) of %d tokens, workspace %d bytes\n", plan.NumSplits, plan.SplitTokens, workspace)
+		fmt.Fprintf(out, "plan: %s kernel, %d split(s) of %d tokens, workspace %d bytes\n", plan.Variant, plan.NumSplits, plan.SplitTokens, workspace)
 	}
 	if workspace > 0 {
 		ws, err := alloc("the split workspace", workspace)

@@ -18,6 +18,7 @@ type attentionCase struct {
 	pageSize, splits                int    // 0 = contiguous, 0 = auto
 	dtype                           string
 	append                          bool
+	variant                         string // --variant; "" leaves it to the plan (auto)
 }
 
 func (c attentionCase) args() []string {
@@ -31,13 +32,17 @@ func (c attentionCase) args() []string {
 	if c.append {
 		args = append(args, "--append")
 	}
+	if c.variant != "" {
+		args = append(args, "--variant", c.variant)
+	}
 	return args
 }
 
 // The issue's matrix, small enough for the emulator: every head dim; groups 1, 4, 7, 8, 16 and
 // multi-query past one block's 16 heads; both layouts and every page size class; contexts of
 // 1, a few, not a multiple of the page or the tile, and a few thousand; ragged batches; forced
-// splits including more than there are tiles; the append kernel before the attention.
+// splits including more than there are tiles; the append kernel before the attention. Every
+// case runs with both kernels (attentionVariantMatrix).
 var attentionMatrix = []attentionCase{
 	// head dims (group 4, a ragged batch with a 1-token sequence)
 	{desc: "d64", batch: 2, qHeads: 8, kvHeads: 2, headDim: 64, context: "1,70"},
@@ -78,9 +83,25 @@ var attentionMatrix = []attentionCase{
 	{desc: "append paged d256 fp16", batch: 2, qHeads: 4, kvHeads: 2, headDim: 256, context: "300,2", pageSize: 256, dtype: "fp16", append: true},
 }
 
+// attentionVariantMatrix is attentionMatrix once with the default (auto, which is simt) and once
+// with --variant mma.
+func attentionVariantMatrix() []attentionCase {
+	var cases []attentionCase
+	for _, variant := range []string{"", "mma"} {
+		for _, c := range attentionMatrix {
+			c.variant = variant
+			if variant != "" {
+				c.desc += " " + variant
+			}
+			cases = append(cases, c)
+		}
+	}
+	return cases
+}
+
 func TestVerifyAttentionMatrix(t *testing.T) {
 	useEmu(t)
-	for _, c := range attentionMatrix {
+	for _, c := range attentionVariantMatrix() {
 		t.Run(c.desc, func(t *testing.T) {
 			out, code, msg := runCLI(t, c.args()...)
 			var rep attentionReport
@@ -96,6 +117,9 @@ func TestVerifyAttentionMatrix(t *testing.T) {
 			}
 			if wantLayout := map[bool]string{true: "paged", false: "contiguous"}[c.pageSize > 0]; rep.Layout != wantLayout || rep.PageSize != c.pageSize {
 				t.Errorf("layout %s/%d, want %s/%d", rep.Layout, rep.PageSize, wantLayout, c.pageSize)
+			}
+			if wantVariant := map[string]string{"": "simt", "mma": "mma"}[c.variant]; rep.Variant != wantVariant {
+				t.Errorf("variant %q ran, want %q", rep.Variant, wantVariant)
 			}
 			if c.splits > 0 && rep.Splits != c.splits {
 				t.Errorf("%d splits asked, %d ran", c.splits, rep.Splits)
@@ -138,7 +162,7 @@ func TestVerifyAttentionText(t *testing.T) {
 		t.Fatalf("exit %d (%s)\n%s", code, msg, out)
 	}
 	for _, want := range []string{"batch 2, q heads 14, kv heads 2 (group 7), head dim 128, context [5 40]",
-		"paged (16-token pages, 3 per sequence)", "last token appended", "emu backend", "plan: 3 split(s) of 32 tokens",
+		"paged (16-token pages, 3 per sequence)", "last token appended", "emu backend", "plan: simt kernel, 3 split(s) of 32 tokens",
 		"relative L2 error", "tolerance 0.01", "worst element", "(seq ", "PASS"} {
 		if !strings.Contains(out, want) {
 			t.Errorf("output lacks %q:\n%s", want, out)
@@ -168,6 +192,7 @@ func TestVerifyAttentionUsageErrors(t *testing.T) {
 		{"splits 2000", with("--context", "5", "--splits", "2000"), "--splits 2000"},
 		{"negative splits", with("--context", "5", "--splits", "-1"), "--splits -1"},
 		{"dtype f32", with("--context", "5", "--dtype", "f32"), `"f32"`},
+		{"variant tensor", with("--context", "5", "--variant", "tensor"), `--variant: unknown attention variant "tensor" (want auto, simt, mma)`},
 		{"negative scale", with("--context", "5", "--scale", "-2"), "scale -2"},
 		{"batch 0", []string{"verify", "attention", "--batch", "0", "--q-heads", "1", "--kv-heads", "1", "--head-dim", "64", "--context", "4"}, "--batch 0"},
 		{"too large for the reference", with("--context", "2000k"), "host reference"},
@@ -236,7 +261,7 @@ func TestVerifyAttentionOnGPU(t *testing.T) {
 	lib := cgotest.CUDA(t)
 	hermetic(t, lib.Path())
 	var runs [][]string
-	for _, c := range attentionMatrix {
+	for _, c := range attentionVariantMatrix() {
 		args := c.args()
 		args[3] = "cuda" // --backend
 		runs = append(runs, args)
