@@ -144,12 +144,29 @@ func (s Shape) KVBytesPerToken() float64 {
 	return 2 * float64(s.Layers) * float64(s.KVHeads) * float64(s.HeadDim) * s.KVDType.Bytes()
 }
 
-// KVBytesPerSequence is the KV cache of one sequence of context tokens, all of
-// which a decode step reads. It assumes full attention in every layer: sliding-
-// window layers (Mistral-7B-v0.1's 4096, Gemma 2's local layers) read at most
-// their window and are not modelled.
+// KVBytesPerSequence is the KV cache of one sequence of context tokens that a
+// decode step reads (and a server must keep): every token in the full-attention
+// layers, the last SlidingWindow tokens in the sliding-window layers. Without
+// sliding layers it is context * KVBytesPerToken.
 func (s Shape) KVBytesPerSequence(context int) float64 {
-	return float64(max(context, 0)) * s.KVBytesPerToken()
+	perLayerToken := 2 * float64(s.KVHeads) * float64(s.HeadDim) * s.KVDType.Bytes()
+	return perLayerToken * s.attendedLayerTokens(context)
+}
+
+// attendedLayerTokens sums, over the layers, the tokens each attends to at this context.
+func (s Shape) attendedLayerTokens(context int) float64 {
+	full, local, localContext := s.layerContexts(context)
+	return float64(full)*float64(max(context, 0)) + float64(local)*float64(localContext)
+}
+
+// layerContexts splits the layers into those attending to the whole context and the sliding-
+// window ones, which attend to min(context, SlidingWindow) tokens.
+func (s Shape) layerContexts(context int) (full, local, localContext int) {
+	context = max(context, 0)
+	if s.SlidingLayers == 0 || s.SlidingWindow <= 0 {
+		return s.Layers, 0, 0
+	}
+	return s.Layers - s.SlidingLayers, s.SlidingLayers, min(context, s.SlidingWindow)
 }
 
 // linearMACsPerToken counts the multiply-adds of one token's trip through every
@@ -169,10 +186,10 @@ func (s Shape) attentionFLOPs(batch, context int) float64 {
 
 // FLOPsPerStep counts one decode step's matrix FLOPs: 2 per multiply-add of
 // every linear layer for each of the B tokens (k experts each for a mixture of
-// experts), plus attention over the context in every layer. Biases, norms,
+// experts), plus attention over the tokens each layer attends to. Biases, norms,
 // activations, rotary embeddings and softmax are elementwise and left out.
 func (s Shape) FLOPsPerStep(batch, context int) float64 {
 	batch, context = max(batch, 0), max(context, 0)
 	return 2*float64(batch)*s.linearMACsPerToken() +
-		float64(s.Layers)*s.attentionFLOPs(batch, context)
+		4*float64(batch)*float64(s.QHeads)*float64(s.HeadDim)*s.attendedLayerTokens(context)
 }

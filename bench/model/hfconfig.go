@@ -27,19 +27,31 @@ type hfArch struct {
 	qkvBias         bool // Q, K and V always have a bias (Qwen2)
 	readsBiasFlags  bool // attention_bias (Q, K, V and O) and mlp_bias are honoured
 	moe             bool // num_local_experts and num_experts_per_tok (Mixtral)
+	// window says which layers use sliding_window, as transformers' modeling code does.
+	window windowRule
 }
+
+// windowRule is how a model type applies config.json's sliding_window.
+type windowRule int
+
+const (
+	windowNone        windowRule = iota // full attention in every layer (Llama, Gemma)
+	windowAllLayers                     // every layer, when sliding_window is set (Mistral, Mixtral, Phi-3)
+	windowEveryOther                    // layers 0, 2, 4, ... (Gemma 2's local layers); default 4096
+	windowQwen2                         // layers from max_window_layers on, when use_sliding_window
+)
 
 // hfArchs are the supported model_types. All have gated MLPs: SwiGLU, or GeGLU
 // for Gemma (hidden_activation); Phi-3 fuses qkv_proj and gate_up_proj in its
 // checkpoint but holds the same parameters.
 var hfArchs = map[string]hfArch{
 	"llama":   {kvHeadsFromHeads: true, readsBiasFlags: true},
-	"mistral": {},
-	"mixtral": {moe: true},
-	"qwen2":   {qkvBias: true},
+	"mistral": {window: windowAllLayers},
+	"mixtral": {moe: true, window: windowAllLayers},
+	"qwen2":   {qkvBias: true, window: windowQwen2},
 	"gemma":   {tiedByDefault: true, headDimRequired: true, readsBiasFlags: true},
-	"gemma2":  {tiedByDefault: true, headDimRequired: true, readsBiasFlags: true},
-	"phi3":    {kvHeadsFromHeads: true},
+	"gemma2":  {tiedByDefault: true, headDimRequired: true, readsBiasFlags: true, window: windowEveryOther},
+	"phi3":    {kvHeadsFromHeads: true, window: windowAllLayers},
 }
 
 // LoadHFConfig reads a Hugging Face config.json; a directory means the
@@ -136,6 +148,9 @@ func ParseHFConfig(data []byte, source string) (Shape, error) {
 			return Shape{}, c.errorf("num_experts_per_tok = %d exceeds num_local_experts = %d", s.ExpertsPerToken, s.Experts)
 		}
 		s.ExpertFFN, s.FFN = s.FFN, 0 // intermediate_size is each expert's width
+	}
+	if s.SlidingWindow, s.SlidingLayers, err = c.slidingWindow(arch.window, s.Layers); err != nil {
+		return Shape{}, err
 	}
 	if s.WeightDType, err = c.weightDType(); err != nil {
 		return Shape{}, err
@@ -245,6 +260,42 @@ func (c hfConfig) positiveInt(key string, def int, required bool) (int, error) {
 		return 0, c.errorf("%s = %s: must be a positive whole number", key, text)
 	}
 	return int(n), nil
+}
+
+// slidingWindow reads sliding_window (null or absent: none) and which of the layers use it.
+func (c hfConfig) slidingWindow(rule windowRule, layers int) (window, slidingLayers int, err error) {
+	switch rule {
+	case windowNone:
+		return 0, 0, nil
+	case windowEveryOther:
+		if window, err = c.positiveInt("sliding_window", 4096, false); err != nil {
+			return 0, 0, err
+		}
+		return window, (layers + 1) / 2, nil
+	case windowQwen2:
+		use, err := c.boolean("use_sliding_window", false)
+		if err != nil || !use || !c.has("sliding_window") {
+			return 0, 0, err
+		}
+		if window, err = c.positiveInt("sliding_window", 0, true); err != nil {
+			return 0, 0, err
+		}
+		from, err := c.positiveInt("max_window_layers", layers, false)
+		if err != nil {
+			return 0, 0, err
+		}
+		if from >= layers {
+			return 0, 0, nil
+		}
+		return window, layers - from, nil
+	}
+	if !c.has("sliding_window") {
+		return 0, 0, nil
+	}
+	if window, err = c.positiveInt("sliding_window", 0, true); err != nil {
+		return 0, 0, err
+	}
+	return window, layers, nil
 }
 
 func (c hfConfig) boolean(key string, def bool) (bool, error) {

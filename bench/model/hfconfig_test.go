@@ -22,7 +22,7 @@ func TestLoadHFConfigMatchesPresets(t *testing.T) {
 		{"gemma-7b.json", "Gemma-7B", BF16},
 		{"gemma-2-9b.json", "Gemma-2-9B", FP32},
 		{"Phi-3-mini-4k-instruct.json", "Phi-3-mini", BF16},
-		{"Mistral-7B-v0.1.json", "Mistral-7B", BF16},
+		{"Mistral-7B-v0.1.json", "Mistral-7B-v0.1", BF16},
 		{"Mistral-Nemo-Base-2407.json", "Mistral-Nemo-12B", BF16},
 	}
 	for _, tc := range tests {

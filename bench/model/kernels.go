@@ -9,9 +9,10 @@ import "math"
 // up to WeightBytesPerStep less the embedding rows and the norms, which no
 // kernel here reads.
 type Kernel struct {
-	// Name is one of "qkv_proj", "attention", "o_proj", "gate_up_proj" (or
-	// "up_proj" for an MLP without a gate), "down_proj", "router",
-	// "expert_gate_up" (or "expert_up"), "expert_down", "lm_head".
+	// Name is one of "qkv_proj", "attention" ("attention_local" for the
+	// sliding-window layers once the context passes their window), "o_proj",
+	// "gate_up_proj" (or "up_proj" for an MLP without a gate), "down_proj",
+	// "router", "expert_gate_up" (or "expert_up"), "expert_down", "lm_head".
 	Name   string  `json:"name"`
 	Kind   string  `json:"kind"`   // "linear" or "attention"
 	Repeat float64 `json:"repeat"` // calls per step: Layers, Layers * ExpectedDistinctExperts for experts, 1 for the LM head
@@ -56,11 +57,20 @@ func (s Shape) Kernels(batch, context int) []Kernel {
 	batch, context = max(batch, 1), max(context, 0)
 	layers := float64(s.Layers)
 	h := s.Hidden
-	kernels := []Kernel{
-		s.linear("qkv_proj", layers, batch, int(s.qkvOut()), h, s.AttnBias),
-		s.attention(layers, batch, context),
-		s.linear("o_proj", layers, batch, h, int(s.attnOut()), s.OProjBias),
+	kernels := []Kernel{s.linear("qkv_proj", layers, batch, int(s.qkvOut()), h, s.AttnBias)}
+	// Sliding-window layers attend to fewer tokens once the context passes the window: a
+	// second attention shape, "attention_local".
+	full, local, localContext := s.layerContexts(context)
+	if local > 0 && localContext == context {
+		full, local = s.Layers, 0
 	}
+	if full > 0 {
+		kernels = append(kernels, s.attention("attention", float64(full), batch, context))
+	}
+	if local > 0 {
+		kernels = append(kernels, s.attention("attention_local", float64(local), batch, localContext))
+	}
+	kernels = append(kernels, s.linear("o_proj", layers, batch, h, int(s.attnOut()), s.OProjBias))
 	if s.IsMoE() {
 		distinct := s.ExpectedDistinctExperts(batch)
 		// Expected tokens per touched expert; the epsilon keeps B=1 (exactly k
@@ -107,12 +117,12 @@ func (s Shape) linear(name string, repeat float64, m, n, k int, bias bool) Kerne
 
 // attention describes one layer's decode attention: read the whole KV cache of
 // every sequence and the new queries, write one output vector per query head.
-func (s Shape) attention(repeat float64, batch, context int) Kernel {
+func (s Shape) attention(name string, repeat float64, batch, context int) Kernel {
 	b, ctx := float64(batch), float64(context)
 	qo := float64(s.QHeads) * float64(s.HeadDim) * s.ActivationDType().Bytes()
 	kv := 2 * float64(s.KVHeads) * float64(s.HeadDim) * s.KVDType.Bytes()
 	return Kernel{
-		Name: "attention", Kind: KindAttention, Repeat: repeat,
+		Name: name, Kind: KindAttention, Repeat: repeat,
 		Batch: batch, QHeads: s.QHeads, KVHeads: s.KVHeads, HeadDim: s.HeadDim, Context: context,
 		Bytes: b*ctx*kv + 2*b*qo,
 		FLOPs: s.attentionFLOPs(batch, context),

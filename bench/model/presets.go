@@ -23,6 +23,13 @@ func moe(name string, hidden, expertFFN, layers, qHeads, kvHeads, vocab, experts
 	return s
 }
 
+// windowed gives s sliding-window attention: layers of its layers attend to the last window
+// tokens only.
+func windowed(s Shape, window, layers int) Shape {
+	s.SlidingWindow, s.SlidingLayers = window, layers
+	return s
+}
+
 // presets holds each preset with the other names Lookup accepts for it. Lookup
 // already ignores case, separators, an "org/" prefix, "Meta-" and the suffixes
 // -Instruct, -Chat, -hf, -it and -Base, so aliases list only what differs.
@@ -43,8 +50,10 @@ var presets = []struct {
 	{dense("llama", "Llama-3.2-3B", 3072, 8192, 28, 24, 8, 128, 128256, true, 3.21e9), nil},
 
 	// Mistral-7B v0.1 and v0.2 share a shape; v0.3 grows the vocabulary to 32768.
+	// v0.2 dropped v0.1's 4096-token sliding window.
 	{dense("mistral", "Mistral-7B", 4096, 14336, 32, 32, 8, 128, 32000, false, 7.24e9),
-		[]string{"Mistral-7B-v0.1", "Mistral-7B-v0.2"}},
+		[]string{"Mistral-7B-v0.2"}},
+	{windowed(dense("mistral", "Mistral-7B-v0.1", 4096, 14336, 32, 32, 8, 128, 32000, false, 7.24e9), 4096, 32), nil},
 	{dense("mistral", "Mistral-7B-v0.3", 4096, 14336, 32, 32, 8, 128, 32768, false, 7.25e9), nil},
 	// Nemo: head_dim 128 on a 5120-wide model with 32 heads.
 	{dense("mistral", "Mistral-Nemo-12B", 5120, 14336, 40, 32, 8, 128, 131072, false, 12.2e9),
@@ -68,16 +77,22 @@ var presets = []struct {
 	// head_dim not tied to the width (Gemma-7B: 16 x 256 = 4096 on 3072).
 	{dense("gemma", "Gemma-2B", 2048, 16384, 18, 8, 1, 256, 256000, true, 2.51e9), nil},
 	{dense("gemma", "Gemma-7B", 3072, 24576, 28, 16, 16, 256, 256000, true, 8.54e9), nil},
-	{dense("gemma2", "Gemma-2-2B", 2304, 9216, 26, 8, 4, 256, 256000, true, 2.61e9), nil},
-	{dense("gemma2", "Gemma-2-9B", 3584, 14336, 42, 16, 8, 256, 256000, true, 9.24e9), nil},
-	{dense("gemma2", "Gemma-2-27B", 4608, 36864, 46, 32, 16, 128, 256000, true, 27.2e9), nil},
+	// Gemma 2 alternates local (4096-token sliding window: layers 0, 2, 4, ...) and global layers.
+	{windowed(dense("gemma2", "Gemma-2-2B", 2304, 9216, 26, 8, 4, 256, 256000, true, 2.61e9), 4096, 13), nil},
+	{windowed(dense("gemma2", "Gemma-2-9B", 3584, 14336, 42, 16, 8, 256, 256000, true, 9.24e9), 4096, 21), nil},
+	{windowed(dense("gemma2", "Gemma-2-27B", 4608, 36864, 46, 32, 16, 128, 256000, true, 27.2e9), 4096, 23), nil},
 
-	// Phi-3: the 4k and 128k variants, and Phi-3.5-mini, differ only in RoPE.
-	{dense("phi3", "Phi-3-mini", 3072, 8192, 32, 32, 32, 96, 32064, false, 3.82e9),
-		[]string{"Phi-3-mini-4k", "Phi-3-mini-128k", "Phi-3.5-mini"}},
+	// Phi-3: the 4k and 128k variants share a shape; the 4k ones attend through a 2047-token
+	// sliding window in every layer (config.json's sliding_window), the 128k ones and
+	// Phi-3.5-mini through windows longer than any context measured here (none modelled).
+	{windowed(dense("phi3", "Phi-3-mini", 3072, 8192, 32, 32, 32, 96, 32064, false, 3.82e9), 2047, 32),
+		[]string{"Phi-3-mini-4k"}},
+	{dense("phi3", "Phi-3-mini-128k", 3072, 8192, 32, 32, 32, 96, 32064, false, 3.82e9),
+		[]string{"Phi-3.5-mini"}},
 	// Published as "14B"; the shape holds 13.96B.
-	{dense("phi3", "Phi-3-medium", 5120, 17920, 40, 40, 10, 128, 32064, false, 14.0e9),
-		[]string{"Phi-3-medium-4k", "Phi-3-medium-128k"}},
+	{windowed(dense("phi3", "Phi-3-medium", 5120, 17920, 40, 40, 10, 128, 32064, false, 14.0e9), 2047, 40),
+		[]string{"Phi-3-medium-4k"}},
+	{dense("phi3", "Phi-3-medium-128k", 5120, 17920, 40, 40, 10, 128, 32064, false, 14.0e9), nil},
 }
 
 // Presets returns every built-in shape, whole-model and bf16, in a stable order.

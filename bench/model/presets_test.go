@@ -74,7 +74,7 @@ func TestLookup(t *testing.T) {
 		{"google/gemma-2-9b-it", "Gemma-2-9B"},
 		{"gemma-7b", "Gemma-7B"},
 		{"microsoft/Phi-3-mini-4k-instruct", "Phi-3-mini"},
-		{"phi3.5-mini", "Phi-3-mini"},
+		{"phi3.5-mini", "Phi-3-mini-128k"},
 	}
 	for _, tc := range tests {
 		s, err := Lookup(tc.in)

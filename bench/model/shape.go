@@ -33,6 +33,13 @@ type Shape struct {
 	ExpertsPerToken int `json:"experts_per_token,omitempty"`
 	ExpertFFN       int `json:"expert_ffn,omitempty"`
 
+	// Sliding-window attention: SlidingLayers of the Layers attend to at most the last
+	// SlidingWindow tokens (Mistral-7B-v0.1: all 32 layers, 4096; Gemma 2: every other layer,
+	// 4096; Phi-3-mini-4k: all, 2047). A decode step reads, and a server need keep, only that
+	// window of those layers' KV cache. 0 and 0: every layer attends to the whole context.
+	SlidingWindow int `json:"sliding_window,omitempty"`
+	SlidingLayers int `json:"sliding_layers,omitempty"`
+
 	WeightDType DType `json:"weight_dtype"`
 	KVDType     DType `json:"kv_dtype"`
 
@@ -115,6 +122,10 @@ func (s Shape) Validate() error {
 		return bad("ExpertFFN = %d: must be positive for a mixture of experts", s.ExpertFFN)
 	case s.FFN < 0:
 		return bad("FFN = %d: must be 0 (no dense MLP) or positive", s.FFN)
+	case s.SlidingWindow < 0 || s.SlidingLayers < 0 || s.SlidingLayers > s.Layers:
+		return bad("SlidingWindow = %d, SlidingLayers = %d: want a window >= 0 and 0..%d layers", s.SlidingWindow, s.SlidingLayers, s.Layers)
+	case (s.SlidingWindow == 0) != (s.SlidingLayers == 0):
+		return bad("SlidingWindow = %d with SlidingLayers = %d: give both (a window and the layers that use it) or neither", s.SlidingWindow, s.SlidingLayers)
 	}
 	if !s.WeightDType.valid() {
 		return bad("WeightDType = %q: accepted are %s", s.WeightDType, dtypeList())

@@ -159,6 +159,9 @@ func modelShow(stdout io.Writer, s model.Shape, batch, context int, asJSON bool)
 	fmt.Fprintf(w, "shape\thidden %d, %d layers, %d query / %d KV heads of dim %d, FFN %s, vocab %d\n",
 		s.Hidden, s.Layers, s.QHeads, s.KVHeads, s.HeadDim, ffnText(s), s.Vocab)
 	fmt.Fprintf(w, "dtypes\tweights %s, KV cache %s\n", s.WeightDType, s.KVDType)
+	if s.SlidingLayers > 0 {
+		fmt.Fprintf(w, "sliding window\t%d of the %d layers attend to the last %d tokens only\n", s.SlidingLayers, s.Layers, s.SlidingWindow)
+	}
 	fmt.Fprintf(w, "parameters\t%s total, %s active per token\n", humanCount(float64(out.ParamsTotal)), humanCount(float64(out.ParamsActive)))
 	fmt.Fprintf(w, "weights\t%s in all; %s read per step at batch 1\n", humanBytes(out.WeightBytesTotal), humanBytes(out.WeightBytesPerStep))
 	fmt.Fprintf(w, "KV cache\t%s per token; %s per sequence at context %d\n", humanBytes(out.KVBytesPerToken), humanBytes(out.KVBytesPerSequence), context)
