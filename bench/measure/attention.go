@@ -16,6 +16,7 @@ type AttentionSpec struct {
 	PageSize                        int   // tokens per page of a paged cache; 0 = contiguous
 	Splits                          int   // KV splits per sequence; 0 lets the kernel choose
 	DType                           cgo.DType
+	Variant                         cgo.AttentionVariant // AttentionAuto lets the plan choose
 }
 
 // The float64 reference of a large attention call is computed for a sample of (sequence, KV
@@ -104,6 +105,8 @@ func (s AttentionSpec) check() (status, reason string) {
 		return StatusFailed, fmt.Sprintf("invalid shape: q heads %d is not a multiple of kv heads %d", s.QHeads, s.KVHeads)
 	case len(s.Contexts) != 1 && len(s.Contexts) != s.Batch:
 		return StatusFailed, fmt.Sprintf("invalid contexts: %d lengths for a batch of %d (want one for all or one per sequence)", len(s.Contexts), s.Batch)
+	case s.Variant < cgo.AttentionAuto || s.Variant > cgo.AttentionMMA:
+		return StatusFailed, fmt.Sprintf("invalid variant %v", s.Variant)
 	case s.Splits < 0 || s.PageSize < 0:
 		return StatusFailed, fmt.Sprintf("invalid splits %d or page size %d: want 0 (auto, contiguous) or more", s.Splits, s.PageSize)
 	case s.DType != cgo.DTypeBF16 && s.DType != cgo.DTypeFP16:
@@ -153,11 +156,11 @@ func Attention(dev *cgo.Device, s AttentionSpec, o Options) Outcome {
 		cache.PageTable, cache.PageSize, cache.NumPages, cache.PagesPerSeq = planAddress, shape.PageSize, shape.NumPages, shape.PagesPerSeq
 	}
 	plan, workspace, err := dev.AttentionPlan(cgo.AttentionParams{Q: planAddress, Out: planAddress, ContextLens: planAddress,
-		Cache: cache, Batch: s.Batch, QHeads: s.QHeads, MaxContext: shape.MaxContext(), NumSplits: s.Splits})
+		Cache: cache, Batch: s.Batch, QHeads: s.QHeads, MaxContext: shape.MaxContext(), NumSplits: s.Splits, Variant: s.Variant})
 	if err != nil {
 		return merge(out, fromError(kernel, "planning", err))
 	}
-	out.Plan = map[string]any{"layout": shape.Layout.String(), "splits": plan.NumSplits,
+	out.Plan = map[string]any{"variant": plan.Variant.String(), "layout": shape.Layout.String(), "splits": plan.NumSplits,
 		"split_tokens": plan.SplitTokens, "workspace_bytes": workspace}
 	if shape.Layout == ref.KVPaged {
 		out.Plan["page_size"] = shape.PageSize
@@ -292,7 +295,7 @@ func verifyAttention(dev *cgo.Device, plan cgo.AttentionParams, outBuf, ws *cgo.
 		v.Reason = err.Error()
 		return v
 	}
-	return compareAttention(got, shape, dtype, seeds, table, plan.NumSplits, attentionPairs(shape, seed))
+	return compareAttention(got, shape, dtype, seeds, table, plan.NumSplits, plan.Variant == cgo.AttentionMMA, attentionPairs(shape, seed))
 }
 
 // attentionPairs picks the (sequence, KV head) pairs, as b*KVHeads+h, whose query heads the
@@ -304,9 +307,9 @@ func attentionPairs(shape ref.AttentionShape, seed uint64) []int {
 }
 
 // compareAttention checks got (the whole output) for NaN, then the query heads of the chosen
-// pairs against the reference.
+// pairs against the reference, within the tensor-core kernel's bounds where mma is set.
 func compareAttention(got []float32, shape ref.AttentionShape, dtype ref.DType, seeds ref.AttentionSeeds,
-	table []int32, splits int, pairs []int) Verification {
+	table []int32, splits int, mma bool, pairs []int) Verification {
 	v := Verification{Tolerance: ref.AttentionTolerance(dtype)}
 	d := shape.HeadDim
 	if count, first := nonFinite(got); count > 0 {
@@ -321,7 +324,11 @@ func compareAttention(got []float32, shape ref.AttentionShape, dtype ref.DType, 
 	for i, e := range elems {
 		sub[i] = got[e]
 	}
-	cmp := ref.Compare(sub, want.Want, want.ElementBounds(dtype, splits), v.Tolerance)
+	bounds := want.ElementBounds(dtype, splits)
+	if mma {
+		bounds = want.ElementBoundsMMA(dtype, splits)
+	}
+	cmp := ref.Compare(sub, want.Want, bounds, v.Tolerance)
 	v.Passed, v.RelError, v.Checked = cmp.Passed, cmp.RelError, cmp.Count
 	if !cmp.Passed {
 		v.Reason = cmp.Reason()

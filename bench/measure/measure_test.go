@@ -120,6 +120,8 @@ func TestAttentionOnTheEmulator(t *testing.T) {
 		{Batch: 2, QHeads: 8, KVHeads: 2, HeadDim: 64, Contexts: []int{40}, DType: cgo.DTypeBF16},
 		{Batch: 3, QHeads: 4, KVHeads: 1, HeadDim: 128, Contexts: []int{1, 100, 37}, PageSize: 16, DType: cgo.DTypeFP16},
 		{Batch: 1, QHeads: 7, KVHeads: 1, HeadDim: 80, Contexts: []int{300}, Splits: 3, DType: cgo.DTypeBF16},
+		{Batch: 2, QHeads: 16, KVHeads: 1, HeadDim: 96, Contexts: []int{70, 9}, PageSize: 32, DType: cgo.DTypeFP16, Variant: cgo.AttentionMMA},
+		{Batch: 1, QHeads: 8, KVHeads: 2, HeadDim: 256, Contexts: []int{300}, Splits: 3, DType: cgo.DTypeBF16, Variant: cgo.AttentionMMA},
 	}
 	for _, s := range cases {
 		out := Attention(dev, s, o)
@@ -132,6 +134,13 @@ func TestAttentionOnTheEmulator(t *testing.T) {
 		}
 		if (s.PageSize > 0) != (out.Plan["layout"] == "paged") {
 			t.Errorf("%+v: plan %v", s, out.Plan)
+		}
+		wantVariant := s.Variant.String()
+		if s.Variant == cgo.AttentionAuto {
+			wantVariant = "simt" // until a card has timed both
+		}
+		if out.Plan["variant"] != wantVariant {
+			t.Errorf("%+v: plan variant %v, want %s", s, out.Plan["variant"], wantVariant)
 		}
 	}
 	// KV read: 2 sequences x 40 tokens x 2 heads x 64 x 2 bytes, K and V.
@@ -274,6 +283,7 @@ func TestBadSpecs(t *testing.T) {
 		{"context 0", StatusFailed, "context length 0", Attention(dev, att(func(s *AttentionSpec) { s.Contexts = []int{0} }), o)},
 		{"page 24", StatusSkipped, "page size 24 unsupported", Attention(dev, att(func(s *AttentionSpec) { s.PageSize = 24 }), o)},
 		{"2000 splits", StatusSkipped, "2000 splits", Attention(dev, att(func(s *AttentionSpec) { s.Splits = 2000 }), o)},
+		{"variant 7", StatusFailed, "invalid variant variant(7)", Attention(dev, att(func(s *AttentionSpec) { s.Variant = 7 }), o)},
 		{"an absurd cache", StatusSkipped, "too large", Attention(dev, att(func(s *AttentionSpec) { s.KVHeads, s.QHeads, s.Contexts = 1<<30, 1<<30, []int{1 << 30} }), o)},
 		{"probe of 10 bytes", StatusFailed, "10 bytes: want a multiple of 16", Probe(dev, ProbeSpec{Kind: cgo.ProbeRead, Bytes: 10}, o)},
 		{"probe kind 99", StatusFailed, "kind 99", Probe(dev, ProbeSpec{Kind: 99}, o)},

@@ -204,11 +204,11 @@ func TestCompareCatchesWrongOutputs(t *testing.T) {
 		out[i] = ref.Round(ref.BF16, float32(w))
 	}
 	pairs := attentionPairs(s, 1)
-	if ver := compareAttention(out, s, ref.BF16, seeds, nil, 1, pairs); !ver.Passed {
+	if ver := compareAttention(out, s, ref.BF16, seeds, nil, 1, false, pairs); !ver.Passed {
 		t.Fatalf("a correctly rounded attention output fails: %+v", ver)
 	}
 	// A corrupted reference (other seeds) must not pass.
-	if ver := compareAttention(out, s, ref.BF16, ref.NewAttentionSeeds(4), nil, 1, pairs); ver.Passed {
+	if ver := compareAttention(out, s, ref.BF16, ref.NewAttentionSeeds(4), nil, 1, false, pairs); ver.Passed {
 		t.Errorf("the output passes against another input's reference: %+v", ver)
 	}
 }

@@ -8,6 +8,7 @@ import (
 	"github.com/decodebench/decodebench/bench/axes"
 	"github.com/decodebench/decodebench/bench/measure"
 	"github.com/decodebench/decodebench/bench/model"
+	"github.com/decodebench/decodebench/cgo"
 )
 
 // `decodebench bench attention`: one layer's decode attention at each batch size and context.
@@ -17,7 +18,7 @@ func benchAttentionCommand() *cli.Command {
 		Name:  "attention",
 		Usage: "time decode attention for a model's head layout (or given heads) at each batch size and context",
 		UsageText: "decodebench bench attention (--model NAME [--tp N] | --q-heads H --kv-heads G --head-dim D) [--batch LIST] " +
-			"[--context LIST] [--page-size P] [--splits N] [--dtype bf16|fp16] [--backend auto|cuda|emu] [--out FILE.jsonl] [--json]\n\n" +
+			"[--context LIST] [--page-size P] [--splits N] [--variant auto|simt|mma] [--dtype bf16|fp16] [--backend auto|cuda|emu] [--out FILE.jsonl] [--json]\n\n" +
 			"   LIST syntax: " + axes.Syntax,
 		Description: "One layer's decode attention: one query token per sequence against a KV cache of --context\n" +
 			"tokens for every sequence, contiguous or paged. % READ is the achieved bandwidth (KV cache,\n" +
@@ -30,6 +31,8 @@ func benchAttentionCommand() *cli.Command {
 				Usage: "context lengths in tokens (k = 1024), every sequence the same, LIST syntax"},
 			&cli.IntFlag{Name: "page-size", EnvVars: []string{"DECODEBENCH_PAGE_SIZE"}, Usage: "tokens per page of a paged cache (16..256, a power of two); 0 = contiguous"},
 			&cli.IntFlag{Name: "splits", EnvVars: []string{"DECODEBENCH_SPLITS"}, Usage: "KV splits per sequence; 0 lets the kernel choose"},
+			&cli.StringFlag{Name: "variant", Value: "auto", EnvVars: []string{"DECODEBENCH_ATTENTION_VARIANT"},
+				Usage: "decode kernel: simt (fp32 CUDA cores), mma (tensor cores) or auto (simt until a card has timed both)"},
 		), benchFlags()...),
 		OnUsageError: onUsageError,
 		Action:       benchAttentionAction,
@@ -59,6 +62,10 @@ func parseBenchAttention(c *cli.Context) (jobs []attentionJob, modelName string,
 	}
 	if splits < 0 || splits > 1024 {
 		return nil, "", 0, usageError("--splits %d: want 0 (the kernel chooses) or 1..1024", splits)
+	}
+	variant, err := cgo.ParseAttentionVariant(c.String("variant"))
+	if err != nil {
+		return nil, "", 0, usageError("--variant: %v", err)
 	}
 	explicit := c.IsSet("q-heads") || c.IsSet("kv-heads") || c.IsSet("head-dim")
 	haveModel := c.String("model") != "" || c.String("model-config") != ""
@@ -97,7 +104,7 @@ func parseBenchAttention(c *cli.Context) (jobs []attentionJob, modelName string,
 	for _, b := range batches {
 		for _, ctx := range contexts {
 			jobs = append(jobs, attentionJob{context: ctx, spec: measure.AttentionSpec{Batch: b, QHeads: qHeads, KVHeads: kvHeads,
-				HeadDim: headDim, Contexts: []int{ctx}, PageSize: pageSize, Splits: splits, DType: dtype}})
+				HeadDim: headDim, Contexts: []int{ctx}, PageSize: pageSize, Splits: splits, DType: dtype, Variant: variant}})
 		}
 	}
 	return jobs, modelName, tp, nil
@@ -123,7 +130,7 @@ func benchAttentionAction(c *cli.Context) error {
 	if err := s.measureCeiling(); err != nil {
 		return err
 	}
-	s.say("%-38s %-14s %10s %11s %7s %9s %7s  %s\n", "SHAPE", "LAYOUT", "KV", "MEDIAN", "SPREAD", "GB/s", "% READ", "NOTE")
+	s.say("%-38s %-20s %10s %11s %7s %9s %7s  %s\n", "SHAPE", "LAYOUT, KERNEL", "KV", "MEDIAN", "SPREAD", "GB/s", "% READ", "NOTE")
 	for i, j := range jobs {
 		a := j.spec
 		shape := fmt.Sprintf("B=%d Hq=%d Hkv=%d D=%d S=%d", a.Batch, a.QHeads, a.KVHeads, a.HeadDim, j.context)
@@ -138,9 +145,12 @@ func benchAttentionAction(c *cli.Context) error {
 		r := s.record("attention", "attention", o, tel)
 		r.Model, r.TP, r.Batch, r.QHeads, r.KVHeads, r.HeadDim, r.Context = modelName, tp, a.Batch, a.QHeads, a.KVHeads, a.HeadDim, j.context
 		r.PageSize, r.DType, r.KVBytes = a.PageSize, a.DType.String(), a.KVBytes()
-		r.Splits = a.Splits
+		r.Splits, r.Variant = a.Splits, a.Variant.String()
 		if n, ok := o.Plan["splits"].(int); ok {
 			r.Splits = n
+		}
+		if v, ok := o.Plan["variant"].(string); ok { // auto, resolved by the plan
+			r.Variant = v
 		}
 		if err := s.emit(r, "attention "+shape); err != nil {
 			return err
@@ -152,7 +162,8 @@ func benchAttentionAction(c *cli.Context) error {
 		if r.Splits > 1 {
 			layout += fmt.Sprintf(" /%d", r.Splits)
 		}
-		s.say("%-38s %-14s %10s %11s %6.2f%% %9.0f %7s  %s\n", shape, layout, humanBytes(a.KVBytes()), micros(o.Stats.Median),
+		layout += " " + r.Variant
+		s.say("%-38s %-20s %10s %11s %6.2f%% %9.0f %7s  %s\n", shape, layout, humanBytes(a.KVBytes()), micros(o.Stats.Median),
 			100*o.Stats.Spread, o.AchievedBytesPerSec/1e9, percent(r.FractionOfRead), note(o, tel))
 	}
 	return s.finish()

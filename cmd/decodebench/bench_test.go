@@ -201,14 +201,15 @@ func TestBenchAttention(t *testing.T) {
 		checkRecord(t, r, "attention")
 		b, ctx := float64(1+i/2), float64([]int{16, 40}[i%2])
 		if r["batch"] != b || r["context"] != ctx || r["q_heads"] != 4.0 || r["kv_heads"] != 2.0 || r["head_dim"] != 64.0 ||
-			r["page_size"] != 16.0 || r["kv_bytes"] != b*ctx*2*64*2*2 {
+			r["page_size"] != 16.0 || r["kv_bytes"] != b*ctx*2*64*2*2 || r["variant"] != "simt" {
 			t.Errorf("record %v", r)
 		}
 	}
-	// A model's head layout; the table form.
+	// A model's head layout; the table form; the tensor-core kernel.
 	stdout, _, code, msg = runBench(t, append([]string{"bench", "attention", "--backend", "emu", "--model-config", tinyConfig(t),
-		"--batch", "1", "--context", "20", "--read-ceiling-gbps", "1"}, fastTiming...)...)
-	if code != 0 || !strings.Contains(stdout, "B=1 Hq=2 Hkv=1 D=64 S=20") || !strings.Contains(stdout, emulatedWarning) {
+		"--batch", "1", "--context", "20", "--read-ceiling-gbps", "1", "--variant", "mma"}, fastTiming...)...)
+	if code != 0 || !strings.Contains(stdout, "B=1 Hq=2 Hkv=1 D=64 S=20") || !strings.Contains(stdout, "contiguous mma") ||
+		!strings.Contains(stdout, emulatedWarning) {
 		t.Errorf("exit %d (%s):\n%s", code, msg, stdout)
 	}
 }
@@ -318,6 +319,7 @@ func TestBenchUsageErrors(t *testing.T) {
 		{[]string{"bench", "attention", "--q-heads", "4", "--kv-heads", "2", "--head-dim", "72"}, "--head-dim 72"},
 		{append(att, "--page-size", "24"), "--page-size 24"},
 		{append(att, "--splits", "2000"), "--splits 2000"},
+		{append(att, "--variant", "wmma"), `--variant: unknown attention variant "wmma"`},
 		{append(att, "--batch", "70000"), "at most 65536"},
 		{[]string{"bench", "probe", "--bytes", "10"}, "--bytes 10"},
 		{[]string{"bench", "probe", "dram"}, `unknown probe "dram"`},
