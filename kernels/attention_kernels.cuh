@@ -37,8 +37,9 @@
  * 23-58 KiB of shared memory. With 156-188 registers for 8 or 16 heads (3 or 2 blocks per SM)
  * and 63-126 for fewer, an H100/H200 SM keeps about 35-70 KiB of KV in flight. The fp32
  * CUDA-core math does 2 * group FMAs per K or V element: for group 8 that is about as long as
- * the element's share of HBM time on an H200, so group 8 is at the edge of memory-bound; a
- * tensor-core (mma) score and P.V path is the next step if the card says so.
+ * the element's share of HBM time on an H200, so group 8 is at the edge of memory-bound; the
+ * tensor-core variant (attention_mma_kernels.cuh, DB_ATTENTION_MMA) is the alternative, chosen
+ * per call; AUTO picks this kernel until a card has timed both.
  */
 #ifndef DECODEBENCH_ATTENTION_KERNELS_CUH
 #define DECODEBENCH_ATTENTION_KERNELS_CUH

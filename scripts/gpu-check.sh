@@ -145,6 +145,7 @@ if [ "$DRY" = 1 ]; then
 		"--batch 1 --q-heads 4 --kv-heads 2 --head-dim 64 --context 40"
 		"--batch 3 --q-heads 4 --kv-heads 1 --head-dim 128 --context 1,33,70 --page-size 16 --append"
 		"--batch 2 --q-heads 7 --kv-heads 1 --head-dim 80 --context 50 --splits 3 --dtype fp16"
+		"--batch 3 --q-heads 16 --kv-heads 1 --head-dim 256 --context 1,33,70 --page-size 16 --append --variant mma"
 	)
 	PROBE_WORDS=4096
 else
@@ -163,6 +164,8 @@ else
 		"--batch 2 --q-heads 8 --kv-heads 1 --head-dim 256 --context 3000"
 		"--batch 3 --q-heads 10 --kv-heads 2 --head-dim 80 --context 777,5,1500"
 		"--batch 2 --q-heads 12 --kv-heads 4 --head-dim 96 --context 2000 --page-size 32"
+		# the tensor-core kernel on the card before its timings are compared (bench verifies too)
+		"--batch 4 --q-heads 64 --kv-heads 8 --head-dim 128 --context 1,100,4097,20000 --page-size 16 --append --variant mma"
 	)
 	PROBE_WORDS=16777216
 fi
@@ -190,6 +193,8 @@ EOF
 	LINEAR_BATCHES=1,2,16
 	ATT_BATCHES=1,2
 	ATT_CONTEXTS=64,256
+	MMA_BATCHES=1,2
+	MMA_CONTEXTS=64,256
 	PROBE_BYTES=(--bytes 65536)
 	MHA=(--q-heads 4 --kv-heads 4 --head-dim 64 --batch 1 --context 64)
 else
@@ -201,6 +206,8 @@ else
 	LINEAR_BATCHES=1-256*2
 	ATT_BATCHES=1,4,16,64,256
 	ATT_CONTEXTS=1k,8k,32k,128k
+	MMA_BATCHES=1,16,64 # a subset of ATT_*: each mma record has its default (simt) twin
+	MMA_CONTEXTS=8k,32k
 	PROBE_BYTES=()
 	# multi-head at the KV bytes of the GQA runs (4x the heads of Llama-3-8B's 8): GQA vs MHA
 	MHA=(--q-heads 32 --kv-heads 32 --head-dim 128 --batch 1,4 --context 8k,32k)
@@ -257,6 +264,13 @@ step "sweep llama3-8b" 100 "$BIN" sweep --backend "$BACKEND" "${SWEEP_MODEL[@]}"
 	--progress lines --out "$RES/sweep"
 step "validate" 150 "$BIN" validate --backend "$BACKEND" "${VALIDATE_EXTRA[@]}" --json "$RES/validate.json"
 bench_model 70b "${MODEL_70B[@]}"
+# The tensor-core attention kernel (--variant mma) at the 8B and 70B layouts, next to the default
+# (simt) records above: not yet measured on a card; auto stays simt until this comparison says
+# otherwise. Into variant-mma.jsonl, not attention-*.jsonl, so the targets table stays the default's.
+step "bench attention --variant mma (8b, 70b)" 60 env M8="${MODEL_8B[*]}" M70="${MODEL_70B[*]}" OUTFILE="$RES/variant-mma.jsonl" \
+	bash -c '"$@" $M8 --out "$OUTFILE"; a=$?; "$@" $M70 --out "$OUTFILE"; b=$?; exit $((a > b ? a : b))' _ \
+	"${B[@]}" attention --backend "$BACKEND" --variant mma --batch "$MMA_BATCHES" --context "$MMA_CONTEXTS" \
+	--max-gb 60 "${CEIL[@]}" "${TIMING[@]}"
 step "bench attention mha" 60 "${B[@]}" attention --backend "$BACKEND" "${MHA[@]}" "${CEIL[@]}" "${TIMING[@]}" --out "$RES/attention-mha.jsonl"
 peer 70b
 if [ "$DRY" != 1 ]; then # did the card hold its clocks? (the records do not say yet)
@@ -269,13 +283,30 @@ fi
 cat "$RES"/probe.jsonl "$RES"/linear-*.jsonl "$RES"/attention-*.jsonl 2>/dev/null >"$RES/all.jsonl"
 touch "$RES/peer.jsonl"
 "$PY" scripts/peer_torch.py --summary "$RES/all.jsonl" "$RES/peer.jsonl" >"$RES/summary.txt" 2>&1 || echo "summary failed" >>"$RES/summary.txt"
+# simt vs mma attention, shape by shape: the evidence for DB_ATTENTION_AUTO's choice.
+cat "$RES"/attention-8b.jsonl "$RES"/attention-70b.jsonl 2>/dev/null | "$PY" -c 'import json,os,sys
+def load(lines):
+    out = {}
+    for l in lines:
+        r = json.loads(l)
+        if r.get("kind") == "attention" and r.get("status") == "ok":
+            out[(r.get("model"), r["batch"], r["context"], r.get("page_size", 0))] = r
+    return out
+simt, mma = load(sys.stdin), load(open(sys.argv[1]) if os.path.exists(sys.argv[1]) else [])
+print("attention kernels, simt (default) vs mma; % of the read ceiling, time ratio mma/simt (< 1: mma faster)")
+for k in sorted(mma, key=str):
+    if k in simt:
+        s, m = simt[k], mma[k]
+        f = lambda r: "%5.1f%%" % (100 * r["fraction_of_read_ceiling"]) if r.get("fraction_of_read_ceiling") else "    -"
+        print("  %-12s B=%-3d S=%-6d simt %s  mma %s  mma/simt %.2f" % (k[0], k[1], k[2], f(s), f(m), m["median_seconds"] / s["median_seconds"]))
+' "$RES/variant-mma.jsonl" >"$RES/variants.txt" 2>&1 || echo "variant comparison failed" >>"$RES/variants.txt"
 {
 	echo "gpu-check: $(elapsed)s of a ${BUDGET}s budget; kernels library: $LIB_SOURCE"
 	awk -F'\t' 'NR > 1 && $2 != "0" { bad++; print "  step " ($2 == "skipped" ? "SKIPPED" : "FAILED (exit " $2 ")") ": " $1 }
 		NR > 1 { n++ } END { printf "%d steps, %d not ok\n", n, bad }' "$STEPS"
 } >"$RES/steps-summary.txt"
 tar czf "$OUT/gpu-check.tar.gz" -C "$OUT" gpu-check
-cp "$RES/summary.txt" "$RES/steps-summary.txt" "$RES/all.jsonl" "$RES/peer.jsonl" "$LOG" "$OUT/"
+cp "$RES/summary.txt" "$RES/steps-summary.txt" "$RES/variants.txt" "$RES/all.jsonl" "$RES/peer.jsonl" "$LOG" "$OUT/"
 [ -f "$RES/validate.json" ] && cp "$RES/validate.json" "$OUT/"
 rm -rf "$RES"
 echo
@@ -283,5 +314,7 @@ if [ -f "$OUT/validate.json" ]; then
 	"$PY" -c 'import json,sys; r=json.load(open(sys.argv[1])); print("validate verdict:", r.get("verdict") or r.get("overall"))' "$OUT/validate.json" 2>/dev/null
 fi
 cat "$OUT/steps-summary.txt"
+echo
+cat "$OUT/variants.txt"
 echo
 cat "$OUT/summary.txt"
