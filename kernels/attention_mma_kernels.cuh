@@ -18,7 +18,7 @@
  *      accumulator columns are that lane's own heads, so the rescale needs no shuffle;
  *   3. P is rounded to the input dtype (as FlashAttention does; fp16 first scaled by 2^15 so
  *      that probabilities down to 2^-29 stay normal; the scale leaves at the end, exactly) and
- *      goes through 768 bytes of per-warp shared memory from the accumulator layout to the B
+ *      goes through 384 (8 heads) or 768 (16) bytes of per-warp shared memory from the accumulator layout to the B
  *      layout; l sums the unrounded fp32 probabilities;
  *   4. O^T[D x 8 heads] += V^T[D x 16 tokens] . P^T[16 tokens x 8 heads]: A = V read
  *      transposed with 16-bit shared loads (ldmatrix.trans would do it in one instruction
@@ -34,14 +34,14 @@
  * V^T. Not yet measured on a card: `bench attention --variant mma` next to the default
  * (scripts/gpu-check.sh) decides whether AUTO should pick it.
  *
- * Shapes: kWarps = 4 (64-token tiles, 37-77 KiB of shared memory) for head dims up to 128;
- * 2 warps (32-token tiles, 77 KiB) for 256, whose 4-warp tile would need 135 KiB and one block
- * per SM. ptxas registers per thread (nvcc 11.8, -O3, bf16 and fp16 alike, sm_80 / sm_90; no
+ * Shapes: kWarps = 4 (64-token tiles, 39-76 KiB of shared memory) for head dims up to 128;
+ * 2 warps (32-token tiles, 71-76 KiB) for 256, whose 4-warp tile would need 135 KiB and one
+ * block per SM. ptxas registers per thread (nvcc 11.8, -O3, bf16 and fp16 alike, sm_80 / sm_90; no
  * spills; not yet measured on a card):
  *   GP 8:  D 64: 72/72   D 80: 85/86    D 96: 80/80    D 128: 89/89    D 256: 127/127
  *   GP 16: D 64: 93/94   D 80: 101/102  D 96: 111/113  D 128: 125/126  D 256: 201/199
  * so 3 blocks per SM fit by registers (the launch bounds ask for that, 2 for D 256 with 16 heads)
- * and by shared memory on an H100/H200 for D 128 (74 KiB a block with 8 heads).
+ * and by shared memory on an H100/H200 for D 128 (72 KiB a block with 8 heads).
  */
 #ifndef DECODEBENCH_ATTENTION_MMA_KERNELS_CUH
 #define DECODEBENCH_ATTENTION_MMA_KERNELS_CUH
