@@ -12,6 +12,7 @@ package measure
 import (
 	"errors"
 	"fmt"
+	"github.com/decodebench/decodebench/bench/units"
 	"math"
 
 	"github.com/decodebench/decodebench/bench/timing"
@@ -144,24 +145,9 @@ func Fits(dev *cgo.Device, bytes uint64) (bool, string) {
 	free, reserve := props.MemFreeBytes, memoryReserve(props)
 	if free < reserve || bytes > free-reserve {
 		return false, fmt.Sprintf("needs %s of device memory, %s free (%s kept in reserve)",
-			decimalBytes(float64(bytes)), decimalBytes(float64(free)), decimalBytes(float64(reserve)))
+			units.Bytes(float64(bytes)), units.Bytes(float64(free)), units.Bytes(float64(reserve)))
 	}
 	return true, ""
-}
-
-// decimalBytes prints decimal units (1 GB = 1e9 B), as every table of decodebench does.
-func decimalBytes(b float64) string {
-	switch {
-	case b >= 1e12:
-		return fmt.Sprintf("%.2f TB", b/1e12)
-	case b >= 1e9:
-		return fmt.Sprintf("%.2f GB", b/1e9)
-	case b >= 1e6:
-		return fmt.Sprintf("%.1f MB", b/1e6)
-	case b >= 1e3:
-		return fmt.Sprintf("%.1f kB", b/1e3)
-	}
-	return fmt.Sprintf("%.0f B", b)
 }
 
 // buffers owns what one measurement allocated.
@@ -173,7 +159,7 @@ type buffers struct {
 func (b *buffers) alloc(what string, bytes uint64) (*cgo.Buffer, error) {
 	buf, err := b.dev.Alloc(bytes)
 	if err != nil {
-		return nil, fmt.Errorf("allocating %s (%s): %w", what, decimalBytes(float64(bytes)), err)
+		return nil, fmt.Errorf("allocating %s (%s): %w", what, units.Bytes(float64(bytes)), err)
 	}
 	b.bufs = append(b.bufs, buf)
 	return buf, nil

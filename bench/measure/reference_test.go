@@ -49,12 +49,12 @@ func TestDescribeRotation(t *testing.T) {
 		method, absent  string
 		workingSetBytes float64
 	}{
-		{"rotation", 50e6, 50e6, 1 << 40, 6, "rotate 6 copies, 300.0 MB working set = 4.77x L2 (62.9 MB)", "below", 300e6},
-		{"single copy", 2e9, 2e9, 1 << 40, 1, "single copy, working set 2.00 GB = 31.8x L2 (62.9 MB)", "below", 2e9},
-		{"capped", 50e6, 50e6, 120e6, 2, "rotate 2 copies, 100.0 MB working set = 1.59x L2 (62.9 MB), below the 4x asked (capped by 120.0 MB for rotated copies)", "may come", 100e6},
-		{"capped under L2", 10e6, 10e6, 30e6, 3, "below the 4x asked (capped by 30.0 MB for rotated copies): operands may come from L2", "", 30e6},
+		{"rotation", 50e6, 50e6, 1 << 40, 6, "rotate 6 copies, 300.00 MB working set = 4.77x L2 (62.91 MB)", "below", 300e6},
+		{"single copy", 2e9, 2e9, 1 << 40, 1, "single copy, working set 2.00 GB = 31.8x L2 (62.91 MB)", "below", 2e9},
+		{"capped", 50e6, 50e6, 120e6, 2, "rotate 2 copies, 100.00 MB working set = 1.59x L2 (62.91 MB), below the 4x asked (capped by 120.00 MB for rotated copies)", "may come", 100e6},
+		{"capped under L2", 10e6, 10e6, 30e6, 3, "below the 4x asked (capped by 30.00 MB for rotated copies): operands may come from L2", "", 30e6},
 		// A ragged cache allocates more than a call reads: the cap counts the allocation.
-		{"allocation counts against the cap", 10e6, 40e6, 400e6, 10, "rotate 10 copies, 100.0 MB working set", "", 100e6},
+		{"allocation counts against the cap", 10e6, 40e6, 400e6, 10, "rotate 10 copies, 100.00 MB working set", "", 100e6},
 	}
 	for _, c := range cases {
 		r := planRotation(c.bytes, c.alloc, l2, 4, c.cap_)

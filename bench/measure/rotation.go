@@ -2,6 +2,7 @@ package measure
 
 import (
 	"fmt"
+	"github.com/decodebench/decodebench/bench/units"
 	"math"
 )
 
@@ -45,14 +46,14 @@ func describeRotation(copies int, bytesPerCopy, l2Bytes, factor float64, capByte
 	if l2Bytes > 0 {
 		times = fmt.Sprintf("%.3gx", r.WorkingSetBytes/l2Bytes)
 	}
-	l2 := fmt.Sprintf("L2 (%s)", decimalBytes(l2Bytes))
+	l2 := fmt.Sprintf("L2 (%s)", units.Bytes(l2Bytes))
 	if copies == 1 {
-		r.Method = fmt.Sprintf("single copy, working set %s = %s %s", decimalBytes(r.WorkingSetBytes), times, l2)
+		r.Method = fmt.Sprintf("single copy, working set %s = %s %s", units.Bytes(r.WorkingSetBytes), times, l2)
 	} else {
-		r.Method = fmt.Sprintf("rotate %d copies, %s working set = %s %s", copies, decimalBytes(r.WorkingSetBytes), times, l2)
+		r.Method = fmt.Sprintf("rotate %d copies, %s working set = %s %s", copies, units.Bytes(r.WorkingSetBytes), times, l2)
 	}
 	if l2Bytes > 0 && r.WorkingSetBytes < factor*l2Bytes {
-		why := fmt.Sprintf("capped by %s for rotated copies", decimalBytes(float64(capBytes)))
+		why := fmt.Sprintf("capped by %s for rotated copies", units.Bytes(float64(capBytes)))
 		if copies >= maxCopies {
 			why = fmt.Sprintf("capped at %d copies", maxCopies)
 		}

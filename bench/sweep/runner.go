@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"github.com/decodebench/decodebench/bench/units"
 	"math"
 	"time"
 
@@ -338,7 +339,7 @@ func (s *state) stepFits(cfg Config) (bool, string) {
 	weights := cfg.Model.WeightBytesTotal()
 	kv := float64(cfg.Batch) * cfg.Model.KVBytesPerSequence(cfg.Context)
 	why := fmt.Sprintf("does not fit in memory: weights %s + KV cache %s (%d sequences x %d tokens) > %s usable (%s less %.0f%% reserve)",
-		decimal(weights), decimal(kv), cfg.Batch, cfg.Context, decimal(s.MemoryBytes*(1-s.ReserveFraction)), decimal(s.MemoryBytes), s.ReserveFraction*100)
+		units.Bytes(weights), units.Bytes(kv), cfg.Batch, cfg.Context, units.Bytes(s.MemoryBytes*(1-s.ReserveFraction)), units.Bytes(s.MemoryBytes), s.ReserveFraction*100)
 	if fit > 0 {
 		why += fmt.Sprintf("; at most batch %d fits at this context", fit)
 	}
@@ -438,19 +439,4 @@ func joinSemi(items []string) string {
 		out += s
 	}
 	return out
-}
-
-// decimal prints bytes in decimal units (1 GB = 1e9 B).
-func decimal(b float64) string {
-	switch {
-	case b >= 1e12:
-		return fmt.Sprintf("%.2f TB", b/1e12)
-	case b >= 1e9:
-		return fmt.Sprintf("%.2f GB", b/1e9)
-	case b >= 1e6:
-		return fmt.Sprintf("%.2f MB", b/1e6)
-	case b >= 1e3:
-		return fmt.Sprintf("%.1f kB", b/1e3)
-	}
-	return fmt.Sprintf("%.0f B", b)
 }

@@ -3,6 +3,7 @@ package main
 import (
 	"encoding/json"
 	"fmt"
+	"github.com/decodebench/decodebench/bench/units"
 	"io"
 	"math"
 	"os"
@@ -452,7 +453,7 @@ func (s *benchSession) measureCeiling() error {
 	}
 	s.ceiling = o.AchievedBytesPerSec
 	s.say("read ceiling: %.0f GB/s (read probe over %s, median of %d samples, measured now)\n",
-		s.ceiling/1e9, humanBytes(o.Bytes), len(o.Stats.Samples))
+		s.ceiling/1e9, units.Bytes(o.Bytes), len(o.Stats.Samples))
 	return nil
 }
 

@@ -2,6 +2,7 @@ package main
 
 import (
 	"fmt"
+	"github.com/decodebench/decodebench/bench/units"
 
 	"github.com/urfave/cli/v2"
 
@@ -137,7 +138,7 @@ func benchAttentionAction(c *cli.Context) error {
 		o, tel := s.measure(func() measure.Outcome {
 			if need := float64(a.MinDeviceBytes()); settings.maxBytes > 0 && need > settings.maxBytes {
 				return measure.Outcome{Kernel: "attention", Status: measure.StatusSkipped,
-					Reason: fmt.Sprintf("needs %s, above --max-gb %g", humanBytes(need), settings.maxBytes/1e9)}
+					Reason: fmt.Sprintf("needs %s, above --max-gb %g", units.Bytes(need), settings.maxBytes/1e9)}
 			}
 			return measure.Attention(s.dev, a, settings.opts)
 		})
@@ -163,7 +164,7 @@ func benchAttentionAction(c *cli.Context) error {
 			layout += fmt.Sprintf(" /%d", r.Splits)
 		}
 		layout += " " + r.Variant
-		s.say("%-38s %-20s %10s %11s %6.2f%% %9.0f %7s  %s\n", shape, layout, humanBytes(a.KVBytes()), micros(o.Stats.Median),
+		s.say("%-38s %-20s %10s %11s %6.2f%% %9.0f %7s  %s\n", shape, layout, units.Bytes(a.KVBytes()), micros(o.Stats.Median),
 			100*o.Stats.Spread, o.AchievedBytesPerSec/1e9, percent(r.FractionOfRead), note(o, tel))
 	}
 	return s.finish()

@@ -2,6 +2,7 @@ package main
 
 import (
 	"fmt"
+	"github.com/decodebench/decodebench/bench/units"
 	"math"
 
 	"github.com/urfave/cli/v2"
@@ -153,7 +154,7 @@ func benchLinearAction(c *cli.Context) error {
 		o, tel := s.measure(func() measure.Outcome {
 			if need := float64(j.spec.MinDeviceBytes()); settings.maxBytes > 0 && need > settings.maxBytes {
 				return measure.Outcome{Kernel: "linear", Status: measure.StatusSkipped,
-					Reason: fmt.Sprintf("needs %s, above --max-gb %g", humanBytes(need), settings.maxBytes/1e9)}
+					Reason: fmt.Sprintf("needs %s, above --max-gb %g", units.Bytes(need), settings.maxBytes/1e9)}
 			}
 			return measure.Linear(s.dev, j.spec, settings.opts)
 		})

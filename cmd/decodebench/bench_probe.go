@@ -2,6 +2,7 @@ package main
 
 import (
 	"fmt"
+	"github.com/decodebench/decodebench/bench/units"
 	"strings"
 
 	"github.com/urfave/cli/v2"
@@ -143,7 +144,7 @@ func benchProbeAction(c *cli.Context, kinds []cgo.ProbeKind) error {
 		}
 		size, rate := fmt.Sprintf("%d iter", r.Iterations), fmt.Sprintf("%.2f TFLOP/s", o.AchievedFLOPsPerSec/1e12)
 		if kind.Memory() {
-			size, rate = humanBytes(float64(r.BufferBytes)), fmt.Sprintf("%.0f GB/s", o.AchievedBytesPerSec/1e9)
+			size, rate = units.Bytes(float64(r.BufferBytes)), fmt.Sprintf("%.0f GB/s", o.AchievedBytesPerSec/1e9)
 		}
 		s.say("%-6s %10s %11s %6.2f%% %14s %11s  %s\n", kind, size, micros(o.Stats.Median), 100*o.Stats.Spread, rate,
 			percent(r.FractionOfDatasheet), note(o, tel))

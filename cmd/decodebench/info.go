@@ -2,6 +2,7 @@ package main
 
 import (
 	"fmt"
+	"github.com/decodebench/decodebench/bench/units"
 	"io"
 	"text/tabwriter"
 
@@ -60,7 +61,7 @@ func printSystem(out io.Writer, sys gpuinfo.System) {
 			ecc = "on"
 		}
 		fmt.Fprintf(w, "%d\t%s\t%s\t%.0f GB/s\t%d/%d (%d/%d)\tgen%d x%d / gen%d x%d\t%s\t%.0f W\t%d C\t%s\n",
-			d.Index, d.Name, humanBytes(float64(d.MemoryTotalBytes)), d.DatasheetBandwidthBytesPerSec/1e9,
+			d.Index, d.Name, units.Bytes(float64(d.MemoryTotalBytes)), d.DatasheetBandwidthBytesPerSec/1e9,
 			d.SMClockMHz, d.MemClockMHz, d.MaxSMClockMHz, d.MaxMemClockMHz,
 			d.PCIeGen, d.PCIeWidth, d.MaxPCIeGen, d.MaxPCIeWidth, ecc, d.PowerLimitWatts, d.TemperatureC, spec)
 		fmt.Fprintf(w, "\t%s\t\t\t\t\t\t\t\t\n", d.UUID)

@@ -3,6 +3,7 @@ package main
 import (
 	"encoding/json"
 	"fmt"
+	"github.com/decodebench/decodebench/bench/units"
 	"io"
 	"strings"
 	"text/tabwriter"
@@ -163,17 +164,17 @@ func modelShow(stdout io.Writer, s model.Shape, batch, context int, asJSON bool)
 		fmt.Fprintf(w, "sliding window\t%d of the %d layers attend to the last %d tokens only\n", s.SlidingLayers, s.Layers, s.SlidingWindow)
 	}
 	fmt.Fprintf(w, "parameters\t%s total, %s active per token\n", humanCount(float64(out.ParamsTotal)), humanCount(float64(out.ParamsActive)))
-	fmt.Fprintf(w, "weights\t%s in all; %s read per step at batch 1\n", humanBytes(out.WeightBytesTotal), humanBytes(out.WeightBytesPerStep))
-	fmt.Fprintf(w, "KV cache\t%s per token; %s per sequence at context %d\n", humanBytes(out.KVBytesPerToken), humanBytes(out.KVBytesPerSequence), context)
+	fmt.Fprintf(w, "weights\t%s in all; %s read per step at batch 1\n", units.Bytes(out.WeightBytesTotal), units.Bytes(out.WeightBytesPerStep))
+	fmt.Fprintf(w, "KV cache\t%s per token; %s per sequence at context %d\n", units.Bytes(out.KVBytesPerToken), units.Bytes(out.KVBytesPerSequence), context)
 	fmt.Fprintf(w, "one step at batch %d, context %d\t%s of weights + %s of KV, %.3g FLOPs\n", batch, context,
-		humanBytes(out.WeightBytesAtBatch), humanBytes(float64(batch)*out.KVBytesPerSequence), out.FLOPsPerStep)
+		units.Bytes(out.WeightBytesAtBatch), units.Bytes(float64(batch)*out.KVBytesPerSequence), out.FLOPsPerStep)
 	w.Flush()
 	fmt.Fprintln(stdout)
 	fmt.Fprintln(stdout, "kernels of one decode step (bytes are the minimum one call moves; decimal units):")
 	w = tabwriter.NewWriter(stdout, 0, 0, 2, ' ', 0)
 	fmt.Fprintln(w, "KERNEL\tSHAPE\tCALLS/STEP\tBYTES/CALL\tFLOPS/CALL")
 	for _, k := range out.Kernels {
-		fmt.Fprintf(w, "%s\t%s\t%.4g\t%s\t%.3g\n", k.Name, kernelShapeText(k), k.Repeat, humanBytes(k.Bytes), k.FLOPs)
+		fmt.Fprintf(w, "%s\t%s\t%.4g\t%s\t%.3g\n", k.Name, kernelShapeText(k), k.Repeat, units.Bytes(k.Bytes), k.FLOPs)
 	}
 	return w.Flush()
 }

@@ -74,21 +74,6 @@ func resolveModel(c *cli.Context) (model.Shape, error) {
 	return shape, nil
 }
 
-// humanBytes prints decimal units (1 GB = 1e9 B).
-func humanBytes(b float64) string {
-	switch {
-	case b >= 1e12:
-		return fmt.Sprintf("%.2f TB", b/1e12)
-	case b >= 1e9:
-		return fmt.Sprintf("%.2f GB", b/1e9)
-	case b >= 1e6:
-		return fmt.Sprintf("%.2f MB", b/1e6)
-	case b >= 1e3:
-		return fmt.Sprintf("%.1f kB", b/1e3)
-	}
-	return fmt.Sprintf("%.0f B", b)
-}
-
 // humanCount prints a parameter count: 8.03B, 1.24B, 350M.
 func humanCount(n float64) string {
 	switch {

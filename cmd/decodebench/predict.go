@@ -5,6 +5,7 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
+	"github.com/decodebench/decodebench/bench/units"
 	"io"
 	"os"
 	"path/filepath"
@@ -175,7 +176,7 @@ func predictRows(s model.Shape, gpu roofline.GPU, ceiling roofline.Ceiling, batc
 
 func printPredict(out io.Writer, s model.Shape, gpu roofline.GPU, ceiling roofline.Ceiling, rows []predictRow, contexts []int, reserve float64) {
 	fmt.Fprintf(out, "%s on one %s (tp %d): weights %s, KV %s per token (%s weights, %s KV)\n",
-		s.Name, gpu.Name, max(s.TP, 1), humanBytes(s.WeightBytesTotal()), humanBytes(s.KVBytesPerToken()), s.WeightDType, s.KVDType)
+		s.Name, gpu.Name, max(s.TP, 1), units.Bytes(s.WeightBytesTotal()), units.Bytes(s.KVBytesPerToken()), s.WeightDType, s.KVDType)
 	fmt.Fprintf(out, "datasheet roofline: %.0f GB/s, %.0f TFLOP/s dense bf16 (%s); decimal units\n\n",
 		ceiling.BandwidthBytesPerSec/1e9, ceiling.FLOPsPerSec/1e12, gpu.Source)
 	w := tabwriter.NewWriter(out, 0, 0, 2, ' ', tabwriter.AlignRight)
@@ -186,7 +187,7 @@ func printPredict(out io.Writer, s model.Shape, gpu roofline.GPU, ceiling roofli
 			fits = "no"
 		}
 		fmt.Fprintf(w, "%d\t%d\t%s\t%s\t%.3f\t%.3f\t%.3f\t%.1f\t%.0f\t%s\t%s\t\n", r.Batch, r.Context,
-			humanBytes(r.WeightBytes), humanBytes(r.KVBytes), r.StepSeconds*1e3, r.MemorySeconds*1e3, r.ComputeSeconds*1e3,
+			units.Bytes(r.WeightBytes), units.Bytes(r.KVBytes), r.StepSeconds*1e3, r.MemorySeconds*1e3, r.ComputeSeconds*1e3,
 			r.PerRequestTokensPerSec, r.PerServerTokensPerSec, r.Bound, fits)
 	}
 	w.Flush()
@@ -201,7 +202,7 @@ func printPredict(out io.Writer, s model.Shape, gpu roofline.GPU, ceiling roofli
 		if ok {
 			critText = "compute-bound from batch " + strconv.Itoa(crit)
 		}
-		usable := fmt.Sprintf("%s (%s less %.0f%% kept free)", humanBytes(gpu.MemoryBytes*(1-reserve)), humanBytes(gpu.MemoryBytes), reserve*100)
+		usable := fmt.Sprintf("%s (%s less %.0f%% kept free)", units.Bytes(gpu.MemoryBytes*(1-reserve)), units.Bytes(gpu.MemoryBytes), reserve*100)
 		fitText := fmt.Sprintf("the largest batch that fits in %s is %d", usable, maxFit)
 		if maxFit == 0 {
 			fitText = fmt.Sprintf("not even batch 1 fits in %s: shard it with --tp", usable)

@@ -86,18 +86,3 @@ func onOff(on, known bool) string {
 	}
 	return "disabled"
 }
-
-// decimalBytes prints decimal units (1 GB = 1e9 B).
-func decimalBytes(b float64) string {
-	switch {
-	case b >= 1e12:
-		return fmt.Sprintf("%.2f TB", b/1e12)
-	case b >= 1e9:
-		return fmt.Sprintf("%.2f GB", b/1e9)
-	case b >= 1e6:
-		return fmt.Sprintf("%.2f MB", b/1e6)
-	case b >= 1e3:
-		return fmt.Sprintf("%.1f kB", b/1e3)
-	}
-	return fmt.Sprintf("%.0f B", b)
-}

@@ -5,6 +5,7 @@ package report
 
 import (
 	"fmt"
+	"github.com/decodebench/decodebench/bench/units"
 	"os"
 	"path/filepath"
 	"strings"
@@ -203,9 +204,9 @@ func cardSection(info sweep.RunInfo) plots.Section {
 	c := info.Card
 	facts := []plots.Fact{
 		fact("Card", c.Name), fact("UUID", orDash(c.UUID)), fact("PCI bus", orDash(c.PCIBusID)),
-		fact("Memory", fmt.Sprintf("%s (%d bytes)", decimalBytes(float64(c.MemoryTotalBytes)), c.MemoryTotalBytes)),
+		fact("Memory", fmt.Sprintf("%s (%d bytes)", units.Bytes(float64(c.MemoryTotalBytes)), c.MemoryTotalBytes)),
 		fact("Compute capability", orDash(c.ComputeCapability)),
-		fact("SMs, L2", fmt.Sprintf("%d SMs, %s L2", c.SMCount, decimalBytes(float64(c.L2Bytes)))),
+		fact("SMs, L2", fmt.Sprintf("%d SMs, %s L2", c.SMCount, units.Bytes(float64(c.L2Bytes)))),
 		fact("Driver, CUDA", fmt.Sprintf("driver %s, CUDA %s", orDash(c.Driver), orDash(c.CUDAVersion))),
 		fact("Clocks at start", clocks(c)),
 		fact("ECC", onOff(c.ECCEnabled, c.NVML == "ok")),
@@ -246,7 +247,7 @@ func methodSection(info sweep.RunInfo) plots.Section {
 		"per-request tokens/s = 1 / step time; per-server tokens/s = B / step time. The roofline bound is max((weight bytes + B × KV bytes(S)) / bandwidth, step FLOPs / tensor rate); " +
 			"roofline fraction = bound / measured step time, against the measured ceiling (the card's own probes) and the datasheet ceiling.",
 		fmt.Sprintf("A configuration is skipped, before anything is allocated, when its weights and B KV caches of S tokens do not fit in %s with %.0f%% kept free.",
-			decimalBytes(info.Method.MemoryBytes), info.Method.ReserveFraction*100),
+			units.Bytes(info.Method.MemoryBytes), info.Method.ReserveFraction*100),
 	}}
 }
 
@@ -307,7 +308,7 @@ func modelLine(m modelResults) string {
 	}
 	return fmt.Sprintf("%s: hidden %d, MLP %d, %d layers, %d query and %d KV heads of %d, vocabulary %d, %s weights and KV cache, tp %d; weights %s, KV cache %s per token.",
 		s.Name, s.Hidden, s.FFN, s.Layers, s.QHeads, s.KVHeads, s.HeadDim, s.Vocab, s.WeightDType, max(s.TP, 1),
-		decimalBytes(s.WeightBytesTotal()), decimalBytes(s.KVBytesPerToken()))
+		units.Bytes(s.WeightBytesTotal()), units.Bytes(s.KVBytesPerToken()))
 }
 
 func problemsSection(models []modelResults) (plots.Section, bool) {
