@@ -27,7 +27,7 @@ emu: $(LIBDIR)/libdecodebench_emu.so
 
 include kernels/kernels.mk
 
-test: emu emu-test
+test: emu emu-test emu-hazard-test
 	DECODEBENCH_KERNELS=$(CURDIR)/$(LIBDIR)/libdecodebench_emu.so DECODEBENCH_REQUIRE_EMU=1 $(GO) test ./...
 
 # On a GPU box: the default sweep (Llama-3-8B, batch 1-256, contexts 1k-32k, trimmed by --budget

@@ -390,8 +390,8 @@ template <class E>
 __global__ void __launch_bounds__(kCombineThreads)
     attention_combine_kernel(const float *ws_acc, const float2 *ws_ml, E *out, int num_splits,
                              int head_dim) {
-  __shared__ float weight_s[kMaxSplits];
-  __shared__ float scratch[kCombineThreads / 32];
+  DB_SHARED(float, weight_s, kMaxSplits);
+  DB_SHARED(float, scratch, kCombineThreads / 32);
   const size_t row = blockIdx.x;
   const float2 *ml = ws_ml + row * num_splits;
 

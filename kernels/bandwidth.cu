@@ -35,7 +35,7 @@ DB_DEVICE uint32_t sum_words(uint4 v) { return v.x + v.y + v.z + v.w; }
 
 // Sums a block's per-thread values into *result (uint32 wrap-around, so exact in any order).
 DB_DEVICE void block_sum_to(uint32_t value, uint32_t *result) {
-  __shared__ uint32_t warp_sums[kMaxThreads / 32];
+  DB_SHARED(uint32_t, warp_sums, kMaxThreads / 32);
   const unsigned lane = threadIdx.x & 31u, warp = threadIdx.x >> 5;
   value = db_warp_sum(value);
   if (lane == 0) warp_sums[warp] = value;

@@ -47,6 +47,18 @@
   type *name = reinterpret_cast<type *>(db_smem_##name)
 #endif
 
+/* Static shared memory: an array of `count` `type`s named `name`. (The emulation registers it
+ * the first time a thread reaches it, so DB_EMU_HAZARDS=smem can poison it per block; a bare
+ * __shared__ does not compile there.) */
+#if DB_EMU
+#define DB_SHARED(type, name, count)                                                     \
+  static type name[count];                                                               \
+  static const bool db_shared_registered_##name [[maybe_unused]] =                       \
+      ::db_emu::register_static_smem(name, sizeof name)
+#else
+#define DB_SHARED(type, name, count) __shared__ type name[count]
+#endif
+
 /* ---- the seam: statuses, errors, contexts ----------------------------------------------------- */
 
 /* A context: one device, one non-blocking stream, and the device numbers the launch heuristics
@@ -222,13 +234,23 @@ DB_DEVICE uint4 db_ld_nc_v4(const uint4 *p) {
 #endif
 
 /* 16-byte asynchronous global -> shared copy, cached in L2 only (cp.async.cg.shared.global, sm_80+),
- * with its group commit and wait. The emulation copies at once, so its commit and wait do
- * nothing; kernels still need the __syncthreads that makes other threads' copies visible. */
+ * with its group commit and wait. The emulation copies at once by default (commit and wait do
+ * nothing); with DB_EMU_HAZARDS=cp_async it defers each copy to the wait_group that covers it,
+ * as on hardware. Kernels still need the __syncthreads that makes other threads' copies visible. */
 #if DB_EMU
-inline void db_cp_async_16(void *smem, const void *gmem) { std::memcpy(smem, gmem, 16); }
-inline void db_cp_async_commit() {}
+inline void db_cp_async_16(void *smem, const void *gmem) {
+  if (db_emu::g_defer_cp_async)
+    db_emu::cp_async_issue(smem, gmem, 16);
+  else
+    std::memcpy(smem, gmem, 16);
+}
+inline void db_cp_async_commit() {
+  if (db_emu::g_defer_cp_async) db_emu::cp_async_commit();
+}
 template <int N>
-inline void db_cp_async_wait() {}
+inline void db_cp_async_wait() {
+  if (db_emu::g_defer_cp_async) db_emu::cp_async_wait(N);
+}
 #else
 DB_DEVICE void db_cp_async_16(void *smem, const void *gmem) {
   const unsigned smem_addr = static_cast<unsigned>(__cvta_generic_to_shared(smem));

@@ -4,6 +4,7 @@
 #   make kernels   lib/libdecodebench_cuda.so   nvcc, sm_80/86/89/90 machine code + compute_90 PTX
 #   make emu       lib/libdecodebench_emu.so    g++ -x c++ on the same .cu files + kernels/emu
 #   make emu-test  the emulator's and the kernels' own C++ tests, run under emulation
+#   make emu-hazard-test  those and the Go kernel tests under the emulator's hazard modes
 #
 # nvcc: Debian's CUDA 11.8 nvcc runs g++-11 through its own wrapper
 # (/usr/lib/nvidia-cuda-toolkit/bin/g++); g++-12 as host compiler needs -allow-unsupported-compiler
@@ -67,6 +68,25 @@ emu-test: $(KERNELS_BUILD)/emu/emu_test $(KERNELS_BUILD)/emu/emu_test_ucontext \
 	$(KERNELS_BUILD)/emu/emu_test
 	$(KERNELS_BUILD)/emu/emu_test_ucontext
 	$(KERNELS_BUILD)/emu/linear_test
+
+# The same C++ tests and the Go kernel tests' correctness subset again under the emulator's hazard
+# modes (emu.h): thread order reversed, then shuffled, with cp.async landing only at its
+# wait_group and shared memory poisoned at every block's start, so a missing barrier or wait shows
+# up as wrong values (about 15 s). -count=1: Go's test cache does not see variables C reads.
+EMU_HAZARD_SCHEDULES := reverse shuffle:1
+EMU_HAZARD_GO_PKGS   := ./cgo ./cmd/decodebench ./bench/measure
+EMU_HAZARD_GO_RUN    := ^Test(Verify|Linear|Attention|Probe)
+.PHONY: emu-hazard-test
+emu-hazard-test: $(KERNELS_BUILD)/emu/emu_test $(KERNELS_BUILD)/emu/linear_test \
+                 $(LIBDIR)/libdecodebench_emu.so
+	@set -e; for schedule in $(EMU_HAZARD_SCHEDULES); do \
+	  echo "emu-hazard-test: DB_EMU_SCHEDULE=$$schedule DB_EMU_HAZARDS=all"; \
+	  export DB_EMU_SCHEDULE=$$schedule DB_EMU_HAZARDS=all; \
+	  $(KERNELS_BUILD)/emu/emu_test; \
+	  $(KERNELS_BUILD)/emu/linear_test; \
+	  DECODEBENCH_KERNELS=$(CURDIR)/$(LIBDIR)/libdecodebench_emu.so DECODEBENCH_REQUIRE_EMU=1 \
+	    $(GO) test -count=1 -run '$(EMU_HAZARD_GO_RUN)' $(EMU_HAZARD_GO_PKGS); \
+	done
 
 $(KERNELS_BUILD)/emu/emu_test: kernels/emu/emu_test.cpp $(EMU_OBJS)
 	$(CXX) $(EMU_CXXFLAGS) -o $@ $< $(EMU_OBJS)

@@ -4,11 +4,21 @@
  * kernels/common.cuh includes this instead of the CUDA headers when the sources are compiled as
  * C++ (g++ -x c++ *.cu). A launch runs its grid one block at a time; the block's threads run as
  * cooperative fibers on the calling OS thread (scheduler.cpp), so:
- *   - __shared__ is `static`: only one block runs at a time;
+ *   - static shared memory (DB_SHARED) is `static`: only one block runs at a time;
  *   - __syncthreads and every warp collective (shuffles, votes, __syncwarp, mma.sync) block the
  *     calling fiber until its partners arrive; when every live thread is blocked, the launch ends
  *     with a deadlock report naming the kernel and the barrier's file:line;
  *   - atomics are plain read-modify-write: fibers never preempt one another.
+ * Fibers run in thread order until they block, which hides some missing synchronisation. Hazard
+ * modes, read from the environment at each launch, make it show up as wrong values:
+ *   DB_EMU_SCHEDULE=forward (default) | reverse | shuffle[:seed]  the order in which the fibers
+ *       resume at a block's start and after a barrier: thread order, reversed, or a seeded random
+ *       permutation per barrier (the seed restarts every launch); in the last two, the lanes a
+ *       warp collective releases run next, ahead of the other warps, in reverse or random order;
+ *   DB_EMU_HAZARDS=none (default) | all | cp_async,smem  cp_async: copies land at
+ *       cp.async.wait_group, not at issue (see g_defer_cp_async); smem: static and dynamic shared
+ *       memory are filled with 0xff bytes at every block's start (by default only the dynamic
+ *       one, once per launch).
  * Device memory is host memory (runtime.cpp), so a kernel's out-of-bounds access is a host bug.
  * Launches are serialized by one process-wide mutex.
  */
@@ -32,7 +42,10 @@
 #define __host__
 #define __forceinline__ inline __attribute__((always_inline))
 #define __noinline__ __attribute__((noinline))
-#define __shared__ static
+/* Static shared arrays are declared with common.cuh's DB_SHARED(type, name, count): `static`
+ * storage that registers itself, so a block's start can poison it (DB_EMU_HAZARDS=smem). A bare
+ * __shared__ could not be found (g++ drops a section attribute on a template's local statics). */
+#define __shared__ static_assert(false, "declare static shared arrays with DB_SHARED(type, name, count)");
 #define __launch_bounds__(...)
 #define __align__(n) __attribute__((aligned(n)))
 
@@ -219,6 +232,17 @@ void block_barrier(const char *file, int line);
 [[noreturn]] void fail_launch(const std::string &message);
 /* The launch's dynamic shared memory (its smem argument's size, 16-byte aligned). */
 void *dynamic_smem();
+
+/* Deferred cp.async (DB_EMU_HAZARDS=cp_async; set for the running launch): a copy is recorded in
+ * the calling thread's open group and its destination filled with 0xff bytes; commit closes the
+ * group; wait(N) performs every committed group but the newest N. A barrier performs nothing. */
+extern bool g_defer_cp_async;
+/* Called once per static shared array (DB_SHARED), when the first thread reaches it: remembers
+ * it for the per-block poisoning, and poisons it now if that is on. Returns true. */
+bool register_static_smem(void *p, size_t bytes);
+void cp_async_issue(void *dst, const void *src, size_t bytes);
+void cp_async_commit();
+void cp_async_wait(int newest_pending);
 inline unsigned lane_id() {
   return (threadIdx.x + blockDim.x * (threadIdx.y + blockDim.y * threadIdx.z)) & 31u;
 }

@@ -1,9 +1,13 @@
 // emu_test.cpp: tests of the host emulation itself (make emu-test): the mma.sync wrapper against
 // a plain matrix product, deadlock detection, warp shuffles and votes with partial warps, dynamic
-// shared memory, the 16-bit float conversions. Test kernels are written as CUDA and launched with
+// shared memory, the hazard modes (schedules, deferred cp.async, shared-memory poisoning: tiny
+// kernels with deliberate synchronisation bugs that pass by default and fail under their mode),
+// the 16-bit float conversions. Test kernels are written as CUDA and launched with
 // DB_LAUNCH, as kernels/*.cu are.
+#include <algorithm>
 #include <cmath>
 #include <cstdio>
+#include <cstdlib>
 #include <cstring>
 #include <random>
 #include <string>
@@ -279,7 +283,7 @@ __global__ void cp_async_kernel(const uint4 *in, uint4 *out) {
 }
 
 __global__ void block_sum_kernel(const int *in, int *out) {
-  __shared__ int partial[8];
+  DB_SHARED(int, partial, 8);
   const int warp = threadIdx.x / 32;
   int v = db_warp_sum(in[blockIdx.x * blockDim.x + threadIdx.x]);
   if (threadIdx.x % 32 == 0) partial[warp] = v;
@@ -303,6 +307,7 @@ void test_shared_memory() {
       EXPECT(out[b * threads + t] == in[b * threads + threads - 1 - t], "block %d thread %d", b, t);
 
   // Over the 48 KiB default the launch fails until the kernel opts in, as on a GPU.
+  cudaFuncSetAttribute(reverse_kernel, cudaFuncAttributeMaxDynamicSharedMemorySize, 48 << 10);
   status = DB_LAUNCH(reverse_kernel, dim3(1), dim3(threads), 64 << 10, nullptr, in.data(),
                      out.data());
   EXPECT(status == DB_ERR_LAUNCH, "status %d", status);
@@ -330,6 +335,280 @@ void test_shared_memory() {
 
   status = DB_LAUNCH(block_sum_kernel, dim3(1), dim3(2048), 0, nullptr, values.data(), &total);
   EXPECT(status == DB_ERR_LAUNCH, "2048 threads: status %d", status);
+}
+
+/* ---- hazard modes (DB_EMU_SCHEDULE, DB_EMU_HAZARDS) ------------------------------------------ */
+
+// Sets the two variables for the launches in its scope (null: unset) and restores the caller's,
+// so the whole test can also run under a mode set from outside.
+class ScopedModes {
+ public:
+  ScopedModes(const char *schedule, const char *hazards) {
+    save("DB_EMU_SCHEDULE", schedule, saved_[0]);
+    save("DB_EMU_HAZARDS", hazards, saved_[1]);
+  }
+  ~ScopedModes() {
+    restore("DB_EMU_SCHEDULE", saved_[0]);
+    restore("DB_EMU_HAZARDS", saved_[1]);
+  }
+
+ private:
+  struct Saved {
+    bool set = false;
+    std::string value;
+  };
+  static void save(const char *name, const char *value, Saved &saved) {
+    if (const char *old = std::getenv(name)) saved.set = true, saved.value = old;
+    value ? setenv(name, value, 1) : unsetenv(name);
+  }
+  static void restore(const char *name, const Saved &saved) {
+    saved.set ? setenv(name, saved.value.c_str(), 1) : unsetenv(name);
+  }
+  Saved saved_[2];
+};
+
+// The order in which threads start and resume after a barrier: each takes a ticket.
+__global__ void order_kernel(int *tickets, int *counter) {
+  const int n = blockDim.x;
+  tickets[threadIdx.x] = atomicAdd(counter, 1);
+  __syncthreads();
+  tickets[n + threadIdx.x] = atomicAdd(counter, 1) - n;
+}
+
+std::vector<int> run_order(const char *schedule) {
+  ScopedModes modes(schedule, nullptr);
+  std::vector<int> tickets(128, -1);
+  int counter = 0;
+  const int status =
+      DB_LAUNCH(order_kernel, dim3(1), dim3(64), 0, nullptr, tickets.data(), &counter);
+  EXPECT(status == DB_OK, "%s: status %d: %s", schedule, status, last_error().c_str());
+  return tickets;
+}
+
+std::vector<int> run_order_expecting_failure(const char *schedule) {
+  ScopedModes modes(schedule, nullptr);
+  std::vector<int> tickets(128, -1);
+  int counter = 0;
+  const int status =
+      DB_LAUNCH(order_kernel, dim3(1), dim3(64), 0, nullptr, tickets.data(), &counter);
+  EXPECT(status == DB_ERR_LAUNCH && last_error().find("DB_EMU_SCHEDULE") != std::string::npos,
+         "%s: status %d: %s", schedule, status, last_error().c_str());
+  return tickets;
+}
+
+void test_schedules() {
+  const std::vector<int> forward = run_order("forward");
+  const std::vector<int> reverse = run_order("reverse");
+  const std::vector<int> shuffle1 = run_order("shuffle:1");
+  const std::vector<int> shuffle2 = run_order("shuffle:2");
+  for (int t = 0; t < 64; ++t) {
+    EXPECT(forward[t] == t, "forward: thread %d started %d-th", t, forward[t]);
+    EXPECT(reverse[t] == 63 - t && reverse[64 + t] == 63 - t, "reverse: thread %d: %d, %d", t,
+           reverse[t], reverse[64 + t]);
+  }
+  for (int phase = 0; phase < 2; ++phase) {  // a permutation of 0..63 in each phase
+    std::vector<int> seen(64, 0);
+    for (int t = 0; t < 64; ++t) {
+      const int k = shuffle1[64 * phase + t];
+      if (k >= 0 && k < 64) ++seen[k];
+    }
+    EXPECT(std::count(seen.begin(), seen.end(), 1) == 64, "shuffle:1 phase %d: not a permutation",
+           phase);
+  }
+  EXPECT(shuffle1 != forward && std::vector<int>(shuffle1.begin(), shuffle1.begin() + 64) !=
+                                    std::vector<int>(shuffle1.begin() + 64, shuffle1.end()),
+         "shuffle:1 runs in thread order or repeats its order after the barrier");
+  EXPECT(shuffle1 != shuffle2, "the seeds 1 and 2 give one order");
+  EXPECT(run_order("shuffle:1") == shuffle1, "shuffle:1 is not reproducible");
+
+  for (const char *bad : {"sideways", "shuffle:", "shuffle:x1"}) {
+    run_order_expecting_failure(bad);
+  }
+}
+
+/* Deliberately hazardous kernels: each passes under the default modes and must give wrong values
+ * under the mode that models its hazard. */
+
+// Missing __syncthreads: a thread reads what its lower neighbour just wrote to shared memory.
+__global__ void missing_barrier_kernel(const int *in, int *out) {
+  DB_EXTERN_SHARED(int, buf);
+  buf[threadIdx.x] = in[threadIdx.x];
+  /* BUG (deliberate): no __syncthreads() here */
+  out[threadIdx.x] = buf[threadIdx.x == 0 ? 0 : threadIdx.x - 1];
+}
+
+// Reuses shared slots without a barrier first: a warp that runs ahead overwrites its slot before
+// the slower warps have read the first round (a write-after-read race).
+__global__ void missing_reuse_barrier_kernel(const int *in, int *out) {
+  DB_SHARED(int, slots, 4);
+  const int lane = threadIdx.x & 31, warp = threadIdx.x >> 5;
+  int v = db_warp_sum(in[threadIdx.x]);
+  if (lane == 0) slots[warp] = v;
+  __syncthreads();
+  out[threadIdx.x] = slots[0] + slots[1] + slots[2] + slots[3];
+  /* BUG (deliberate): no __syncthreads() before the slots are written again */
+  v = db_warp_sum(in[128 + threadIdx.x]);
+  if (lane == 0) slots[warp] = v;
+  __syncthreads();
+  out[128 + threadIdx.x] = slots[0] + slots[1] + slots[2] + slots[3];
+}
+
+// Reads its cp.async destination before cp.async.wait_group.
+__global__ void cp_async_early_read_kernel(const uint4 *in, uint4 *out) {
+  DB_EXTERN_SHARED(uint4, staged);
+  db_cp_async_16(&staged[threadIdx.x], &in[threadIdx.x]);
+  db_cp_async_commit();
+  out[threadIdx.x] = staged[threadIdx.x]; /* BUG (deliberate): before the wait */
+  db_cp_async_wait<0>();
+}
+
+// A barrier is not a wait: a neighbour's copy is read after __syncthreads alone.
+__global__ void cp_async_barrier_only_kernel(const uint4 *in, uint4 *out) {
+  DB_EXTERN_SHARED(uint4, staged);
+  db_cp_async_16(&staged[threadIdx.x], &in[threadIdx.x]);
+  db_cp_async_commit();
+  __syncthreads(); /* BUG (deliberate): no db_cp_async_wait<0>() before it */
+  out[threadIdx.x] = staged[(threadIdx.x + 1) % blockDim.x];
+  db_cp_async_wait<0>();
+}
+
+// wait_group 1 completes the older of two groups only: the second half is read too early.
+__global__ void cp_async_wait_one_kernel(const uint4 *in, uint4 *out) {
+  DB_EXTERN_SHARED(uint4, staged);
+  const unsigned n = blockDim.x;
+  db_cp_async_16(&staged[threadIdx.x], &in[threadIdx.x]);
+  db_cp_async_commit();
+  db_cp_async_16(&staged[n + threadIdx.x], &in[n + threadIdx.x]);
+  db_cp_async_commit();
+  db_cp_async_wait<1>();
+  out[threadIdx.x] = staged[threadIdx.x];         /* right: the first group is complete */
+  out[n + threadIdx.x] = staged[n + threadIdx.x]; /* BUG (deliberate): still in flight */
+  db_cp_async_wait<0>();
+}
+
+// Only block 0 fills the tables; the other blocks read shared memory they never wrote.
+__global__ void unwritten_smem_kernel(const int *in, int *out) {
+  DB_SHARED(int, table, 64);
+  DB_EXTERN_SHARED(int, dyn);
+  if (blockIdx.x == 0) { /* BUG (deliberate): every block must fill its own */
+    table[threadIdx.x] = in[threadIdx.x];
+    dyn[threadIdx.x] = in[64 + threadIdx.x];
+  }
+  __syncthreads();
+  out[blockIdx.x * 128 + threadIdx.x] = table[threadIdx.x];
+  out[blockIdx.x * 128 + 64 + threadIdx.x] = dyn[threadIdx.x];
+}
+
+// Runs the hazardous kernels under one set of modes; the counts of wrong values per kernel.
+struct HazardCounts {
+  int missing_barrier = 0, missing_reuse_barrier = 0, early_read = 0, barrier_only = 0, wait_one_old = 0, wait_one_new = 0,
+      unwritten_static = 0, unwritten_dynamic = 0;
+};
+
+HazardCounts run_hazards(const char *schedule, const char *hazards, unsigned salt) {
+  ScopedModes modes(schedule, hazards);
+  HazardCounts c;
+  const int n = 64;
+  std::vector<int> in(2 * n), out(4 * n, 0);
+  for (int i = 0; i < 2 * n; ++i) in[i] = (int)(salt * 1000 + i);  // new values every run
+  int status = DB_LAUNCH(missing_barrier_kernel, dim3(1), dim3(n), n * sizeof(int), nullptr,
+                         in.data(), out.data());
+  EXPECT(status == DB_OK, "status %d: %s", status, last_error().c_str());
+  for (int t = 0; t < n; ++t) c.missing_barrier += out[t] != in[t == 0 ? 0 : t - 1];
+
+  {
+    std::vector<int> rin(256), rout(256, 0);
+    int round[2] = {0, 0};
+    for (int i = 0; i < 256; ++i) round[i / 128] += rin[i] = (int)(salt * 7 + i % 13);
+    status = DB_LAUNCH(missing_reuse_barrier_kernel, dim3(1), dim3(128), 0, nullptr, rin.data(),
+                       rout.data());
+    EXPECT(status == DB_OK, "status %d: %s", status, last_error().c_str());
+    for (int i = 0; i < 256; ++i) c.missing_reuse_barrier += rout[i] != round[i / 128];
+  }
+
+  std::vector<uint4> vin(2 * n), vout(2 * n);
+  for (int i = 0; i < 2 * n; ++i) vin[i] = make_uint4(salt, i, 2 * i, 3 * i);
+  auto same = [](uint4 a, uint4 b) { return a.x == b.x && a.y == b.y && a.z == b.z && a.w == b.w; };
+  status = DB_LAUNCH(cp_async_early_read_kernel, dim3(1), dim3(n), n * sizeof(uint4), nullptr,
+                     vin.data(), vout.data());
+  EXPECT(status == DB_OK, "status %d: %s", status, last_error().c_str());
+  for (int t = 0; t < n; ++t) c.early_read += !same(vout[t], vin[t]);
+  status = DB_LAUNCH(cp_async_barrier_only_kernel, dim3(1), dim3(n), n * sizeof(uint4), nullptr,
+                     vin.data(), vout.data());
+  EXPECT(status == DB_OK, "status %d: %s", status, last_error().c_str());
+  for (int t = 0; t < n; ++t) c.barrier_only += !same(vout[t], vin[(t + 1) % n]);
+  status = DB_LAUNCH(cp_async_wait_one_kernel, dim3(1), dim3(n), 2 * n * sizeof(uint4), nullptr,
+                     vin.data(), vout.data());
+  EXPECT(status == DB_OK, "status %d: %s", status, last_error().c_str());
+  for (int t = 0; t < n; ++t) {
+    c.wait_one_old += !same(vout[t], vin[t]);
+    c.wait_one_new += !same(vout[n + t], vin[n + t]);
+  }
+
+  const int blocks = 3;
+  std::vector<int> tables(blocks * 2 * n, 0);
+  status = DB_LAUNCH(unwritten_smem_kernel, dim3(blocks), dim3(n), n * sizeof(int), nullptr,
+                     in.data(), tables.data());
+  EXPECT(status == DB_OK, "status %d: %s", status, last_error().c_str());
+  for (int b = 0; b < blocks; ++b)
+    for (int t = 0; t < n; ++t) {
+      c.unwritten_static += tables[b * 2 * n + t] != in[t];
+      c.unwritten_dynamic += tables[b * 2 * n + n + t] != in[n + t];
+    }
+  return c;
+}
+
+void test_hazard_modes() {
+  // Default modes (and forward with no hazards, spelled out): every hazard goes unseen.
+  for (const char *forward : {(const char *)nullptr, "forward"}) {
+    const HazardCounts c = run_hazards(forward, forward ? "none" : nullptr, 1);
+    EXPECT(c.missing_barrier == 0 && c.missing_reuse_barrier == 0 && c.early_read == 0 &&
+               c.barrier_only == 0 &&
+               c.wait_one_old == 0 && c.wait_one_new == 0 && c.unwritten_static == 0 &&
+               c.unwritten_dynamic == 0,
+           "%s: the default modes should not see the hazards: %d %d %d %d %d %d %d %d",
+           forward ? forward : "unset", c.missing_barrier, c.missing_reuse_barrier, c.early_read, c.barrier_only,
+           c.wait_one_old, c.wait_one_new, c.unwritten_static, c.unwritten_dynamic);
+  }
+  // Each mode sees its own hazard.
+  unsigned salt = 2;
+  for (const char *order : {"reverse", "shuffle:1", "shuffle:2"}) {
+    const HazardCounts c = run_hazards(order, nullptr, salt++);
+    EXPECT(c.missing_barrier > 0, "%s: the missing __syncthreads went unseen", order);
+    EXPECT(c.missing_reuse_barrier > 0, "%s: the write-after-read race went unseen", order);
+  }
+  {
+    const HazardCounts c = run_hazards(nullptr, "cp_async", salt++);
+    EXPECT(c.early_read == 64, "cp_async: %d of 64 early reads seen", c.early_read);
+    // 63: the last thread to arrive at the barrier runs on and completes its own copy first
+    EXPECT(c.barrier_only >= 63, "cp_async: %d of 64 barrier-only reads seen", c.barrier_only);
+    EXPECT(c.wait_one_old == 0 && c.wait_one_new == 64,
+           "cp_async: wait_group 1: %d wrong in the completed group, %d of 64 in flight seen",
+           c.wait_one_old, c.wait_one_new);
+    EXPECT(c.missing_barrier == 0 && c.unwritten_static == 0, "cp_async alone: %d %d",
+           c.missing_barrier, c.unwritten_static);
+  }
+  {
+    const HazardCounts c = run_hazards(nullptr, "smem", salt++);
+    EXPECT(c.unwritten_static == 2 * 64 && c.unwritten_dynamic == 2 * 64,
+           "smem: %d of 128 static and %d of 128 dynamic unwritten reads seen", c.unwritten_static,
+           c.unwritten_dynamic);
+    EXPECT(c.early_read == 0, "smem alone: early reads %d", c.early_read);
+  }
+  {
+    const HazardCounts c = run_hazards("shuffle:3", "all", salt++);
+    EXPECT(c.missing_barrier > 0 && c.early_read == 64 && c.barrier_only > 0 &&
+               c.wait_one_new == 64 && c.unwritten_static == 128 && c.unwritten_dynamic == 128,
+           "shuffle:3 + all: %d %d %d %d %d %d", c.missing_barrier, c.early_read, c.barrier_only,
+           c.wait_one_new, c.unwritten_static, c.unwritten_dynamic);
+  }
+  // Correct kernels stay correct under every mode.
+  for (const char *order : {"reverse", "shuffle:1", "shuffle:5"}) {
+    ScopedModes modes(order, "all");
+    test_shared_memory();
+    test_shuffles();
+    test_mma<true>();
+  }
 }
 
 /* ---- 16-bit conversions ----------------------------------------------------------------------- */
@@ -407,6 +686,8 @@ int main() {
   test_shuffles();
   test_bad_mask();
   test_shared_memory();
+  test_schedules();
+  test_hazard_modes();
   test_conversions();
   if (g_failures) {
     std::printf("emu_test: %d failure(s)\n", g_failures);

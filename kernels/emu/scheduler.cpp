@@ -2,17 +2,23 @@
 // fibers on the calling OS thread.
 //
 // Why fibers and not OS threads: a block barrier or a warp shuffle then costs a context switch of
-// a few nanoseconds instead of a futex round trip, `__shared__` can be `static`, the run is
-// deterministic, and deadlock detection is exact: when the ready queue is empty while threads are
-// still alive, nothing can ever wake them.
+// a few nanoseconds instead of a futex round trip, static shared memory can be `static`, the run
+// is deterministic, and deadlock detection is exact: when the ready queue is empty while threads
+// are still alive, nothing can ever wake them.
+//
+// Hazard modes (emu.h: DB_EMU_SCHEDULE, DB_EMU_HAZARDS) change the order in which released
+// fibers resume, defer cp.async copies to their wait_group, and poison shared memory per block.
+// The default (forward, no hazards) keeps the plain FIFO order and the immediate copies.
 //
 // The switch is a hand-written x86-64 one (callee-saved registers, MXCSR and the x87 control word:
 // what the System V ABI says a call preserves). Elsewhere, or with -DDB_EMU_UCONTEXT, it is
 // ucontext's swapcontext (a signal-mask system call per switch: correct, slower).
 #include <sys/mman.h>
 
+#include <algorithm>
 #include <cstdarg>
 #include <cstdio>
+#include <cstdlib>
 #include <mutex>
 #include <new>
 #include <stdexcept>
@@ -31,6 +37,10 @@ uint3 threadIdx;
 uint3 blockIdx;
 dim3 blockDim;
 dim3 gridDim;
+
+namespace db_emu {
+bool g_defer_cp_async = false;
+}
 
 #if !defined(DB_EMU_UCONTEXT)
 // void db_emu_swap(void **save_sp, void *load_sp): saves the caller's callee-saved state on its
@@ -100,6 +110,15 @@ struct Fiber {
   // the fiber's operands at a pending warp collective (they live on its own stack)
   void *in = nullptr;
   void *out = nullptr;
+  // deferred cp.async (DB_EMU_HAZARDS=cp_async): issued copies, oldest first, and where each
+  // committed group ends in them; copies past the last end belong to the open group
+  struct Copy {
+    void *dst;
+    const void *src;
+    size_t bytes;
+  };
+  std::vector<Copy> copies;
+  std::vector<size_t> group_ends;
 };
 
 struct Warp {
@@ -112,8 +131,20 @@ struct Warp {
   int line = 0;
 };
 
+// The hazard modes, read from the environment at each launch (see emu.h).
+enum class Order : uint8_t { Forward, Reverse, Shuffle };
+struct Modes {
+  Order order = Order::Forward;
+  uint64_t seed = 0;
+  bool defer_cp_async = false;
+  bool poison_blocks = false;
+};
+
 struct Launch {
   const char *name = nullptr;
+  Modes modes;
+  uint64_t rng = 0;  // shuffle: splitmix64 state, seeded per launch
+  size_t smem_bytes = 0;
   KernelBody *body = nullptr;
   unsigned threads = 0;
   std::vector<Fiber> fibers;
@@ -138,6 +169,7 @@ std::mutex g_launch_mutex;  // one emulated launch at a time, process-wide
 Launch *g_launch = nullptr;
 std::vector<char *> g_stacks;  // grown on demand, kept for the life of the process
 std::vector<unsigned char> g_smem_storage;
+std::vector<std::pair<void *, size_t>> g_static_smem;  // DB_SHARED arrays met so far
 
 char *new_stack() {
   void *p = mmap(nullptr, kStackBytes + kGuardBytes, PROT_READ | PROT_WRITE,
@@ -197,8 +229,22 @@ inline void context_switch(Context &from, Context &to) {
 #endif
 }
 
+inline uint64_t next_random(Launch &L) {  // splitmix64
+  uint64_t z = (L.rng += 0x9e3779b97f4a7c15ull);
+  z = (z ^ (z >> 30)) * 0xbf58476d1ce4e5b9ull;
+  z = (z ^ (z >> 27)) * 0x94d049bb133111ebull;
+  return z ^ (z >> 31);
+}
+
+// The ready fibers: a ring, run from its front.
 inline void push_ready(Launch &L, int index) {
   L.ready[(L.ready_head + L.ready_count) % L.threads] = index;
+  ++L.ready_count;
+}
+
+inline void push_ready_front(Launch &L, int index) {
+  L.ready_head = (L.ready_head + L.threads - 1) % L.threads;
+  L.ready[L.ready_head] = index;
   ++L.ready_count;
 }
 
@@ -208,6 +254,36 @@ inline Fiber *pop_ready(Launch &L) {
   L.ready_head = (L.ready_head + 1) % L.threads;
   --L.ready_count;
   return &L.fibers[index];
+}
+
+// Reordered modes: the whole block (at its start or a barrier, none else ready) queues in the
+// launch's order: descending, or a fresh random permutation.
+void release_block(Launch &L) {
+  int *order = L.ready.data();
+  L.ready_head = 0;
+  L.ready_count = L.threads;
+  for (unsigned i = 0; i < L.threads; ++i) {
+    order[i] = L.modes.order == Order::Reverse ? (int)(L.threads - 1 - i) : (int)i;
+    L.fibers[i].state = State::Ready;
+  }
+  if (L.modes.order == Order::Shuffle)
+    for (unsigned i = L.threads; i > 1; --i) std::swap(order[i - 1], order[next_random(L) % i]);
+}
+
+// Reordered modes: the lanes a warp collective released (the caller among them) run next, ahead
+// of the other ready fibers (the warp races ahead, as a warp may on a GPU), highest lane first or
+// in a random order.
+void release_warp(Launch &L, int base, unsigned lanes) {
+  int order[32];
+  unsigned n = 0;
+  for (int lane = 0; lane < 32; ++lane)
+    if (lanes >> lane & 1u) order[n++] = base + lane;
+  if (L.modes.order == Order::Shuffle)
+    for (unsigned i = n; i > 1; --i) std::swap(order[i - 1], order[next_random(L) % i]);
+  for (unsigned i = 0; i < n; ++i) {  // pushed to the front: the last pushed runs first
+    L.fibers[order[i]].state = State::Ready;
+    push_ready_front(L, order[i]);
+  }
 }
 
 inline void make_current(Launch &L, Fiber *f) {
@@ -228,6 +304,15 @@ void switch_away(Launch &L) {
     L.current = nullptr;
     context_switch(self->ctx, L.scheduler);
   }
+}
+
+// Reordered modes: the current fiber was released with others and queued among them; run
+// whichever comes first (perhaps itself).
+void yield_released(Launch &L) {
+  Fiber *self = L.current;
+  Fiber *next = pop_ready(L);  // never null: self is queued
+  make_current(L, next);
+  if (next != self) context_switch(self->ctx, next->ctx);
 }
 
 [[noreturn]] void abandon(Launch &L, LaunchResult result, std::string message) {
@@ -303,15 +388,23 @@ extern "C" [[noreturn]] void db_emu_fiber_entry() {
 }
 
 void run_block(Launch &L) {
+  if (L.modes.poison_blocks) {
+    // Shared memory holds garbage at a block's start on a GPU, not the previous block's values.
+    std::memset(L.smem, 0xff, L.smem_bytes);
+    for (const auto &[p, bytes] : g_static_smem) std::memset(p, 0xff, bytes);
+  }
   for (unsigned i = 0; i < L.threads; ++i) {
     Fiber &f = L.fibers[i];
-    f.state = State::Ready;
     f.in = f.out = nullptr;
+    f.copies.clear();  // copies a thread never waited for die with its block
+    f.group_ends.clear();
     context_init(f);
     L.ready[i] = (int)i;
   }
   L.ready_head = 0;
   L.ready_count = L.threads;
+  for (unsigned i = 0; i < L.threads; ++i) L.fibers[i].state = State::Ready;
+  if (L.modes.order != Order::Forward) release_block(L);
   L.live = L.threads;
   L.barrier_arrived = 0;
   L.barrier_mismatch = false;
@@ -329,6 +422,37 @@ void run_block(Launch &L) {
 }  // namespace
 
 void *dynamic_smem() { return g_launch ? g_launch->smem : nullptr; }
+
+bool register_static_smem(void *p, size_t bytes) {
+  g_static_smem.emplace_back(p, bytes);  // under the launch mutex: a kernel is running
+  if (g_launch && g_launch->modes.poison_blocks) std::memset(p, 0xff, bytes);
+  return true;
+}
+
+void cp_async_issue(void *dst, const void *src, size_t bytes) {
+  Fiber &f = *g_launch->current;
+  f.copies.push_back(Fiber::Copy{dst, src, bytes});
+  // Until the wait, the destination holds no defined value: all-ones bytes (NaN) expose a read.
+  std::memset(dst, 0xff, bytes);
+}
+
+void cp_async_commit() {
+  Fiber &f = *g_launch->current;
+  f.group_ends.push_back(f.copies.size());  // an empty group is a group too, as in PTX
+}
+
+void cp_async_wait(int newest_pending) {
+  Fiber &f = *g_launch->current;
+  const size_t groups = f.group_ends.size();
+  if (newest_pending < 0) newest_pending = 0;
+  if (groups <= (size_t)newest_pending) return;
+  const size_t done_groups = groups - (size_t)newest_pending;
+  const size_t done = f.group_ends[done_groups - 1];
+  for (size_t i = 0; i < done; ++i) std::memcpy(f.copies[i].dst, f.copies[i].src, f.copies[i].bytes);
+  f.copies.erase(f.copies.begin(), f.copies.begin() + (ptrdiff_t)done);
+  f.group_ends.erase(f.group_ends.begin(), f.group_ends.begin() + (ptrdiff_t)done_groups);
+  for (size_t &end : f.group_ends) end -= done;
+}
 
 [[noreturn]] void fail_launch(const std::string &message) {
   Launch &L = *g_launch;
@@ -361,6 +485,12 @@ void block_barrier(const char *file, int line) {
             "emulation deadlock in " + block_label(L) +
                 ": the threads wait at different barriers: " + describe_waits(L));
   L.barrier_arrived = 0;
+  if (L.modes.order != Order::Forward) {
+    // Every thread is here, so none is ready: the next phase starts in the launch's order.
+    release_block(L);
+    yield_released(L);
+    return;
+  }
   for (unsigned i = 0; i < L.threads; ++i) {
     Fiber &f = L.fibers[i];
     if (&f != self && f.state == State::AtBarrier) {
@@ -419,6 +549,11 @@ void warp_collective(unsigned mask, const char *what, CollectiveFn fn, void *in,
   }
   W.arrived = 0;
   fn(ins, outs, effective);
+  if (L.modes.order != Order::Forward) {
+    release_warp(L, base, effective);
+    yield_released(L);
+    return;
+  }
   for (int lane = 0; lane < 32; ++lane) {
     if (!(effective >> lane & 1u) || lane == self->lane) continue;
     L.fibers[base + lane].state = State::Ready;
@@ -443,9 +578,67 @@ uint64_t vote(unsigned mask, int predicate, const char *what, const char *file, 
   return out;
 }
 
+namespace {
+// DB_EMU_SCHEDULE=forward|reverse|shuffle[:seed], DB_EMU_HAZARDS=none|all|cp_async,smem (comma
+// separated). An unknown value is an error, not a silent default.
+bool read_modes(Modes &m, std::string &error) {
+  m = Modes{};
+  const char *schedule = std::getenv("DB_EMU_SCHEDULE");
+  if (schedule && *schedule) {
+    const std::string v = schedule;
+    if (v == "forward") {
+      m.order = Order::Forward;
+    } else if (v == "reverse") {
+      m.order = Order::Reverse;
+    } else if (v == "shuffle" || v.rfind("shuffle:", 0) == 0) {
+      m.order = Order::Shuffle;
+      m.seed = 1;
+      if (v != "shuffle") {
+        char *end = nullptr;
+        m.seed = std::strtoull(v.c_str() + 8, &end, 10);
+        if (v.size() == 8 || *end || v[8] == '-' || v[8] == '+' || v[8] == ' ') {
+          error = "DB_EMU_SCHEDULE=" + v + ": the seed after shuffle: must be a decimal number";
+          return false;
+        }
+      }
+    } else {
+      error = "DB_EMU_SCHEDULE=" + v + ": want forward, reverse or shuffle[:seed]";
+      return false;
+    }
+  }
+  const char *hazards = std::getenv("DB_EMU_HAZARDS");
+  if (hazards && *hazards) {
+    const std::string v = hazards;
+    size_t at = 0;
+    while (at <= v.size()) {
+      size_t comma = v.find(',', at);
+      if (comma == std::string::npos) comma = v.size();
+      const std::string word = v.substr(at, comma - at);
+      if (word == "all") {
+        m.defer_cp_async = m.poison_blocks = true;
+      } else if (word == "cp_async") {
+        m.defer_cp_async = true;
+      } else if (word == "smem") {
+        m.poison_blocks = true;
+      } else if (word != "none" && !word.empty()) {
+        error = "DB_EMU_HAZARDS=" + v + ": want none, all, or a comma list of cp_async and smem";
+        return false;
+      }
+      at = comma + 1;
+    }
+  }
+  return true;
+}
+}  // namespace
+
 LaunchResult run_grid(const char *name, const void *kernel_id, dim3 grid, dim3 block, size_t smem,
                       KernelBody &body, std::string &message) {
   std::lock_guard<std::mutex> lock(g_launch_mutex);
+  Modes modes;
+  if (!read_modes(modes, message)) {
+    message = "launch of " + std::string(name) + ": " + message;
+    return LAUNCH_FAILED;
+  }
   const uint64_t threads = (uint64_t)block.x * block.y * block.z;
   if (threads == 0 || threads > kMaxThreadsPerBlock || block.z > 64 || grid.x == 0 || grid.y == 0 ||
       grid.z == 0 || grid.y > 65535 || grid.z > 65535 || grid.x > 0x7fffffffu) {
@@ -467,6 +660,9 @@ LaunchResult run_grid(const char *name, const void *kernel_id, dim3 grid, dim3 b
 
   Launch L;
   L.name = name;
+  L.modes = modes;
+  L.rng = modes.seed;
+  L.smem_bytes = smem;
   L.body = &body;
   L.threads = (unsigned)threads;
   L.fibers.resize(threads);
@@ -484,6 +680,7 @@ LaunchResult run_grid(const char *name, const void *kernel_id, dim3 grid, dim3 b
   }
 
   g_launch = &L;
+  g_defer_cp_async = modes.defer_cp_async;
   blockDim = block;
   gridDim = grid;
   for (unsigned z = 0; z < grid.z && L.result == LAUNCH_OK; ++z)
@@ -493,6 +690,7 @@ LaunchResult run_grid(const char *name, const void *kernel_id, dim3 grid, dim3 b
         run_block(L);
       }
   g_launch = nullptr;
+  g_defer_cp_async = false;
   message = L.message;
   return L.result;
 }
