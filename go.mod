@@ -5,6 +5,7 @@ go 1.26
 require (
 	github.com/NVIDIA/go-nvml v0.13.4-1
 	github.com/urfave/cli/v2 v2.27.7
+	golang.org/x/image v0.30.0
 	gonum.org/v1/plot v0.17.0
 )
 
@@ -18,6 +19,5 @@ require (
 	github.com/golang/freetype v0.0.0-20170609003504-e2365dfdc4a0 // indirect
 	github.com/russross/blackfriday/v2 v2.1.0 // indirect
 	github.com/xrash/smetrics v0.0.0-20240521201337-686a1a2994c1 // indirect
-	golang.org/x/image v0.30.0 // indirect
 	golang.org/x/text v0.28.0 // indirect
 )
