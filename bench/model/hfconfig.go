@@ -35,10 +35,10 @@ type hfArch struct {
 type windowRule int
 
 const (
-	windowNone        windowRule = iota // full attention in every layer (Llama, Gemma)
-	windowAllLayers                     // every layer, when sliding_window is set (Mistral, Mixtral, Phi-3)
-	windowEveryOther                    // layers 0, 2, 4, ... (Gemma 2's local layers); default 4096
-	windowQwen2                         // layers from max_window_layers on, when use_sliding_window
+	windowNone       windowRule = iota // full attention in every layer (Llama, Gemma)
+	windowAllLayers                    // every layer, when sliding_window is set (Mistral, Mixtral, Phi-3)
+	windowEveryOther                   // layers 0, 2, 4, ... (Gemma 2's local layers); default 4096
+	windowQwen2                        // layers from max_window_layers on, when use_sliding_window
 )
 
 // hfArchs are the supported model_types. All have gated MLPs: SwiGLU, or GeGLU
