@@ -268,31 +268,10 @@ func int32s(xs []int) []int32 {
 func verifyAttention(dev *cgo.Device, plan cgo.AttentionParams, outBuf, ws *cgo.Buffer, shape ref.AttentionShape,
 	dtype ref.DType, seeds ref.AttentionSeeds, table []int32, seed uint64) Verification {
 	v := Verification{Tolerance: ref.AttentionTolerance(dtype)}
-	for _, b := range []*cgo.Buffer{outBuf, ws} {
-		if b == nil {
-			continue
-		}
-		if err := b.Memset(0xFF); err != nil { // a partial the combine reads unwritten is NaN
-			v.Reason = fmt.Sprintf("poisoning: %v", err)
-			return v
-		}
-	}
-	if err := dev.Attention(plan); err != nil {
-		v.Reason = fmt.Sprintf("running: %v", err)
-		return v
-	}
-	if err := dev.Synchronize(); err != nil {
-		v.Reason = fmt.Sprintf("running: %v", err)
-		return v
-	}
-	raw := make([]byte, outBuf.Bytes)
-	if err := outBuf.CopyToHost(raw); err != nil {
-		v.Reason = fmt.Sprintf("copying the output back: %v", err)
-		return v
-	}
-	got, err := ref.Decode(dtype, raw)
-	if err != nil {
-		v.Reason = err.Error()
+	// The workspace is poisoned too: a partial the combine reads unwritten is NaN.
+	got, reason := runPoisoned(dev, func() error { return dev.Attention(plan) }, outBuf, dtype, ws)
+	if reason != "" {
+		v.Reason = reason
 		return v
 	}
 	return compareAttention(got, shape, dtype, seeds, table, plan.NumSplits, plan.Variant == cgo.AttentionMMA, attentionPairs(shape, seed))

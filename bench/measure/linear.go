@@ -179,26 +179,9 @@ func merge(out, o Outcome) Outcome {
 // every sequence, against the float64 reference.
 func verifyLinear(dev *cgo.Device, plan cgo.LinearParams, y *cgo.Buffer, in ref.LinearInputs, seed uint64) Verification {
 	v := Verification{Tolerance: ref.LinearTolerance(in.DType)}
-	if err := y.Memset(0xFF); err != nil {
-		v.Reason = fmt.Sprintf("poisoning Y: %v", err)
-		return v
-	}
-	if err := dev.Linear(plan); err != nil {
-		v.Reason = fmt.Sprintf("running: %v", err)
-		return v
-	}
-	if err := dev.Synchronize(); err != nil {
-		v.Reason = fmt.Sprintf("running: %v", err)
-		return v
-	}
-	raw := make([]byte, y.Bytes)
-	if err := y.CopyToHost(raw); err != nil {
-		v.Reason = fmt.Sprintf("copying Y back: %v", err)
-		return v
-	}
-	got, err := ref.Decode(in.DType, raw)
-	if err != nil {
-		v.Reason = err.Error()
+	got, reason := runPoisoned(dev, func() error { return dev.Linear(plan) }, y, in.DType)
+	if reason != "" {
+		v.Reason = reason
 		return v
 	}
 	return compareLinear(got, in, sampleIndices(in.N, maxLinearRefRows, seed))
@@ -269,4 +252,33 @@ func linearReferenceRows(in ref.LinearInputs, rows []int) (want, absDot []float6
 		}
 	})
 	return want, absDot
+}
+
+// runPoisoned is the run half of a verification: it fills out and every extra buffer with 0xFF
+// bytes (NaN in bf16, fp16 and f32 alike, so an element the kernel never writes fails), runs
+// the call once, waits for it and gives out back decoded. A failure comes back as the reason.
+func runPoisoned(dev *cgo.Device, run func() error, out *cgo.Buffer, dtype ref.DType, extra ...*cgo.Buffer) ([]float32, string) {
+	for _, b := range append([]*cgo.Buffer{out}, extra...) {
+		if b == nil {
+			continue
+		}
+		if err := b.Memset(0xFF); err != nil {
+			return nil, fmt.Sprintf("poisoning: %v", err)
+		}
+	}
+	if err := run(); err != nil {
+		return nil, fmt.Sprintf("running: %v", err)
+	}
+	if err := dev.Synchronize(); err != nil {
+		return nil, fmt.Sprintf("running: %v", err)
+	}
+	raw := make([]byte, out.Bytes)
+	if err := out.CopyToHost(raw); err != nil {
+		return nil, fmt.Sprintf("copying the output back: %v", err)
+	}
+	got, err := ref.Decode(dtype, raw)
+	if err != nil {
+		return nil, err.Error()
+	}
+	return got, ""
 }
