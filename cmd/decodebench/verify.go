@@ -114,6 +114,39 @@ func parseLinearRequest(c *cli.Context) (linearRequest, error) {
 	return r, nil
 }
 
+// ranOn names where a verification ran; the linear and attention reports embed it, so its
+// fields sit at the top level of their JSON.
+type ranOn struct {
+	Backend    string `json:"backend"`
+	Library    string `json:"library"`
+	Device     int    `json:"device"`
+	DeviceName string `json:"device_name"`
+}
+
+func newRanOn(lib *cgo.Library, dev *cgo.Device) ranOn {
+	r := ranOn{Backend: lib.Name(), Library: lib.Path(), Device: dev.Index()}
+	if props, err := dev.Props(); err == nil {
+		r.DeviceName = props.Name
+	}
+	return r
+}
+
+// finishVerify prints a verification's report, as JSON or through printText, and turns a
+// failed one into exit status 1.
+func finishVerify(out io.Writer, asJSON bool, kernel string, rep any, passed bool, reason string, printText func()) error {
+	if asJSON {
+		if err := writeJSON(out, rep); err != nil {
+			return err
+		}
+	} else {
+		printText()
+	}
+	if !passed {
+		return failure("verify %s failed: %s", kernel, reason)
+	}
+	return nil
+}
+
 // linearReport is the verdict of one `verify linear` run; it is also the --json output.
 type linearReport struct {
 	Passed         bool          `json:"passed"`
@@ -132,14 +165,11 @@ type linearReport struct {
 	N              int           `json:"n"`
 	K              int           `json:"k"`
 	DType          string        `json:"dtype"`
-	Backend        string        `json:"backend"`
-	Library        string        `json:"library"`
-	Device         int           `json:"device"`
-	DeviceName     string        `json:"device_name"`
-	Seed           uint64        `json:"seed"`
-	SeedX          uint64        `json:"seed_x"`
-	SeedW          uint64        `json:"seed_w"`
-	ScaleW         float32       `json:"scale_w"`
+	ranOn
+	Seed   uint64  `json:"seed"`
+	SeedX  uint64  `json:"seed_x"`
+	SeedW  uint64  `json:"seed_w"`
+	ScaleW float32 `json:"scale_w"`
 }
 
 // elementJSON is one output element of Y[batch x n] next to its reference.
@@ -178,21 +208,8 @@ func verifyLinearAction(c *cli.Context) error {
 	if err != nil {
 		return err
 	}
-	rep.Backend, rep.Library, rep.Device = lib.Name(), lib.Path(), dev.Index()
-	if props, err := dev.Props(); err == nil {
-		rep.DeviceName = props.Name
-	}
-	if asJSON {
-		if err := writeJSON(out, rep); err != nil {
-			return err
-		}
-	} else {
-		printLinearReport(out, rep)
-	}
-	if !rep.Passed {
-		return failure("verify linear failed: %s", rep.Reason)
-	}
-	return nil
+	rep.ranOn = newRanOn(lib, dev)
+	return finishVerify(out, asJSON, "linear", rep, rep.Passed, rep.Reason, func() { printLinearReport(out, rep) })
 }
 
 // runLinear allocates and fills the inputs, poisons Y, plans, runs and compares.

@@ -164,11 +164,8 @@ type attentionReport struct {
 	Context        []int                  `json:"context"`
 	Scale          float64                `json:"scale"`
 	DType          string                 `json:"dtype"`
-	Backend        string                 `json:"backend"`
-	Library        string                 `json:"library"`
-	Device         int                    `json:"device"`
-	DeviceName     string                 `json:"device_name"`
-	Seed           uint64                 `json:"seed"`
+	ranOn
+	Seed uint64 `json:"seed"`
 }
 
 // attentionElementJSON is one output element of out[batch, q_heads, head_dim] next to its
@@ -211,21 +208,8 @@ func verifyAttentionAction(c *cli.Context) error {
 	if err != nil {
 		return err
 	}
-	rep.Backend, rep.Library, rep.Device = lib.Name(), lib.Path(), dev.Index()
-	if props, err := dev.Props(); err == nil {
-		rep.DeviceName = props.Name
-	}
-	if asJSON {
-		if err := writeJSON(out, rep); err != nil {
-			return err
-		}
-	} else {
-		printAttentionReport(out, rep)
-	}
-	if !rep.Passed {
-		return failure("verify attention failed: %s", rep.Reason)
-	}
-	return nil
+	rep.ranOn = newRanOn(lib, dev)
+	return finishVerify(out, asJSON, "attention", rep, rep.Passed, rep.Reason, func() { printAttentionReport(out, rep) })
 }
 
 func describeLayout(s ref.AttentionShape) string {
