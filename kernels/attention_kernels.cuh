@@ -129,6 +129,20 @@ struct AttnArgs {
   float q_scale;            /* softmax scale * log2(e) */
 };
 
+/* The one definition of the two cache layouts, for the attention kernels and the append: the
+ * row (in head_dim elements) of token t of KV head h, seq_head = b * kv_heads + h, or -1 for a
+ * page id outside the cache (that row is never touched). table is sequence b's row of the page
+ * table (paged only). Args is AttnArgs or AppendArgs. */
+template <class Args>
+DB_DEVICE long long kv_cache_row(const Args &a, const int32_t *table, int seq_head, int h, int t) {
+  if (a.paged) {
+    const int page = table[t >> a.page_shift];
+    if (page < 0 || page >= a.num_pages) return -1;
+    return (((long long)page * a.kv_heads + h) << a.page_shift) + (t & ((1 << a.page_shift) - 1));
+  }
+  return (long long)seq_head * a.capacity + t;
+}
+
 /* Minimum blocks per SM: without one, ptxas (nvcc 11.8, sm_80/sm_90) capped some
  * instantiations at 64 or 128 registers and spilled. 3 (a 168-register cap) holds every
  * instantiation of up to 8 heads without a spill, so 3 blocks fit an SM by registers; 16 heads
@@ -183,14 +197,8 @@ __global__ void __launch_bounds__(kAttnThreads, attn_min_blocks<GP>())
    * gives -1: the row is not read (the output is then garbage, never a fault). */
   const int32_t *table = a.paged ? a.page_table + (size_t)b * a.pages_per_seq : nullptr;
   auto row_bytes = [&](int t) -> long long {
-    if (a.paged) {
-      const int page = table[t >> a.page_shift];
-      if (page < 0 || page >= a.num_pages) return -1;
-      const long long row = (((long long)page * a.kv_heads + h) << a.page_shift) +
-                            (t & ((1 << a.page_shift) - 1));
-      return row * (D * 2);
-    }
-    return ((long long)seq_head * a.capacity + t) * (D * 2);
+    const long long row = kv_cache_row(a, table, seq_head, h, t);
+    return row < 0 ? -1 : row * (D * 2);
   };
   auto load_tile = [&](int tile_start, int stage) {
     E *k_dst = kv_s + (size_t)stage * 2 * C::kTileElems;
@@ -448,16 +456,10 @@ __global__ void __launch_bounds__(256) kv_append_kernel(const AppendArgs a) {
   const int seq_head = (int)(i / a.chunks);
   const int h = seq_head % a.kv_heads, b = seq_head / a.kv_heads;
   const int pos = a.positions[b];
-  long long row;
-  if (a.paged) {
-    if (pos < 0 || pos >= a.pages_per_seq << a.page_shift) return;
-    const int page = a.page_table[(size_t)b * a.pages_per_seq + (pos >> a.page_shift)];
-    if (page < 0 || page >= a.num_pages) return;
-    row = (((long long)page * a.kv_heads + h) << a.page_shift) + (pos & ((1 << a.page_shift) - 1));
-  } else {
-    if (pos < 0 || pos >= a.capacity) return;
-    row = (long long)seq_head * a.capacity + pos;
-  }
+  if (pos < 0 || pos >= (a.paged ? a.pages_per_seq << a.page_shift : a.capacity)) return;
+  const long long row =
+      kv_cache_row(a, a.paged ? a.page_table + (size_t)b * a.pages_per_seq : nullptr, seq_head, h, pos);
+  if (row < 0) return;
   a.k[row * a.chunks + c] = a.k_new[i];
   a.v[row * a.chunks + c] = a.v_new[i];
 }

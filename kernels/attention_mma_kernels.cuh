@@ -146,14 +146,8 @@ __global__ void __launch_bounds__(AttnMmaConfig<D, GP>::kThreads, attn_mma_min_b
   /* Byte offset of token t's row, -1 for a page id outside the cache (as in the SIMT kernel). */
   const int32_t *table = a.paged ? a.page_table + (size_t)b * a.pages_per_seq : nullptr;
   auto row_bytes = [&](int t) -> long long {
-    if (a.paged) {
-      const int page = table[t >> a.page_shift];
-      if (page < 0 || page >= a.num_pages) return -1;
-      const long long row = (((long long)page * a.kv_heads + h) << a.page_shift) +
-                            (t & ((1 << a.page_shift) - 1));
-      return row * (D * 2);
-    }
-    return ((long long)seq_head * a.capacity + t) * (D * 2);
+    const long long row = kv_cache_row(a, table, seq_head, h, t);
+    return row < 0 ? -1 : row * (D * 2);
   };
   auto load_tile = [&](int tile_start, int stage) {
     E *k_dst = kv_s + (size_t)stage * 2 * C::kTileElems;
