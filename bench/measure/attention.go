@@ -231,27 +231,16 @@ func Attention(dev *cgo.Device, s AttentionSpec, o Options) Outcome {
 		plan.Workspace, plan.WorkspaceBytes = ws.Ptr, ws.Bytes
 	}
 
-	if o.Verify {
-		out.Verification = verifyAttention(dev, plan, o0, ws, shape, ref.DType(s.DType), seeds, table, o.Seed)
-		if !out.Verification.Passed {
-			return merge(out, failed(kernel, "verification: %s", out.Verification.Reason))
-		}
-	} else {
-		out.Verification.Reason = "not verified (Options.Verify is false)"
-	}
-
-	stats, reps, note, err := timeCalls(dev, o.Timing, func(call int) error {
-		p := plan
-		offset := uint64(call%copies) * cacheStride
-		p.Cache.K, p.Cache.V = k.Ptr+offset, v.Ptr+offset
-		return dev.Attention(p)
-	})
-	if err != nil {
-		return merge(out, failed(kernel, "timing: %v", err))
-	}
-	out.finish(stats, reps)
-	out.Plan["timer"] = note
-	return out
+	return verifyThenTime(dev, o, out, kernel,
+		func() Verification {
+			return verifyAttention(dev, plan, o0, ws, shape, ref.DType(s.DType), seeds, table, o.Seed)
+		},
+		func(call int) error {
+			p := plan
+			offset := uint64(call%copies) * cacheStride
+			p.Cache.K, p.Cache.V = k.Ptr+offset, v.Ptr+offset
+			return dev.Attention(p)
+		})
 }
 
 func int32s(xs []int) []int32 {

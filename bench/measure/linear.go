@@ -145,26 +145,13 @@ func Linear(dev *cgo.Device, s LinearSpec, o Options) Outcome {
 		return merge(out, failed(kernel, "filling W: %v", err))
 	}
 
-	if o.Verify {
-		out.Verification = verifyLinear(dev, plan, y, in, o.Seed)
-		if !out.Verification.Passed {
-			return merge(out, failed(kernel, "verification: %s", out.Verification.Reason))
-		}
-	} else {
-		out.Verification.Reason = "not verified (Options.Verify is false)"
-	}
-
-	stats, reps, note, err := timeCalls(dev, o.Timing, func(call int) error {
-		p := plan
-		p.W = w.Ptr + uint64(call%out.Rotation.Copies)*wStride
-		return dev.Linear(p)
-	})
-	if err != nil {
-		return merge(out, failed(kernel, "timing: %v", err))
-	}
-	out.finish(stats, reps)
-	out.Plan["timer"] = note
-	return out
+	return verifyThenTime(dev, o, out, kernel,
+		func() Verification { return verifyLinear(dev, plan, y, in, o.Seed) },
+		func(call int) error {
+			p := plan
+			p.W = w.Ptr + uint64(call%out.Rotation.Copies)*wStride
+			return dev.Linear(p)
+		})
 }
 
 // merge keeps what out already knows (bytes, plan, rotation, verification) and takes the

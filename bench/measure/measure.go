@@ -216,3 +216,24 @@ const copyAlign = 256
 // check the shape first): the plan calls check addresses for null and alignment but read no
 // memory, and the launches get the real ones.
 const planAddress = 1 << 16
+
+// verifyThenTime ends every measurement: verification first (with Options.Verify; a failed
+// kernel is recorded and never timed), then timeCalls, where call(i) launches the i-th timed
+// call (on the i-th rotated copy).
+func verifyThenTime(dev *cgo.Device, o Options, out Outcome, kernel string, verify func() Verification, call func(int) error) Outcome {
+	if o.Verify {
+		out.Verification = verify()
+		if !out.Verification.Passed {
+			return merge(out, failed(kernel, "verification: %s", out.Verification.Reason))
+		}
+	} else {
+		out.Verification.Reason = "not verified (Options.Verify is false)"
+	}
+	stats, reps, note, err := timeCalls(dev, o.Timing, call)
+	if err != nil {
+		return merge(out, failed(kernel, "timing: %v", err))
+	}
+	out.finish(stats, reps)
+	out.Plan["timer"] = note
+	return out
+}

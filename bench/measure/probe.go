@@ -143,22 +143,12 @@ func memoryProbe(dev *cgo.Device, s ProbeSpec, o Options, info deviceInfo) Outco
 	out.Plan = map[string]any{"buffer_bytes": bytes, "words": words, "blocks": plan.BlocksUsed, "threads": plan.ThreadsUsed}
 	out.Rotation = describeRotation(1, plan.BytesMoved, float64(info.props.L2Bytes), o.RotateFactor, 0)
 
-	if o.Verify {
-		written := map[cgo.ProbeKind]*cgo.Buffer{cgo.ProbeRead: result, cgo.ProbeWrite: a, cgo.ProbeCopy: b, cgo.ProbeTriad: a}[s.Kind]
-		out.Verification = verifyMemoryProbe(dev, p, written, seedA, seedB, seedC)
-		if !out.Verification.Passed {
-			return merge(out, failed(kernel, "verification: %s", out.Verification.Reason))
-		}
-	} else {
-		out.Verification.Reason = "not verified (Options.Verify is false)"
-	}
-	stats, reps, note, err := timeCalls(dev, o.Timing, func(int) error { _, err := dev.Probe(p); return err })
-	if err != nil {
-		return merge(out, failed(kernel, "timing: %v", err))
-	}
-	out.finish(stats, reps)
-	out.Plan["timer"] = note
-	return out
+	return verifyThenTime(dev, o, out, kernel,
+		func() Verification {
+			written := map[cgo.ProbeKind]*cgo.Buffer{cgo.ProbeRead: result, cgo.ProbeWrite: a, cgo.ProbeCopy: b, cgo.ProbeTriad: a}[s.Kind]
+			return verifyMemoryProbe(dev, p, written, seedA, seedB, seedC)
+		},
+		func(int) error { _, err := dev.Probe(p); return err })
 }
 
 func ptrOf(b *cgo.Buffer) uint64 {
@@ -319,21 +309,9 @@ func computeProbe(dev *cgo.Device, s ProbeSpec, o Options, info deviceInfo) Outc
 	}
 	p.Result = result.Ptr
 
-	if o.Verify {
-		out.Verification = verifyComputeProbe(dev, p, result)
-		if !out.Verification.Passed {
-			return merge(out, failed(kernel, "verification: %s", out.Verification.Reason))
-		}
-	} else {
-		out.Verification.Reason = "not verified (Options.Verify is false)"
-	}
-	stats, reps, note, err := timeCalls(dev, o.Timing, func(int) error { _, err := dev.Probe(p); return err })
-	if err != nil {
-		return merge(out, failed(kernel, "timing: %v", err))
-	}
-	out.finish(stats, reps)
-	out.Plan["timer"] = note
-	return out
+	return verifyThenTime(dev, o, out, kernel,
+		func() Verification { return verifyComputeProbe(dev, p, result) },
+		func(int) error { _, err := dev.Probe(p); return err })
 }
 
 // verifyComputeProbe runs the timed launch shape at a few iterations, where every thread's
