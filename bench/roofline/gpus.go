@@ -57,8 +57,9 @@ var gpus = []GPU{
 		Source: "NVIDIA H100 datasheet (2024), NVL: 3.9 TB/s, bf16 1671 TFLOPS sparse, dense = sparse/2",
 	},
 	{
-		// L2: cudaDeviceProp (through PyTorch) read 60 MiB on an H200 here, 2026-10-28; the H100
-		// SXM reads 50 MiB. The datasheet gives no L2 size.
+		// L2: 60 MB, as PyTorch's device properties reported it on this workplace's lent H200
+		// (its device notes, 2026-10-28; not read by decodebench itself); the H100 SXM reports
+		// 50 MiB. The datasheet gives no L2 size. Measurements read L2 off the device anyway.
 		Key: "h200", Name: "NVIDIA H200 SXM 141GB",
 		Aliases:     []string{"H200", "H200 SXM", "H200 SXM5", "H200 141GB HBM3e", "H200 SXM 141GB", "H200 SXM5 141GB"},
 		MemoryBytes: 141 * gib, BandwidthBytesPerSec: 4.8e12,
