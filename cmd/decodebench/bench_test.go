@@ -2,16 +2,12 @@ package main
 
 import (
 	"bufio"
-	"bytes"
 	"encoding/json"
-	"errors"
 	"os"
 	"path/filepath"
 	"slices"
 	"strings"
 	"testing"
-
-	"github.com/urfave/cli/v2"
 
 	"github.com/decodebench/decodebench/bench/gpuinfo"
 	"github.com/decodebench/decodebench/bench/measure"
@@ -23,49 +19,6 @@ import (
 
 // fastTiming keeps emulated measurements to milliseconds.
 var fastTiming = []string{"--warmup", "1", "--min-samples", "3", "--min-seconds", "0", "--target-spread", "1", "--max-seconds", "2"}
-
-// runBench runs the command line in-process, with `bench` added to the app if main.go does
-// not register it yet, and gives standard output and error, the exit code and the message.
-func runBench(t *testing.T, args ...string) (stdout, stderr string, code int, msg string) {
-	t.Helper()
-	app := newApp()
-	registered := false
-	for _, c := range app.Commands {
-		registered = registered || c.Name == "bench"
-	}
-	if !registered {
-		cmd := benchCommand()
-		addEnvVars(cmd)
-		app.Commands = append(app.Commands, cmd)
-	}
-	var out, errOut bytes.Buffer
-	app.Writer, app.ErrWriter = &out, &errOut
-	err := app.Run(append([]string{"decodebench"}, args...))
-	if err == nil {
-		return out.String(), errOut.String(), 0, ""
-	}
-	code = exitFailure
-	var coder cli.ExitCoder
-	if errors.As(err, &coder) {
-		code = coder.ExitCode()
-	}
-	return out.String(), errOut.String(), code, err.Error()
-}
-
-// benchEnv clears every DECODEBENCH_* variable (the flags read them) and points the commands
-// at kernels (none when empty), from a fresh working directory.
-func benchEnv(t *testing.T, kernels string) {
-	for _, kv := range os.Environ() {
-		if name, _, _ := strings.Cut(kv, "="); strings.HasPrefix(name, "DECODEBENCH_") && name != cgotest.EnvRequireEmu {
-			t.Setenv(name, "")
-			os.Unsetenv(name)
-		}
-	}
-	if kernels != "" {
-		t.Setenv(cgo.EnvKernels, kernels)
-	}
-	t.Chdir(t.TempDir())
-}
 
 // readRecords reads a JSON Lines file (or text) into maps.
 func readRecords(t *testing.T, text string) []map[string]any {

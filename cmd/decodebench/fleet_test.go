@@ -47,11 +47,6 @@ func fleetBox(t *testing.T, dir, host string, reads map[int]float64, fail map[in
 
 func TestFleetCommand(t *testing.T) {
 	hermetic(t, "")
-	for _, name := range []string{"DECODEBENCH_FLEET_OUT", "DECODEBENCH_FLEET_SUMMARY", "DECODEBENCH_FLEET_BASELINE",
-		"DECODEBENCH_FLEET_SLOWER_BY", "DECODEBENCH_FLEET_OUTLIER", "DECODEBENCH_EXPECT_NODES", "DECODEBENCH_HOSTFILE", "DECODEBENCH_FLEET_JSON"} {
-		t.Setenv(name, "")
-		os.Unsetenv(name)
-	}
 	fleetBox(t, "may/a", "node01", nil, nil)
 	fleetBox(t, "may/a", "node02", map[int]float64{3: 0.86}, nil) // slow, though above 85%
 	fleetBox(t, "may/b", "node03", nil, map[int]string{6: "2 uncorrectable ECC error(s) since the driver loaded."})

@@ -15,39 +15,12 @@ import (
 	"testing"
 	"time"
 
-	"github.com/urfave/cli/v2"
-
 	"github.com/decodebench/decodebench/bench/gpuinfo"
 	"github.com/decodebench/decodebench/bench/sweep"
 	"github.com/decodebench/decodebench/bench/sweep/report"
 	"github.com/decodebench/decodebench/bench/telemetry"
-	"github.com/decodebench/decodebench/cgo"
 	"github.com/decodebench/decodebench/cgo/cgotest"
 )
-
-// runSweepCLI is runCLI: the command line in-process.
-func runSweepCLI(t *testing.T, args ...string) (stdout string, code int, msg string) {
-	t.Helper()
-	return runCLI(t, args...)
-}
-
-// sweepHermetic clears every DECODEBENCH_* variable but the test switches, points the kernels
-// at kernels (none when empty) and works in a fresh directory.
-func sweepHermetic(t *testing.T, kernels string) {
-	t.Helper()
-	for _, kv := range os.Environ() {
-		name, _, _ := strings.Cut(kv, "=")
-		if strings.HasPrefix(name, "DECODEBENCH_") && !strings.HasPrefix(name, "DECODEBENCH_REQUIRE_") {
-			t.Setenv(name, "")
-			os.Unsetenv(name)
-		}
-	}
-	t.Setenv(cgo.EnvKernels, kernels)
-	if kernels == "" {
-		t.Setenv(cgo.EnvKernels, filepath.Join(t.TempDir(), "no-such-library.so"))
-	}
-	t.Chdir(t.TempDir())
-}
 
 // tinySweep is a model and timing small enough for the emulator to sweep in about a second.
 func tinySweep(out string, extra ...string) []string {
@@ -346,32 +319,6 @@ func TestSweepBudgetDropsAndStillReports(t *testing.T) {
 	}
 }
 
-// TestSweepHelperProcess is the command line when a test runs this binary as a subprocess.
-func TestSweepHelperProcess(t *testing.T) {
-	if os.Getenv("DECODEBENCH_TEST_HELPER") != "1" {
-		return
-	}
-	args := os.Args
-	for i, a := range args {
-		if a == "--" {
-			args = args[i+1:]
-			break
-		}
-	}
-	app := newApp()
-	err := app.Run(append([]string{"decodebench"}, args...))
-	code := 0
-	if err != nil {
-		code = exitFailure
-		var coder cli.ExitCoder
-		if errors.As(err, &coder) {
-			code = coder.ExitCode()
-		}
-		os.Stderr.WriteString("decodebench: " + err.Error() + "\n")
-	}
-	os.Exit(code)
-}
-
 // Ctrl-C in the middle: the measured configurations are on disk with a report, exit 130; the
 // resume measures the rest and repeats nothing.
 func TestSweepInterruptAndResume(t *testing.T) {
@@ -379,9 +326,7 @@ func TestSweepInterruptAndResume(t *testing.T) {
 	dir, _ := os.Getwd()
 	// Each measurement samples for 150 ms, so the sweep lasts seconds: time to interrupt it.
 	args := tinySweep("run", "--batch", "1,2,4,8", "--context", "64,128,256", "--min-time", "150ms", "--max-time", "300ms", "--max-samples", "1000")
-	cmd := exec.Command(os.Args[0], append([]string{"-test.run=^TestSweepHelperProcess$", "--"}, args...)...)
-	cmd.Env = append(os.Environ(), "DECODEBENCH_TEST_HELPER=1")
-	cmd.Dir = dir
+	cmd := helperCommand(t, dir, args...)
 	var stderr bytes.Buffer
 	cmd.Stdout, cmd.Stderr = &stderr, &stderr
 	if err := cmd.Start(); err != nil {

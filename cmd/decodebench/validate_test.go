@@ -1,7 +1,6 @@
 package main
 
 import (
-	"bytes"
 	"encoding/json"
 	"errors"
 	"fmt"
@@ -12,7 +11,6 @@ import (
 
 	"github.com/NVIDIA/go-nvml/pkg/nvml"
 	"github.com/NVIDIA/go-nvml/pkg/nvml/mock"
-	"github.com/urfave/cli/v2"
 
 	"github.com/decodebench/decodebench/bench/gpuinfo"
 	"github.com/decodebench/decodebench/bench/validate"
@@ -20,34 +18,9 @@ import (
 	"github.com/decodebench/decodebench/cgo/cgotest"
 )
 
-// runFleetCLI runs a command line through an app that has the validate and fleet commands,
-// whether or not main.go registers them yet; it returns standard output, standard error, the
-// exit code and the error message.
-func runFleetCLI(t *testing.T, args ...string) (stdout, stderr string, code int, msg string) {
-	t.Helper()
-	app := newApp()
-	var out, errOut bytes.Buffer
-	app.Writer, app.ErrWriter = &out, &errOut
-	err := app.Run(append([]string{"decodebench"}, args...))
-	if err == nil {
-		return out.String(), errOut.String(), 0, ""
-	}
-	code = exitFailure
-	var coder cli.ExitCoder
-	if errors.As(err, &coder) {
-		code = coder.ExitCode()
-	}
-	return out.String(), errOut.String(), code, err.Error()
-}
-
-// validateEnv clears the variables validate's flags read and the NVML hook.
+// validateEnv puts the NVML hook back when t ends; the environment is testEnv's (hermetic or
+// useEmu come first).
 func validateEnv(t *testing.T) {
-	for _, name := range []string{"DECODEBENCH_GPUS", "DECODEBENCH_EXPECT", "DECODEBENCH_EXPECT_COUNT",
-		"DECODEBENCH_THRESHOLDS", "DECODEBENCH_VALIDATE_JSON", "DECODEBENCH_IDLE_WAIT", "DECODEBENCH_ALL_CHECKS",
-		"DECODEBENCH_SUITE", "DECODEBENCH_SIMULATE_GPUS", "DECODEBENCH_HOSTNAME", "CUDA_VISIBLE_DEVICES", "CUDA_DEVICE_ORDER"} {
-		t.Setenv(name, "")
-		os.Unsetenv(name)
-	}
 	old := validateNVML
 	t.Cleanup(func() { validateNVML = old })
 }

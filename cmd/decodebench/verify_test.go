@@ -1,62 +1,15 @@
 package main
 
 import (
-	"bytes"
 	"encoding/json"
-	"errors"
 	"fmt"
 	"math"
-	"os"
 	"strings"
 	"testing"
 
-	"github.com/urfave/cli/v2"
-
 	"github.com/decodebench/decodebench/bench/ref"
-	"github.com/decodebench/decodebench/cgo"
 	"github.com/decodebench/decodebench/cgo/cgotest"
 )
-
-func TestMain(m *testing.M) {
-	code := m.Run()
-	cgotest.RemoveFakes()
-	os.Exit(code)
-}
-
-// runCLI runs the command line in-process and gives its standard output, exit code and error
-// message (what main would print on standard error).
-func runCLI(t *testing.T, args ...string) (stdout string, code int, msg string) {
-	t.Helper()
-	app := newApp()
-	var out, errOut bytes.Buffer
-	app.Writer, app.ErrWriter = &out, &errOut
-	err := app.Run(append([]string{"decodebench"}, args...))
-	if err == nil {
-		return out.String(), 0, ""
-	}
-	code = exitFailure
-	var coder cli.ExitCoder
-	if errors.As(err, &coder) {
-		code = coder.ExitCode()
-	}
-	return out.String(), code, err.Error()
-}
-
-// hermetic clears the environment variables the flags read, so the caller's shell cannot
-// change a test, and points DECODEBENCH_KERNELS at kernels (none when empty).
-func hermetic(t *testing.T, kernels string) {
-	for _, name := range []string{"DECODEBENCH_BACKEND", "DECODEBENCH_DEVICE", "DECODEBENCH_JSON", cgo.EnvKernels} {
-		t.Setenv(name, "") // restores the old value when t ends
-		os.Unsetenv(name)
-	}
-	if kernels != "" {
-		t.Setenv(cgo.EnvKernels, kernels)
-	}
-	t.Chdir(t.TempDir()) // no ./lib to find by accident
-}
-
-// useEmu points the commands at the emulator, or skips (fails under DECODEBENCH_REQUIRE_EMU=1).
-func useEmu(t *testing.T) { hermetic(t, cgotest.EmuPath(t)) }
 
 func TestVerifyLinearShapes(t *testing.T) {
 	useEmu(t)
