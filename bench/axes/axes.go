@@ -4,6 +4,7 @@ package axes
 
 import (
 	"fmt"
+	"math"
 	"slices"
 	"strconv"
 	"strings"
@@ -16,6 +17,14 @@ const Syntax = `comma-separated items: N; A-B (every value); A-B*F (A, A*F, A*F*
 
 // MaxValues is the most values one list may expand to.
 const MaxValues = 10000
+
+// MaxPoints is the most points the lists of one command line may span together: the product
+// of their lengths (a batch list times a context list is that many rows to compute, hold and
+// print, or configurations to measure). Each list alone may have MaxValues values, so the cap on
+// each list does not bound the product: 10000 batches x 10000 contexts is 1e8 rows, enough to
+// run the process out of memory. 100000 rows of predict are about 40 MB of JSON; 100000 sweep
+// configurations are days of measuring.
+const MaxPoints = 100000
 
 // MaxValue is the largest value accepted, so that sizes derived from a value (a context times
 // the KV bytes per token) stay far from integer overflow.
@@ -141,4 +150,42 @@ func parseValue(text string) (int, error) {
 		return 0, fmt.Errorf("%q is too large (at most %d)", text, MaxValue)
 	}
 	return int(v), nil
+}
+
+// Axis is one list of a command line as the user gave it, for CheckPoints.
+type Axis struct {
+	Name   string // what the list is, as the user knows it: "--batch", "models"
+	Values int    // how many values it expands to
+}
+
+// CheckPoints refuses axes whose product of lengths exceeds limit (MaxPoints, or a command's
+// own smaller cap), before anything that size is built. what names a point ("rows",
+// "configurations", "models"). The error names each axis with its length, the product and
+// the limit.
+func CheckPoints(limit int, what string, axes ...Axis) error {
+	product, saturated := int64(1), false
+	for _, a := range axes {
+		v := int64(max(a.Values, 1))
+		if product > math.MaxInt64/v {
+			saturated = true
+			break
+		}
+		product *= v
+	}
+	if !saturated && product <= int64(limit) {
+		return nil
+	}
+	parts := make([]string, len(axes))
+	for i, a := range axes {
+		unit := "values"
+		if a.Values == 1 {
+			unit = "value"
+		}
+		parts[i] = fmt.Sprintf("%s (%d %s)", a.Name, a.Values, unit)
+	}
+	total := strconv.FormatInt(product, 10)
+	if saturated {
+		total = fmt.Sprintf("more than %d", int64(math.MaxInt64))
+	}
+	return fmt.Errorf("%s = %s %s, more than the %d one command may cover: shorten a list", strings.Join(parts, " x "), total, what, limit)
 }

@@ -109,3 +109,34 @@ func TestSyntaxExamplesParse(t *testing.T) {
 		}
 	}
 }
+
+func TestCheckPoints(t *testing.T) {
+	batch, context := Axis{"--batch", 10000}, Axis{"--context", 10000}
+	if err := CheckPoints(MaxPoints, "rows", Axis{"--batch", 9}, Axis{"--context", 3}); err != nil {
+		t.Errorf("27 points: %v", err)
+	}
+	if err := CheckPoints(MaxPoints, "rows", Axis{"--batch", 1000}, Axis{"--context", 100}); err != nil {
+		t.Errorf("exactly the cap: %v", err)
+	}
+	err := CheckPoints(MaxPoints, "rows", batch, context)
+	if err == nil {
+		t.Fatal("10000 x 10000 points accepted")
+	}
+	for _, want := range []string{"--batch (10000 values)", "--context (10000 values)", "= 100000000 rows", "100000 one command"} {
+		if !strings.Contains(err.Error(), want) {
+			t.Errorf("error %q does not say %q", err, want)
+		}
+	}
+	// Each axis within the cap, the product not: the check is on the product.
+	if err := CheckPoints(MaxPoints, "rows", Axis{"--batch", 1001}, Axis{"--context", 100}); err == nil || !strings.Contains(err.Error(), "100100 rows") {
+		t.Errorf("100100 points: %v", err)
+	}
+	// A product past int64 is still refused, and says so without overflowing.
+	many := []Axis{batch, context, batch, context, batch, context}
+	if err := CheckPoints(MaxPoints, "rows", many...); err == nil || !strings.Contains(err.Error(), "more than 9223372036854775807") {
+		t.Errorf("1e24 points: %v", err)
+	}
+	if err := CheckPoints(64, "models", Axis{"--hidden", 8}, Axis{"--ffn", 9}, Axis{"--vocab", 1}); err == nil || !strings.Contains(err.Error(), "--vocab (1 value) = 72 models") {
+		t.Errorf("a command's own cap of 64: %v", err)
+	}
+}

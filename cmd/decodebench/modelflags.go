@@ -5,6 +5,7 @@ import (
 
 	"github.com/urfave/cli/v2"
 
+	"github.com/decodebench/decodebench/bench/axes"
 	"github.com/decodebench/decodebench/bench/model"
 )
 
@@ -72,6 +73,46 @@ func resolveModel(c *cli.Context) (model.Shape, error) {
 		return shape, usageError("%v", err)
 	}
 	return shape, nil
+}
+
+// parseReserve reads --reserve, the fraction of GPU memory kept free, of predict and sweep. NaN
+// fails both comparisons and so is refused with the infinities, negatives and 1 or more:
+// memory * (1 - reserve) must be a usable size.
+func parseReserve(c *cli.Context) (float64, error) {
+	reserve := c.Float64("reserve")
+	if !(reserve >= 0 && reserve < 1) {
+		return 0, usageError("--reserve %g: give the fraction of GPU memory kept free, a number in [0, 1) such as 0.1", reserve)
+	}
+	return reserve, nil
+}
+
+// checkPoints refuses lists whose product exceeds limit (axes.MaxPoints, or a command's own
+// cap) as a usage error, before anything that size is built.
+func checkPoints(limit int, what string, lists ...axes.Axis) error {
+	if err := axes.CheckPoints(limit, what, lists...); err != nil {
+		return usageError("%v", err)
+	}
+	return nil
+}
+
+// headDimOf is the head size of a model given by its dimensions: --head-dim when given, else
+// hidden / heads, which must then divide evenly. Rounding it down would time attention over
+// heads x (hidden / heads) < hidden values: another model than the one asked for.
+func headDimOf(hidden, heads, headDim int, headDimGiven bool) (int, error) {
+	switch {
+	case headDimGiven:
+		return headDim, nil
+	case heads <= 0 || hidden <= 0:
+		return 0, nil // Shape.Validate names the size that is not positive
+	case hidden%heads != 0:
+		sizes := fmt.Sprint(hidden/heads*heads + heads)
+		if below := hidden / heads * heads; below > 0 {
+			sizes = fmt.Sprintf("%d or %s", below, sizes)
+		}
+		return 0, usageError("--hidden %d is not a multiple of --heads %d, so hidden / heads is not a head size: give --head-dim, or a hidden size the heads divide (%s)",
+			hidden, heads, sizes)
+	}
+	return hidden / heads, nil
 }
 
 // humanCount prints a parameter count: 8.03B, 1.24B, 350M.

@@ -82,9 +82,12 @@ func predictAction(c *cli.Context) error {
 	if err != nil {
 		return usageError("--context: %v", err)
 	}
-	reserve := c.Float64("reserve")
-	if reserve < 0 || reserve >= 1 {
-		return usageError("--reserve %g: give a fraction in [0, 1)", reserve)
+	if err := checkPoints(axes.MaxPoints, "rows", axes.Axis{Name: "--batch", Values: len(batches)}, axes.Axis{Name: "--context", Values: len(contexts)}); err != nil {
+		return err
+	}
+	reserve, err := parseReserve(c)
+	if err != nil {
+		return err
 	}
 	if dir := c.String("out"); dir != "" {
 		if err := checkOutDir(dir); err != nil {

@@ -166,6 +166,9 @@ func parseSweep(c *cli.Context) (sweepRequest, error) {
 	if err != nil {
 		return r, usageError("--context: %v", err)
 	}
+	if err := checkPoints(axes.MaxPoints, "configurations", axes.Axis{Name: "models", Values: len(models)}, axes.Axis{Name: "--batch", Values: len(batches)}, axes.Axis{Name: "--context", Values: len(contexts)}); err != nil {
+		return r, err
+	}
 	r.axes = sweep.Axes{Models: models, Batches: batches, Contexts: contexts}
 	if err := r.axes.Validate(); err != nil {
 		return r, usageError("%v", err)
@@ -187,8 +190,8 @@ func parseSweep(c *cli.Context) (sweepRequest, error) {
 			return r, usageError("--datasheet: %v", err)
 		}
 	}
-	if r.reserve = c.Float64("reserve"); !(r.reserve >= 0 && r.reserve < 1) {
-		return r, usageError("--reserve %g: give a fraction in [0, 1)", r.reserve)
+	if r.reserve, err = parseReserve(c); err != nil {
+		return r, err
 	}
 
 	r.out, r.retryFailed, r.budget = c.String("out"), c.Bool("retry-failed"), c.Duration("budget")

@@ -59,16 +59,24 @@ func sweepModels(c *cli.Context) ([]model.Shape, error) {
 		{flag: "layers", set: func(s *model.Shape, v int) { s.Layers = v }},
 		{flag: "vocab", set: func(s *model.Shape, v int) { s.Vocab = v }},
 	}
+	var lists []axes.Axis
+	for i := range dims {
+		if text := c.String(dims[i].flag); text != "" {
+			if dims[i].values, err = axes.ParseIntList(text); err != nil {
+				return nil, usageError("--%s: %v", dims[i].flag, err)
+			}
+			lists = append(lists, axes.Axis{Name: "--" + dims[i].flag, Values: len(dims[i].values)})
+		}
+	}
+	if err := checkPoints(64, "models", lists...); err != nil { // at most 64 models per sweep
+		return nil, err
+	}
 	shapes := []model.Shape{base}
 	var varying, overridden []string
 	for i := range dims {
-		text := c.String(dims[i].flag)
-		if text == "" {
+		values := dims[i].values
+		if values == nil {
 			continue
-		}
-		values, err := axes.ParseIntList(text)
-		if err != nil {
-			return nil, usageError("--%s: %v", dims[i].flag, err)
 		}
 		overridden = append(overridden, dims[i].flag)
 		if len(values) > 1 {
@@ -84,9 +92,6 @@ func sweepModels(c *cli.Context) ([]model.Shape, error) {
 		}
 		shapes = next
 	}
-	if len(shapes) > 64 {
-		return nil, usageError("the model dimensions give %d models; at most 64 per sweep", len(shapes))
-	}
 	tp := c.Int("tp")
 	if tp < 1 {
 		return nil, usageError("--tp %d: the tensor-parallel degree must be a whole number >= 1", tp)
@@ -97,8 +102,8 @@ func sweepModels(c *cli.Context) ([]model.Shape, error) {
 			if !c.IsSet("kv-heads") {
 				s.KVHeads = s.QHeads
 			}
-			if !c.IsSet("head-dim") && s.QHeads > 0 {
-				s.HeadDim = s.Hidden / s.QHeads
+			if s.HeadDim, err = headDimOf(s.Hidden, s.QHeads, s.HeadDim, c.IsSet("head-dim")); err != nil {
+				return nil, err
 			}
 		}
 		if len(overridden) > 0 {
