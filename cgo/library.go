@@ -43,13 +43,16 @@ const EnvKernels = "DECODEBENCH_KERNELS"
 // LibraryFile is the file name of a backend's library.
 func LibraryFile(backend string) string { return "libdecodebench_" + backend + ".so" }
 
-// ErrLibraryNotFound matches a *NotFoundError.
+// ErrLibraryNotFound matches a *NotFoundError and a *NamedLibraryError.
 var ErrLibraryNotFound = errors.New("kernels library not found")
 
 // NotFoundError says where a library was looked for.
 type NotFoundError struct {
 	Backend  string
 	Searched []string // in order: the paths tried
+	// Env is $DECODEBENCH_KERNELS when it was set: then its directory (Searched[0]) is the only
+	// place looked in.
+	Env string
 }
 
 func (e *NotFoundError) Error() string {
@@ -57,11 +60,39 @@ func (e *NotFoundError) Error() string {
 	if e.Backend == BackendEmu {
 		target = "emu"
 	}
+	want := LibraryFile(e.Backend)
+	if e.Env != "" {
+		where := e.Env
+		if len(e.Searched) > 0 && e.Searched[0] != e.Env {
+			where = fmt.Sprintf("%s stands for its directory %s, which", e.Env, e.Searched[0])
+		}
+		return fmt.Sprintf("$%s=%s: %s holds no %s; build it with `make %s`, or point %s at the library or the directory that holds it",
+			EnvKernels, e.Env, where, want, target, EnvKernels)
+	}
 	return fmt.Sprintf("no %s found (looked in %s); build it with `make %s` or point %s at it",
-		LibraryFile(e.Backend), strings.Join(e.Searched, ", "), target, EnvKernels)
+		want, strings.Join(e.Searched, ", "), target, EnvKernels)
 }
 
 func (e *NotFoundError) Is(target error) bool { return target == ErrLibraryNotFound }
+
+// NamedLibraryError is a $DECODEBENCH_KERNELS that names a path that cannot be opened.
+type NamedLibraryError struct {
+	Backend string
+	Path    string
+	Err     error // why: os.ErrNotExist, a permission error, ENOTDIR
+}
+
+func (e *NamedLibraryError) Error() string {
+	target := "kernels"
+	if e.Backend == BackendEmu {
+		target = "emu"
+	}
+	return fmt.Sprintf("$%s=%s cannot be opened: %v; point it at %s or the directory that holds it (`make %s` builds it into lib/)",
+		EnvKernels, e.Path, e.Err, LibraryFile(e.Backend), target)
+}
+
+func (e *NamedLibraryError) Is(target error) bool { return target == ErrLibraryNotFound }
+func (e *NamedLibraryError) Unwrap() error        { return e.Err }
 
 // Library is a loaded kernels library. Libraries are never unloaded: Open returns the same
 // *Library for the same file, and it is safe for concurrent use.
@@ -171,30 +202,24 @@ func (l *Library) DeviceCount() (int, error) {
 	return int(n), nil
 }
 
-// Locate finds a backend's library ("cuda" or "emu") without loading it. It tries, in order:
+// Locate finds a backend's library ("cuda" or "emu") without loading it.
 //
-//  1. $DECODEBENCH_KERNELS: a directory holding the library, or a file. A file named like
-//     either backend's library stands for its directory (so one setting serves both backends);
-//     a file of any other name is taken as is, and Open checks that it is the backend asked for.
-//  2. the directory of the executable;
-//  3. ../lib next to the executable (bin/decodebench and lib/ side by side);
-//  4. ./lib in the working directory.
+// When $DECODEBENCH_KERNELS is set it is the only place looked in: a directory holding the
+// library, or a file. A file named like either backend's library stands for its directory (so
+// one setting serves both backends); a file of any other name is taken as is, and Open checks
+// that it is the backend asked for. A path that does not exist or cannot be read, or a
+// directory without the library, is an error naming the path: falling back to a library found
+// elsewhere would run other kernels than the ones named.
 //
-// The error lists every place tried.
+// Otherwise it tries, in order: the directory of the executable; ../lib next to the
+// executable (bin/decodebench and lib/ side by side); ./lib in the working directory. The
+// error lists every place tried.
 func Locate(backend string) (string, error) {
 	want := LibraryFile(backend)
-	var candidates []string
 	if env := os.Getenv(EnvKernels); env != "" {
-		base := filepath.Base(env)
-		switch fi, err := os.Stat(env); {
-		case err == nil && fi.IsDir():
-			candidates = append(candidates, filepath.Join(env, want))
-		case base == LibraryFile(BackendCUDA) || base == LibraryFile(BackendEmu):
-			candidates = append(candidates, filepath.Join(filepath.Dir(env), want))
-		default:
-			candidates = append(candidates, env)
-		}
+		return locateNamed(env, backend)
 	}
+	var candidates []string
 	if exe, err := os.Executable(); err == nil {
 		if resolved, err := filepath.EvalSymlinks(exe); err == nil {
 			exe = resolved
@@ -204,7 +229,7 @@ func Locate(backend string) (string, error) {
 	}
 	candidates = append(candidates, filepath.Join("lib", want))
 
-	var searched []string
+	searched := []string{"$" + EnvKernels + " (unset)"}
 	seen := map[string]bool{}
 	for _, c := range candidates {
 		abs, err := filepath.Abs(c)
@@ -217,10 +242,40 @@ func Locate(backend string) (string, error) {
 		}
 		searched = append(searched, displayPath(c, abs, want))
 	}
-	if os.Getenv(EnvKernels) == "" {
-		searched = append([]string{"$" + EnvKernels + " (unset)"}, searched...)
-	}
 	return "", &NotFoundError{Backend: backend, Searched: searched}
+}
+
+// locateNamed finds a backend's library where $DECODEBENCH_KERNELS (env) points, and only there.
+func locateNamed(env, backend string) (string, error) {
+	want := LibraryFile(backend)
+	abs, err := filepath.Abs(env)
+	if err != nil {
+		return "", &NamedLibraryError{Backend: backend, Path: env, Err: err}
+	}
+	base := filepath.Base(abs)
+	otherBackend := base != want && (base == LibraryFile(BackendCUDA) || base == LibraryFile(BackendEmu))
+	dir := abs
+	fi, err := os.Stat(abs)
+	switch {
+	case otherBackend && (err == nil && !fi.IsDir() || errors.Is(err, os.ErrNotExist)):
+		// The other backend's file stands for its directory, whether or not that backend is
+		// built there; the directory itself must exist.
+		dir = filepath.Dir(abs)
+		_, err = os.Stat(dir)
+	case err == nil && !fi.IsDir():
+		return abs, nil
+	}
+	if err != nil {
+		var pathErr *os.PathError
+		if errors.As(err, &pathErr) {
+			err = pathErr.Err // the path is in the message already
+		}
+		return "", &NamedLibraryError{Backend: backend, Path: env, Err: err}
+	}
+	if fi, err := os.Stat(filepath.Join(dir, want)); err == nil && !fi.IsDir() {
+		return filepath.Join(dir, want), nil
+	}
+	return "", &NotFoundError{Backend: backend, Searched: []string{dir}, Env: env}
 }
 
 // displayPath shows a candidate as the user would recognise it: the directory when the file

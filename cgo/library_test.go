@@ -35,7 +35,8 @@ func TestLocate(t *testing.T) {
 
 func TestLocateNotFoundSaysWhereItLooked(t *testing.T) {
 	empty := t.TempDir()
-	t.Setenv(cgo.EnvKernels, empty)
+	t.Setenv(cgo.EnvKernels, "")
+	os.Unsetenv(cgo.EnvKernels)
 	t.Chdir(empty)
 	for _, c := range []struct{ backend, make string }{{cgo.BackendCUDA, "make kernels"}, {cgo.BackendEmu, "make emu"}} {
 		_, err := cgo.Locate(c.backend)
@@ -44,7 +45,7 @@ func TestLocateNotFoundSaysWhereItLooked(t *testing.T) {
 		}
 		msg := err.Error()
 		exe, _ := os.Executable()
-		for _, want := range []string{cgo.LibraryFile(c.backend), empty, filepath.Dir(exe), "./lib", c.make, cgo.EnvKernels} {
+		for _, want := range []string{cgo.LibraryFile(c.backend), "$DECODEBENCH_KERNELS (unset)", filepath.Dir(exe), "./lib", c.make} {
 			if !strings.Contains(msg, want) {
 				t.Errorf("Locate(%q) error does not mention %q: %s", c.backend, want, msg)
 			}
@@ -53,6 +54,78 @@ func TestLocateNotFoundSaysWhereItLooked(t *testing.T) {
 			t.Errorf("not one line: %q", msg)
 		}
 	}
+}
+
+// A DECODEBENCH_KERNELS that names a library that is not there, or a directory without the
+// backend's library, is an error naming the path and why; it never falls back to a library
+// found elsewhere (here one in ./lib), which would run other kernels than the ones named.
+func TestLocateNamedLibraryMissingIsAnError(t *testing.T) {
+	elsewhere := t.TempDir()
+	os.MkdirAll(filepath.Join(elsewhere, "lib"), 0o755)
+	for _, name := range []string{"libdecodebench_emu.so", "libdecodebench_cuda.so"} {
+		if err := os.Symlink(buildFake(t, fakeEmu), filepath.Join(elsewhere, "lib", name)); err != nil {
+			t.Fatal(err)
+		}
+	}
+	t.Chdir(elsewhere)
+	missingDir := filepath.Join(t.TempDir(), "gone")
+	emptyDir := t.TempDir()
+	cases := []struct {
+		desc, env string
+		want      []string
+	}{
+		{"a library file that does not exist", filepath.Join(missingDir, "libdecodebench_emu.so"),
+			[]string{filepath.Join(missingDir, "libdecodebench_emu.so"), "no such file or directory"}},
+		{"a file of another name that does not exist", filepath.Join(missingDir, "my-kernels.so"),
+			[]string{filepath.Join(missingDir, "my-kernels.so"), "no such file or directory"}},
+		{"a path through a file", "/etc/passwd/libdecodebench_emu.so",
+			[]string{"/etc/passwd/libdecodebench_emu.so", "not a directory"}},
+		{"a directory without the library", emptyDir,
+			[]string{emptyDir, "holds no libdecodebench_emu.so"}},
+		{"the other backend's file, its directory without this one", filepath.Join(emptyDir, "libdecodebench_cuda.so"),
+			[]string{filepath.Join(emptyDir, "libdecodebench_cuda.so"), "stands for its directory " + emptyDir, "holds no libdecodebench_emu.so"}},
+		{"the other backend's file in a directory that does not exist", filepath.Join(missingDir, "libdecodebench_cuda.so"),
+			[]string{filepath.Join(missingDir, "libdecodebench_cuda.so"), "no such file or directory"}},
+	}
+	for _, c := range cases {
+		t.Run(c.desc, func(t *testing.T) {
+			t.Setenv(cgo.EnvKernels, c.env)
+			for _, open := range []func() (string, error){
+				func() (string, error) { return cgo.Locate(cgo.BackendEmu) },
+				func() (string, error) { lib, err := cgo.Open(cgo.BackendEmu); return libPath(lib), err },
+			} {
+				got, err := open()
+				if err == nil {
+					t.Fatalf("%s=%s found %s; want an error", cgo.EnvKernels, c.env, got)
+				}
+				for _, want := range append(c.want, cgo.EnvKernels) {
+					if !strings.Contains(err.Error(), want) {
+						t.Errorf("error %q does not say %q", err, want)
+					}
+				}
+				if !errors.Is(err, cgo.ErrLibraryNotFound) {
+					t.Errorf("error %q is not ErrLibraryNotFound", err)
+				}
+			}
+		})
+	}
+	t.Run("a directory holding the other backend only", func(t *testing.T) {
+		dir := filepath.Dir(buildFake(t, fakeNoGPU))
+		t.Setenv(cgo.EnvKernels, dir)
+		if _, err := os.Stat(filepath.Join(dir, "libdecodebench_emu.so")); err == nil {
+			t.Skip("the fake libraries share a directory")
+		}
+		if got, err := cgo.Locate(cgo.BackendEmu); err == nil || !strings.Contains(err.Error(), dir) {
+			t.Errorf("Locate(emu) in a directory of the cuda library only = %q, %v", got, err)
+		}
+	})
+}
+
+func libPath(lib *cgo.Library) string {
+	if lib == nil {
+		return ""
+	}
+	return lib.Path()
 }
 
 func TestOpen(t *testing.T) {
