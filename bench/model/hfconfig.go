@@ -247,20 +247,22 @@ func (c hfConfig) positiveInt(key string, def int, required bool) (int, error) {
 		return def, nil
 	}
 	text := string(bytes.TrimSpace(c.fields[key]))
-	n, err := strconv.ParseInt(text, 10, 32)
-	if err != nil {
-		// Accept 4096.0 and 4.096e3, which JSON writers may produce.
-		f, ferr := strconv.ParseFloat(text, 64)
-		if ferr != nil || f != math.Trunc(f) || math.Abs(f) > math.MaxInt32 {
-			return 0, c.errorf("%s = %s: must be a positive whole number", key, text)
-		}
-		n = int64(f)
-	}
-	if n <= 0 {
+	// Parsed as a float, as JSON numbers are, so that 4096.0 and 4.096e3 (which JSON writers
+	// may produce) are read as 4096; a float64 holds every whole number up to MaxConfigValue
+	// exactly. ParseFloat's range error gives ±Inf, which is too large (or negative) too.
+	f, err := strconv.ParseFloat(text, 64)
+	switch {
+	case err != nil && !math.IsInf(f, 0), math.IsNaN(f), f != math.Trunc(f) && !math.IsInf(f, 0), f <= 0:
 		return 0, c.errorf("%s = %s: must be a positive whole number", key, text)
+	case f > MaxConfigValue:
+		return 0, c.errorf("%s = %s is too large: at most %d", key, text, MaxConfigValue)
 	}
-	return int(n), nil
+	return int(f), nil
 }
+
+// MaxConfigValue is the largest size a config.json field may give: the kernels take sizes as
+// 32-bit integers (kernels/decodebench.h), as the list flags do (axes.MaxValue).
+const MaxConfigValue = math.MaxInt32
 
 // slidingWindow reads sliding_window (null or absent: none) and which of the layers use it.
 func (c hfConfig) slidingWindow(rule windowRule, layers int) (window, slidingLayers int, err error) {
