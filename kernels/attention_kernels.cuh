@@ -32,7 +32,7 @@
  * merges them: out = sum_s 2^(m_s - M) acc_s / sum_s 2^(m_s - M) l_s with M the largest m of a
  * split that saw a token. Splits past a sequence's length see no token and contribute nothing.
  *
- * Tile sizes were chosen on paper (no GPU in the session that wrote this): T = 64 tokens for
+ * Tile sizes are chosen on paper, not yet timed on a GPU: T = 64 tokens for
  * head dim 64, 32 for 80-128, 16 for 256, so one stage of K and V is 11-18 KiB and a block takes
  * 23-58 KiB of shared memory. With 156-188 registers for 8 or 16 heads (3 or 2 blocks per SM)
  * and 63-126 for fewer, an H100/H200 SM keeps about 35-70 KiB of KV in flight. The fp32

@@ -2,10 +2,10 @@
 // with 16-byte accesses, and fp32-FMA and bf16 tensor-core (mma.sync) arithmetic rates.
 //
 // Memory probes: a grid-stride loop over 16-byte vectors with kMemUnroll independent loads issued
-// before any is used, so each thread keeps 64 B in flight. design.md asks for about 48 KiB in
-// flight per SM on an H200; kMemBlocksPerSm blocks of 256 threads give 4 x 256 x 64 B = 64 KiB per
-// SM (not yet measured on a card: the first GPU run should sweep blocks and threads to confirm).
-// Review (2026), confirmed from the code: every access is a 16-byte vector; READ and COPY keep 64 B
+// before any is used, so each thread keeps 64 B in flight. An H200 needs about 36-48 KiB in
+// flight per SM (Little's law, below); kMemBlocksPerSm blocks of 256 threads give 4 x 256 x 64 B =
+// 64 KiB per SM (not yet measured on a card: the first GPU run should sweep blocks and threads to
+// confirm). Every access is a 16-byte vector; READ and COPY keep 64 B
 // and TRIAD 128 B of loads in flight per thread; the READ sum meets in one atomicAdd per block;
 // blocks come from the SM count (never more than the work needs); bench/measure sizes each buffer
 // max(32x L2, 1 GiB). Little's law: 4.8 TB/s x ~1 us loaded latency / 132 SMs ~ 36 KB per SM.
@@ -282,7 +282,7 @@ extern "C" int db_probe(db_context *ctx, db_probe_params *p) {
     switch (p->kind) {
       case DB_PROBE_READ: {
         uint32_t *result = reinterpret_cast<uint32_t *>(p->result);
-        // Review (2026): this 4-byte memset runs inside every timed READ call. It costs a
+        // This 4-byte memset runs inside every timed READ call. It costs a
         // microsecond or two beside a read of >= 1 GiB (>= 220 us on an H200): under 1%, and it
         // only lowers the measured bandwidth. Kept: the ABI promises result = this call's sum.
         DB_CHECK_CUDA(cudaMemsetAsync(result, 0, sizeof(uint32_t), ctx->stream));

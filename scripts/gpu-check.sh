@@ -198,7 +198,7 @@ EOF
 	PROBE_BYTES=(--bytes 65536)
 	MHA=(--q-heads 4 --kv-heads 4 --head-dim 64 --batch 1 --context 64)
 else
-	# A shorter sampling rule than design.md's (0.5 s, 0.5%, 10 s) so that ~200 shapes fit the
+	# A shorter sampling rule than timing.Default's (0.5 s, 0.5%, 10 s) so that ~200 shapes fit the
 	# budget; every record says the rule it was taken with.
 	TIMING=(--warmup 2 --min-samples 10 --min-seconds 0.15 --max-seconds 0.6 --target-spread 0.01)
 	MODEL_8B=(--model llama3-8b)

@@ -1,5 +1,5 @@
-// Package measure times kernels on a device the way design.md ("Measuring honestly") asks:
-// validate the spec, allocate, fill the inputs with the device hash, verify the output against
+// Package measure times kernels on a device so that a number it gives can be trusted: validate
+// the spec, allocate, fill the inputs with the device hash, verify the output against
 // bench/ref before any timing, then time with device events after warm-up, with the operands
 // rotated through enough copies that every sample reads them from HBM, not L2.
 //
@@ -33,7 +33,8 @@ type Options struct {
 // on it comes round, for an LRU-like L2.
 const DefaultRotateFactor = 4
 
-// DefaultOptions is the method of design.md: timing.Default, working sets of 4x L2, verify.
+// DefaultOptions is the method every command uses unless told otherwise: timing.Default,
+// working sets of 4x L2 (so every sample reads HBM), verify before timing.
 func DefaultOptions() Options {
 	return Options{Timing: timing.Default, RotateFactor: DefaultRotateFactor, Verify: true, Seed: 1}
 }

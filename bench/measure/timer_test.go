@@ -90,7 +90,7 @@ func TestHoldKeepsTheHostOutOfTheSample(t *testing.T) {
 	}
 }
 
-// Without a hold (what the emulator does, and what timing did before) the same device is timed
+// Without a hold (what the emulator does) the same device is timed
 // at the host's launch rate: the simulation shows the error the hold removes.
 func TestWithoutAHoldTheHostSetsTheTime(t *testing.T) {
 	d := &simDevice{canHold: false, hostLaunch: 8e-6, kernel: 3e-6, holdScale: 1}

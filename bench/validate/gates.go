@@ -127,7 +127,7 @@ func PerformanceChecks(kind CardKind, suite Suite, plan Plan, outcomes map[strin
 }
 
 // modelStepInput adds up the reference step: each model kernel's median time x its repeats.
-// Review (2026): the small per-token ops (norms, rotary, ...) are left out here, unlike a sweep's
+// The small per-token ops (norms, rotary, ...) are left out here, unlike a sweep's
 // step, and the bound counts the embedding row and norm weights they read: both under 0.1% of a
 // Llama-3-8B step's bytes, so the comparison is like with like to that precision.
 func modelStepInput(kind CardKind, suite Suite, plan Plan, outcomes map[string]Outcome) gateInput {

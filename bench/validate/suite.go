@@ -184,7 +184,7 @@ func StandardSuite() (Suite, error) {
 	}
 	return Suite{
 		Name: SuiteStandard,
-		// The design's rule (10 samples, 0.5 s, spread < 0.5%) with a 4 s timeout instead of
+		// timing.Default's rule (10 samples, 0.5 s, spread < 0.5%) with a 4 s timeout instead of
 		// 10 s: ten measurements must fit the budget even when one never settles.
 		Timing:        timing.Config{Warmup: 3, MinSamples: 10, MinSeconds: 0.5, TargetSpread: 0.005, MaxSeconds: 4},
 		Budget:        90 * time.Second,

@@ -129,8 +129,7 @@ func TestSweepHelperProcess(t *testing.T) {
 	os.Exit(code)
 }
 
-// The names below are the harness under the names the command tests were written with; they
-// add nothing to it.
+// Other names of the harness, one per family of command tests; they add nothing to it.
 
 // runCLI is runApp without standard error.
 func runCLI(t *testing.T, args ...string) (stdout string, code int, msg string) {

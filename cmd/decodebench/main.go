@@ -147,7 +147,7 @@ func usageError(format string, a ...any) error {
 }
 
 // checkOutDir refuses an --out that names an existing file where a directory is wanted, as a
-// usage error before any work (it failed late, as "mkdir FILE: not a directory").
+// usage error before any work, not as mkdir's "not a directory" after the work is done.
 func checkOutDir(dir string) error {
 	if fi, err := os.Stat(dir); err == nil && !fi.IsDir() {
 		return usageError("--out %s is a file: this command writes a directory of files there; give a new or existing directory", dir)

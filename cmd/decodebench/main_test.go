@@ -82,7 +82,7 @@ func TestUsageErrorsExitTwoEverywhere(t *testing.T) {
 }
 
 // urfave/cli stops reading flags at the first argument, so a usage line must show the flags
-// before the directories (compare showed DIR_A DIR_B [--out DIR], which is refused).
+// before the directories (DIR_A DIR_B [--out DIR] would show a command line that is refused).
 func TestUsageTextFlagsBeforeArguments(t *testing.T) {
 	var walk func(cmd *cli.Command)
 	walk = func(cmd *cli.Command) {
