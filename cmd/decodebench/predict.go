@@ -39,7 +39,7 @@ func predictCommand() *cli.Command {
 			&cli.StringFlag{Name: "context", Value: "1k,8k,32k", EnvVars: []string{"DECODEBENCH_CONTEXT"},
 				Usage: "context lengths in tokens (k = 1024), e.g. 1k,8k,32k or 1k-128k*2"},
 			&cli.Float64Flag{Name: "reserve", Value: 0.1, EnvVars: []string{"DECODEBENCH_RESERVE"},
-				Usage: "fraction of GPU memory kept free (activations, allocator) when asking whether a batch fits"},
+				Usage: "fraction of GPU memory kept free (activations, allocator) when asking whether a batch fits: a number in [0, 1)"},
 			&cli.StringFlag{Name: "out", EnvVars: []string{"DECODEBENCH_OUT"},
 				Usage: "write predict.csv, predict.json and the plots (PNG and SVG) into this directory"},
 			jsonFlag()),
