@@ -6,7 +6,7 @@ import (
 	"github.com/NVIDIA/go-nvml/pkg/nvml"
 
 	"github.com/decodebench/decodebench/bench/gpuinfo"
-	"github.com/decodebench/decodebench/bench/validate/fakenvml"
+	"github.com/decodebench/decodebench/bench/gpuinfo/fakenvml"
 )
 
 // observe reads a simulated card as validate does: health before, three telemetry samples

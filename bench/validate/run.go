@@ -152,6 +152,9 @@ func cardIdentity(cfg Config, t Target) (Card, CardKind, []Check) {
 const CategoryIdentity = "identity"
 
 func validateCard(ctx context.Context, cfg Config, plan Plan, t Target) Card {
+	if t.Info.Lost != "" {
+		return lostCard(t)
+	}
 	card, kind, checks := cardIdentity(cfg, t)
 	th := cfg.Thresholds.For(card.SpecKey)
 
@@ -221,6 +224,33 @@ func validateCard(ctx context.Context, cfg Config, plan Plan, t Target) Card {
 	card.Readings = summarize(obs.During)
 	card.Verdict = verdictOf(card.Checks)
 	return card
+}
+
+// lostCard is the verdict on a card NVML could not read before the run: FAIL, named by index,
+// UUID and bus id as far as NVML still gives them, so a technician finds the right slot.
+func lostCard(t Target) Card {
+	d := t.Info
+	card := Card{Index: d.Index, UUID: d.UUID, Serial: d.Serial, PCIBusID: d.PCIBusID, Name: d.Name,
+		BackendDevice: -1, Gates: []GateValue{}}
+	card.Checks = []Check{newCheck("health.nvml", CategoryHealth, Fail,
+		"GPU %d (%s) fell off the bus or cannot be opened: NVML says %s. Look for Xid 79 in `dmesg`, reseat the card or power-cycle the node; it was not validated.",
+		d.Index, cardPlace(d), d.Lost)}
+	card.Verdict = Fail
+	return card
+}
+
+// cardPlace names a card by UUID and PCI bus id, saying which NVML could not give.
+func cardPlace(d gpuinfo.Device) string {
+	uuid, bus := d.UUID, d.PCIBusID
+	if uuid == "" {
+		uuid = "UUID unreadable"
+	}
+	if bus == "" {
+		bus = "PCI bus id unreadable"
+	} else {
+		bus = "PCI bus id " + bus
+	}
+	return uuid + ", " + bus
 }
 
 func lostCheck(err error) Check {

@@ -10,8 +10,8 @@ import (
 	"github.com/NVIDIA/go-nvml/pkg/nvml"
 
 	"github.com/decodebench/decodebench/bench/gpuinfo"
+	"github.com/decodebench/decodebench/bench/gpuinfo/fakenvml"
 	"github.com/decodebench/decodebench/bench/timing"
-	"github.com/decodebench/decodebench/bench/validate/fakenvml"
 )
 
 // slowStep sleeps as the step runs, so that the telemetry sampler reads during it.

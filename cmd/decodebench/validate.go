@@ -20,15 +20,12 @@ import (
 	"github.com/urfave/cli/v2"
 
 	"github.com/decodebench/decodebench/bench/gpuinfo"
+	"github.com/decodebench/decodebench/bench/gpuinfo/fakenvml"
 	"github.com/decodebench/decodebench/bench/measure"
 	"github.com/decodebench/decodebench/bench/roofline"
 	"github.com/decodebench/decodebench/bench/validate"
-	"github.com/decodebench/decodebench/bench/validate/fakenvml"
 	"github.com/decodebench/decodebench/cgo"
 )
-
-// validateNVML, when set, replaces the real NVML library (tests).
-var validateNVML func() nvml.Interface
 
 func validateCommand() *cli.Command {
 	return &cli.Command{
@@ -241,15 +238,34 @@ func runValidate(ctx context.Context, req validateRequest, report *validate.Repo
 		return usageError("--gpus: %v", err)
 	}
 	if req.backend != cgo.BackendEmu {
-		// CUDA must number devices as NVML does; see validate.MapBackendDevices.
-		os.Setenv("CUDA_DEVICE_ORDER", validate.CUDADeviceOrder)
+		// CUDA must number devices by PCI bus id, as the device map assumes.
+		os.Setenv("CUDA_DEVICE_ORDER", gpuinfo.CUDADeviceOrder)
 	}
 	kernels, err := cgo.Open(req.backend)
 	if err != nil {
 		return err
 	}
 	report.Backend, report.Library, report.Emulated = kernels.Name(), kernels.Path(), kernels.Emulated()
-	targets, closeDevices, err := openTargets(lib, sys, selected, kernels)
+	var dmap gpuinfo.DeviceMap
+	if !kernels.Emulated() {
+		dmap, err = cudaDeviceMap(sys, kernels)
+		if usage := migUsage(err); usage != nil {
+			return usage
+		}
+		if err != nil {
+			return err
+		}
+		if env := gpuinfo.CUDAEnvironment(); env.VisibleSet && isAll(req.selection) {
+			// Under Slurm or Kubernetes NVML may see more cards than the job was given: "all"
+			// is the job's cards.
+			selected = nil
+			for _, d := range dmap.Visible() {
+				selected = append(selected, d.Index)
+			}
+			slices.Sort(selected)
+		}
+	}
+	targets, closeDevices, err := openTargets(lib, sys, selected, kernels, dmap)
 	if err != nil {
 		return err
 	}
@@ -292,8 +308,8 @@ func openValidateNVML(req validateRequest) (nvml.Interface, gpuinfo.System, erro
 		}
 		lib = fakenvml.Library(gpus...)
 		sys, err = gpuinfo.Query(lib)
-	case validateNVML != nil:
-		lib = validateNVML()
+	case nvmlHook != nil:
+		lib = nvmlHook()
 		sys, err = gpuinfo.Query(lib)
 	default:
 		sys, err = gpuinfo.Open() // says why the driver is missing
@@ -308,10 +324,11 @@ func openValidateNVML(req validateRequest) (nvml.Interface, gpuinfo.System, erro
 	return lib, sys, nil
 }
 
-// openTargets maps every selected card to a kernels device, opened when validate.Run asks
-// (after the card is idle). The emulator has one device and runs one kernel at a time: every
-// card shares it, taking turns. The returned function closes whatever was opened.
-func openTargets(lib nvml.Interface, sys gpuinfo.System, selected []int, kernels *cgo.Library) ([]validate.Target, func(), error) {
+// openTargets maps every selected card to a kernels device through dmap, opened when
+// validate.Run asks (after the card is idle). The emulator has one device and runs one kernel
+// at a time: every card shares it, taking turns. A card NVML lost is a target with nothing to
+// open (validate.Run fails it by name). The returned function closes whatever was opened.
+func openTargets(lib nvml.Interface, sys gpuinfo.System, selected []int, kernels *cgo.Library, dmap gpuinfo.DeviceMap) ([]validate.Target, func(), error) {
 	var mu sync.Mutex
 	var opened []*cgo.Device
 	open := func(index int) (*cgo.Device, error) {
@@ -330,16 +347,8 @@ func openTargets(lib nvml.Interface, sys gpuinfo.System, selected []int, kernels
 			d.Close()
 		}
 	}
-	count, err := kernels.DeviceCount()
-	if err != nil {
+	if _, err := kernels.DeviceCount(); err != nil {
 		return nil, closeAll, fmt.Errorf("%s found no usable device: %w", kernels.Path(), err)
-	}
-	var backendIndex []int
-	if !kernels.Emulated() {
-		visible, set := os.LookupEnv("CUDA_VISIBLE_DEVICES")
-		if backendIndex, err = validate.MapBackendDevices(sys.Devices, visible, set, count); err != nil {
-			return nil, closeAll, err
-		}
 	}
 	var shared struct {
 		once sync.Once
@@ -350,6 +359,10 @@ func openTargets(lib nvml.Interface, sys gpuinfo.System, selected []int, kernels
 	var targets []validate.Target
 	for _, i := range selected {
 		d := sys.Devices[i]
+		if d.Lost != "" {
+			targets = append(targets, validate.Target{Info: d, BackendDevice: -1})
+			continue
+		}
 		handle, ret := lib.DeviceGetHandleByIndex(i)
 		if ret != nvml.SUCCESS {
 			return nil, closeAll, fmt.Errorf("GPU %d: NVML handle: %v", i, ret)
@@ -361,18 +374,20 @@ func openTargets(lib nvml.Interface, sys gpuinfo.System, selected []int, kernels
 				return validate.DeviceRunner{Device: shared.dev, Options: measure.DefaultOptions(), Lock: &shared.lock}, shared.err
 			}
 		} else {
-			if backendIndex[i] < 0 {
+			cudaIndex, ok := dmap.CUDA(i)
+			if !ok {
 				return nil, closeAll, usageError("--gpus: GPU %d (%s) is not visible to CUDA (CUDA_VISIBLE_DEVICES=%q)", i, d.UUID, os.Getenv("CUDA_VISIBLE_DEVICES"))
 			}
-			cudaIndex := backendIndex[i]
 			t.BackendDevice = cudaIndex
 			t.Open = func() (validate.Runner, error) {
 				dev, err := open(cudaIndex)
 				if err != nil {
 					return nil, err
 				}
-				if props, err := dev.Props(); err == nil && props.Name != d.Name {
-					return nil, fmt.Errorf("NVML calls GPU %d %q but CUDA device %d is %q: the device numbering does not match, so nothing measured here could be trusted to be this card", i, d.Name, cudaIndex, props.Name)
+				if props, err := dev.Props(); err == nil {
+					if err := dmap.CheckName(cudaIndex, props.Name); err != nil {
+						return nil, err
+					}
 				}
 				return validate.DeviceRunner{Device: dev, Options: measure.DefaultOptions()}, nil
 			}
@@ -380,6 +395,11 @@ func openTargets(lib nvml.Interface, sys gpuinfo.System, selected []int, kernels
 		targets = append(targets, t)
 	}
 	return targets, closeAll, nil
+}
+
+func isAll(selection string) bool {
+	selection = strings.TrimSpace(selection)
+	return selection == "" || selection == "all"
 }
 
 // outcomeNote is one progress line's result.
