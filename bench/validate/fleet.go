@@ -453,7 +453,7 @@ func WriteFleetSummary(path string, s FleetSummary) error {
 	if err != nil {
 		return err
 	}
-	return os.WriteFile(path, append(data, '\n'), 0o644)
+	return WriteFileAtomic(path, append(data, '\n'))
 }
 
 // ReadHostfile reads one host name per line; blank lines and text after # are ignored

@@ -160,6 +160,8 @@ func validateCard(ctx context.Context, cfg Config, plan Plan, t Target) Card {
 
 	obs := HealthObservation{IdleWaitLimit: cfg.IdleWait.Seconds()}
 	obs.Busy, obs.WasBusy, obs.WaitedSeconds = waitIdle(ctx, cfg, t.NVML)
+	// An interrupt during the wait leaves a busy card busy: not a finding about the card.
+	cutShort := len(obs.Busy) > 0 && ctx.Err() != nil
 	before, err := gpuinfo.ReadHealth(t.NVML, cfg.Features)
 	obs.Before = before
 	lost := err != nil
@@ -188,6 +190,7 @@ func validateCard(ctx context.Context, cfg Config, plan Plan, t Target) Card {
 			o = Outcome{Status: StatusFailed, Reason: fail}
 		case ctx.Err() != nil:
 			o = Outcome{Status: StatusSkipped, Reason: "validate was interrupted"}
+			cutShort = true
 		case cfg.Suite.Budget > 0 && time.Now().After(deadline):
 			o = Outcome{Status: StatusSkipped, Reason: fmt.Sprintf("the suite's %s budget per card ran out", cfg.Suite.Budget)}
 		default:
@@ -223,6 +226,9 @@ func validateCard(ctx context.Context, cfg Config, plan Plan, t Target) Card {
 	card.Health = &obs.After
 	card.Readings = summarize(obs.During)
 	card.Verdict = verdictOf(card.Checks)
+	if cutShort {
+		card.CutShort, card.Verdict = true, Interrupted
+	}
 	return card
 }
 

@@ -152,9 +152,16 @@ func parseValidateRequest(c *cli.Context) (validateRequest, error) {
 		return r, usageError("--simulate-gpus %d: want 0..64", r.simulateGPUs)
 	}
 	if r.jsonPath != "" && r.jsonPath != "-" {
+		// Where the report goes is checked before minutes of suite, by creating (and removing)
+		// the temporary file the report will be written through.
 		if err := os.MkdirAll(filepath.Dir(r.jsonPath), 0o755); err != nil {
 			return r, usageError("--json %s: %v", r.jsonPath, err)
 		}
+		f, err := validate.CreateAtomic(r.jsonPath)
+		if err != nil {
+			return r, usageError("--json: %v", err)
+		}
+		f.Abort()
 	}
 	return r, nil
 }
@@ -183,10 +190,15 @@ func validateAction(c *cli.Context) error {
 	if req.expect != nil {
 		report.ExpectedGPU = req.expect.Key
 	}
-	ctx, stop := signal.NotifyContext(context.Background(), os.Interrupt, syscall.SIGTERM)
+	ctx, signalled, stop := interruptContext(errOut)
 	defer stop()
 
 	runErr := runValidate(ctx, req, &report, errOut)
+	// An interrupt before the verdict leaves the box without one; once the verdict stands, a
+	// signal only waits for the report to be written.
+	if sig := signalled(); sig != "" {
+		report.Interrupted = sig + " before the verdict"
+	}
 	report.FinishedAt = time.Now().UTC()
 	report.Seconds = report.FinishedAt.Sub(report.StartedAt).Seconds()
 	var usage cli.ExitCoder
@@ -197,7 +209,7 @@ func validateAction(c *cli.Context) error {
 		report.Error = runErr.Error()
 	}
 	report.Finish()
-	if runErr == nil {
+	if runErr == nil || report.Interrupted != "" {
 		printReport(table, report, req.allChecks)
 	}
 	if req.jsonPath != "" {
@@ -206,6 +218,8 @@ func validateAction(c *cli.Context) error {
 		}
 	}
 	switch {
+	case report.Verdict == validate.Interrupted:
+		return cli.Exit(fmt.Sprintf("validate was interrupted (%s): no verdict; run it again", report.Interrupted), exitInterrupted)
 	case runErr != nil:
 		return failure("cannot validate: %v", runErr)
 	case report.Verdict == validate.Fail:
@@ -214,11 +228,88 @@ func validateAction(c *cli.Context) error {
 	return nil
 }
 
+// interruptContext is cancelled by the first SIGINT or SIGTERM (what scancel and Kubernetes
+// send), which signalled then names; validate finishes the measurements in flight and writes
+// an INTERRUPTED report. A second signal ends the process at once (the report is written
+// atomically, so none is left half-written).
+func interruptContext(log io.Writer) (ctx context.Context, signalled func() string, stop func()) {
+	ctx, cancel := context.WithCancel(context.Background())
+	sigs := make(chan os.Signal, 2)
+	signal.Notify(sigs, os.Interrupt, syscall.SIGTERM)
+	var mu sync.Mutex
+	var name string
+	decided := false // the verdict is reached: a signal no longer changes it
+	done := make(chan struct{})
+	go func() {
+		select {
+		case sig := <-sigs:
+			mu.Lock()
+			if decided {
+				fmt.Fprintf(log, "validate: %s: the verdict is reached; writing the report (a second signal stops at once)\n", signalName(sig))
+			} else {
+				name = signalName(sig)
+				fmt.Fprintf(log, "validate: %s: stopping after the measurements in flight; the report will say INTERRUPTED (a second signal stops at once)\n", name)
+			}
+			mu.Unlock()
+			cancel()
+		case <-done:
+			return
+		}
+		select {
+		case sig := <-sigs:
+			fmt.Fprintf(log, "validate: %s again: stopping now\n", signalName(sig))
+			os.Exit(exitInterrupted)
+		case <-done:
+		}
+	}()
+	signalled = func() string {
+		mu.Lock()
+		defer mu.Unlock()
+		decided = true
+		return name
+	}
+	stop = func() {
+		signal.Stop(sigs)
+		close(done)
+		cancel()
+	}
+	return ctx, signalled, stop
+}
+
+func signalName(sig os.Signal) string {
+	switch sig {
+	case os.Interrupt:
+		return "SIGINT"
+	case syscall.SIGTERM:
+		return "SIGTERM"
+	}
+	return sig.String()
+}
+
+// reportWriteHook, when set, is called with the temporary file's name once the report is in it
+// and before it is committed (tests interrupt and kill validate there).
+var reportWriteHook func(tmp string)
+
 func writeReport(stdout io.Writer, path string, r validate.Report) error {
 	if path == "-" {
 		return writeJSON(stdout, r)
 	}
-	return validate.WriteReport(path, r)
+	data, err := validate.EncodeReport(r)
+	if err != nil {
+		return err
+	}
+	f, err := validate.CreateAtomic(path)
+	if err != nil {
+		return err
+	}
+	if _, err := f.Write(data); err != nil {
+		f.Abort()
+		return err
+	}
+	if reportWriteHook != nil {
+		reportWriteHook(f.TempPath())
+	}
+	return f.Commit()
 }
 
 // runValidate opens NVML and the kernels library, validates the selected cards and fills the
@@ -392,10 +483,23 @@ func openTargets(lib nvml.Interface, sys gpuinfo.System, selected []int, kernels
 				return validate.DeviceRunner{Device: dev, Options: measure.DefaultOptions()}, nil
 			}
 		}
+		if validateRunnerHook != nil {
+			open := t.Open
+			t.Open = func() (validate.Runner, error) {
+				r, err := open()
+				if err != nil {
+					return r, err
+				}
+				return validateRunnerHook(r), nil
+			}
+		}
 		targets = append(targets, t)
 	}
 	return targets, closeAll, nil
 }
+
+// validateRunnerHook, when set, wraps every card's Runner (tests hold a step there).
+var validateRunnerHook func(validate.Runner) validate.Runner
 
 func isAll(selection string) bool {
 	selection = strings.TrimSpace(selection)
@@ -433,6 +537,17 @@ func printReport(w io.Writer, r validate.Report, allChecks bool) {
 		printChecks(tw, r.Checks, allChecks)
 	}
 	tw.Flush()
+	if r.Verdict == validate.Interrupted {
+		cut := 0
+		for _, c := range r.Cards {
+			if c.CutShort {
+				cut++
+			}
+		}
+		fmt.Fprintf(w, "\nverdict: INTERRUPTED (%s): %d of %d card(s) cut short; what was measured is above and in the report, but it is no verdict on the hardware: run validate again\n",
+			r.Interrupted, cut, len(r.Cards))
+		return
+	}
 	if r.Error != "" {
 		fmt.Fprintf(w, "\nverdict: FAIL: cannot validate: %s\n", r.Error)
 		return
