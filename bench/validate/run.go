@@ -121,6 +121,11 @@ func cardIdentity(cfg Config, t Target) (Card, CardKind, []Check) {
 	kind := CardKind{NVMLBandwidthBytesPerSec: d.DatasheetBandwidthBytesPerSec}
 	var checks []Check
 	spec, matched := roofline.MatchNVML(d.Name, d.MemoryTotalBytes)
+	if !matched {
+		// A card short of memory is still its kind (and fails for the shortfall below); the
+		// name alone (with the size it spells, "80GB") finds its row.
+		spec, matched = roofline.MatchNVML(d.Name, 0)
+	}
 	switch {
 	case matched:
 		kind.Spec = &spec
@@ -145,8 +150,22 @@ func cardIdentity(cfg Config, t Target) (Card, CardKind, []Check) {
 		}
 		checks = append(checks, c)
 	}
+	if kind.Spec != nil && kind.Spec.MemoryBytes > 0 {
+		if short := 1 - float64(d.MemoryTotalBytes)/kind.Spec.MemoryBytes; short > memoryShortfallFail {
+			c := Check{ID: "identity.memory", Category: CategoryIdentity, Verdict: Fail,
+				Value: num(float64(d.MemoryTotalBytes)), Threshold: num((1 - memoryShortfallFail) * kind.Spec.MemoryBytes), Compare: ">=", Unit: "bytes"}
+			c.Message = fmt.Sprintf("NVML reports %.1f GiB of memory on this card, %.0f%% short of the %.0f GiB of a %s: memory is disabled or the card is not what its name says; reset the GPU, and return the card (RMA) if it stays short.",
+				float64(d.MemoryTotalBytes)/(1<<30), 100*short, kind.Spec.MemoryBytes/(1<<30), kind.Spec.Key)
+			checks = append(checks, c)
+		}
+	}
 	return card, kind, checks
 }
+
+// memoryShortfallFail is how far below its spec row's capacity a card's memory may be: NVML
+// reports a little less than the marketed size (79.6 GiB on an 80 GB H100, 2026-11), never 5%
+// less on a healthy card.
+const memoryShortfallFail = 0.05
 
 // CategoryIdentity is for checks of what a card is.
 const CategoryIdentity = "identity"
