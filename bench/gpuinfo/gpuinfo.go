@@ -61,6 +61,10 @@ type Device struct {
 	ComputeCapability string  `json:"compute_capability"` // "9.0"
 
 	Unavailable []string `json:"unavailable,omitempty"`
+	// Lost, when set, says why NVML could not read the card: it fell off the bus (NVML answers
+	// ERROR_GPU_IS_LOST) or cannot be opened. Only Index and what NVML still gave (the PCI bus
+	// id and the UUID, which the driver keeps from when it attached the card) are filled.
+	Lost string `json:"lost,omitempty"`
 }
 
 // DDRBandwidthBytesPerSec is the memory bandwidth implied by NVML's maximum memory clock and
@@ -89,10 +93,11 @@ func whyLibraryMissing() string {
 }
 
 // Query initializes NVML through lib, reads the system and every device, and shuts NVML down.
-// It fails when NVML cannot start (ErrNoDriver for a missing library or driver), when there
-// is no GPU (ErrNoDevice, with the driver fields of System still filled), and when a device's
-// handle, name, UUID or memory size cannot be read, or a read fails for another reason than
-// "not supported", "no permission" or a missing entry point.
+// It fails when NVML cannot start (ErrNoDriver for a missing library or driver) and when there
+// is no GPU (ErrNoDevice, with the driver fields of System still filled). A card NVML cannot
+// open, or whose handle, name, UUID or memory size cannot be read, or one of whose readings
+// fails for another reason than "not supported", "no permission" or a missing entry point, is
+// in Devices with Lost saying why: one card off the bus must not hide the others.
 func Query(lib nvml.Interface) (System, error) {
 	return query(lib, nil)
 }
@@ -129,15 +134,27 @@ func query(lib nvml.Interface, whyMissing func() string) (System, error) {
 	for i := range count {
 		dev, ret := lib.DeviceGetHandleByIndex(i)
 		if ret != nvml.SUCCESS {
-			return sys, fmt.Errorf("GPU %d: NVML handle: %v", i, ret)
+			sys.Devices = append(sys.Devices, Device{Index: i, Lost: "NVML cannot open it: " + ret.Error()})
+			continue
 		}
 		d, err := queryDevice(i, dev, sys.Features)
 		if err != nil {
-			return sys, fmt.Errorf("GPU %d: %w", i, err)
+			d = Device{Index: i, UUID: d.UUID, Serial: d.Serial, PCIBusID: d.PCIBusID, Name: d.Name, Lost: err.Error()}
 		}
 		sys.Devices = append(sys.Devices, d)
 	}
 	return sys, nil
+}
+
+// Usable is the devices NVML could read, without the lost ones.
+func (s System) Usable() []Device {
+	var out []Device
+	for _, d := range s.Devices {
+		if d.Lost == "" {
+			out = append(out, d)
+		}
+	}
+	return out
 }
 
 func initError(ret nvml.Return, whyMissing func() string) error {
@@ -157,14 +174,23 @@ func initError(ret nvml.Return, whyMissing func() string) error {
 }
 
 // queryDevice reads one device. Name, UUID and memory size are required; the rest is optional.
+// The PCI bus id and the UUID are read first, so that a card failing later is still named.
 func queryDevice(index int, dev nvml.Device, f Features) (Device, error) {
 	d := Device{Index: index}
+	r := reads{}
+	if pci, ret := dev.GetPciInfo(); r.ok("PCI bus ID", ret) {
+		d.PCIBusID = cString(pci.BusId[:])
+	}
+	uuid, uuidRet := dev.GetUUID()
+	if uuidRet == nvml.SUCCESS {
+		d.UUID = uuid
+	}
 	var ret nvml.Return
 	if d.Name, ret = dev.GetName(); ret != nvml.SUCCESS {
 		return d, fmt.Errorf("name: %v", ret)
 	}
-	if d.UUID, ret = dev.GetUUID(); ret != nvml.SUCCESS {
-		return d, fmt.Errorf("%s: UUID: %v", d.Name, ret)
+	if uuidRet != nvml.SUCCESS {
+		return d, fmt.Errorf("%s: UUID: %v", d.Name, uuidRet)
 	}
 	mem, ret := dev.GetMemoryInfo()
 	if ret != nvml.SUCCESS {
@@ -172,12 +198,8 @@ func queryDevice(index int, dev nvml.Device, f Features) (Device, error) {
 	}
 	d.MemoryTotalBytes = mem.Total
 
-	r := reads{}
 	if v, ret := dev.GetSerial(); r.ok("serial", ret) {
 		d.Serial = v
-	}
-	if pci, ret := dev.GetPciInfo(); r.ok("PCI bus ID", ret) {
-		d.PCIBusID = cString(pci.BusId[:])
 	}
 	if v, ret := dev.GetClockInfo(nvml.CLOCK_MEM); r.ok("memory clock", ret) {
 		d.MemClockMHz = v

@@ -93,30 +93,49 @@ func TestQueryNotSupportedStaysZero(t *testing.T) {
 	}
 }
 
+// A card NVML cannot read is in the system, lost, with the reason and whatever identity NVML
+// still gave; the card after it is read as usual.
 func TestQueryFailures(t *testing.T) {
 	tests := []struct {
-		desc    string
-		returns map[string]nvml.Return
-		want    []string // in the error message
+		desc     string
+		returns  map[string]nvml.Return
+		want     []string // in Lost
+		wantUUID string
 	}{
-		{"name", map[string]nvml.Return{"GetName": nvml.ERROR_UNKNOWN}, []string{"GPU 0", "name"}},
-		{"UUID", map[string]nvml.Return{"GetUUID": nvml.ERROR_GPU_IS_LOST}, []string{"GPU 0", "UUID", "lost"}},
-		{"memory", map[string]nvml.Return{"GetMemoryInfo": nvml.ERROR_NOT_SUPPORTED}, []string{"memory size"}},
-		{"lost GPU on an optional field", map[string]nvml.Return{"GetEccMode": nvml.ERROR_GPU_IS_LOST}, []string{"GPU 0", "ECC mode", "lost"}},
+		{"name", map[string]nvml.Return{"GetName": nvml.ERROR_UNKNOWN}, []string{"name"}, h100().uuid},
+		{"UUID", map[string]nvml.Return{"GetUUID": nvml.ERROR_GPU_IS_LOST}, []string{"UUID", "lost"}, ""},
+		{"memory", map[string]nvml.Return{"GetMemoryInfo": nvml.ERROR_NOT_SUPPORTED}, []string{"memory size"}, h100().uuid},
+		{"lost GPU on an optional field", map[string]nvml.Return{"GetEccMode": nvml.ERROR_GPU_IS_LOST}, []string{"ECC mode", "lost"}, h100().uuid},
 	}
 	for _, tc := range tests {
 		g := h100()
 		g.returns = tc.returns
-		_, err := Query(fakeLib(nvml.SUCCESS, everySymbolButTemperatureV, g.device()))
-		if err == nil {
-			t.Errorf("%s: Query succeeded", tc.desc)
+		second := h100()
+		second.uuid = "GPU-second"
+		sys, err := Query(fakeLib(nvml.SUCCESS, everySymbolButTemperatureV, g.device(), second.device()))
+		if err != nil || len(sys.Devices) != 2 {
+			t.Errorf("%s: Query: %v, %d devices; want both cards, the first lost", tc.desc, err, len(sys.Devices))
 			continue
 		}
+		d := sys.Devices[0]
 		for _, w := range tc.want {
-			if !strings.Contains(strings.ToLower(err.Error()), strings.ToLower(w)) {
-				t.Errorf("%s: error %q does not say %q", tc.desc, err, w)
+			if !strings.Contains(strings.ToLower(d.Lost), strings.ToLower(w)) {
+				t.Errorf("%s: Lost %q does not say %q", tc.desc, d.Lost, w)
 			}
 		}
+		if d.Index != 0 || d.UUID != tc.wantUUID || d.PCIBusID != "00000000:18:00.0" || d.MemClockMHz != 0 {
+			t.Errorf("%s: lost card %+v: want index 0, UUID %q, the bus id and nothing else read", tc.desc, d, tc.wantUUID)
+		}
+		if u := sys.Usable(); len(u) != 1 || u[0].UUID != "GPU-second" || u[0].Lost != "" {
+			t.Errorf("%s: usable %+v, want the second card", tc.desc, u)
+		}
+	}
+	// A card NVML cannot even open.
+	lib := fakeLib(nvml.SUCCESS, everySymbolButTemperatureV, h100().device())
+	lib.DeviceGetHandleByIndexFunc = func(int) (nvml.Device, nvml.Return) { return nil, nvml.ERROR_GPU_IS_LOST }
+	sys, err := Query(lib)
+	if err != nil || len(sys.Devices) != 1 || !strings.Contains(sys.Devices[0].Lost, "NVML cannot open it") || !strings.Contains(sys.Devices[0].Lost, "GPU_IS_LOST") {
+		t.Errorf("no handle: %v, %+v", err, sys.Devices)
 	}
 }
 

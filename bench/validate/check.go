@@ -23,6 +23,13 @@ const (
 	Pass Verdict = "PASS" // within its threshold
 	Warn Verdict = "WARN" // worth a look, but not a reason to keep the card out of production
 	Fail Verdict = "FAIL" // keep the card (or box) out of production until fixed
+	// Interrupted is the verdict of a box (and of its cards cut short) when validate was
+	// stopped (SIGINT, or SIGTERM as scancel and Kubernetes send) before it reached one: no
+	// verdict on the hardware at all. Checks never carry it.
+	Interrupted Verdict = "INTERRUPTED"
+	// Incomplete is a fleet's verdict when no card fails but some box gave no verdict: its
+	// validate was interrupted or its report cannot be read.
+	Incomplete Verdict = "INCOMPLETE"
 )
 
 func (v Verdict) rank() int {
@@ -35,7 +42,7 @@ func (v Verdict) rank() int {
 	return 2 // FAIL, and anything unknown counts as a failure
 }
 
-// Valid reports whether v is PASS, WARN or FAIL.
+// Valid reports whether v is PASS, WARN or FAIL: a verdict on hardware.
 func (v Verdict) Valid() bool { return v == Pass || v == Warn || v == Fail }
 
 // Worst is the most severe of vs; PASS for none.

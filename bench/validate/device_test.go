@@ -5,8 +5,8 @@ import (
 	"sync"
 	"testing"
 
+	"github.com/decodebench/decodebench/bench/gpuinfo/fakenvml"
 	"github.com/decodebench/decodebench/bench/measure"
-	"github.com/decodebench/decodebench/bench/validate/fakenvml"
 	"github.com/decodebench/decodebench/cgo/cgotest"
 )
 

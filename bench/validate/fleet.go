@@ -9,6 +9,7 @@ import (
 	"maps"
 	"os"
 	"path/filepath"
+	"regexp"
 	"slices"
 	"strings"
 	"time"
@@ -87,6 +88,33 @@ type BoxError struct {
 	Error string `json:"error"`
 }
 
+// IdentityConflict is an identity two cards share (or a card lacks), with every place it is.
+type IdentityConflict struct {
+	Kind    string      `json:"kind"` // "uuid", "empty_uuid", "serial" or "pci_bus_id"
+	Value   string      `json:"value"`
+	Places  []CardPlace `json:"places"`
+	Message string      `json:"message"`
+}
+
+// CardPlace is where a card reported from: its box, NVML index and bus id.
+type CardPlace struct {
+	Host     string `json:"host"`
+	Index    int    `json:"index"`
+	UUID     string `json:"uuid"`
+	PCIBusID string `json:"pci_bus_id"`
+}
+
+func (p CardPlace) String() string { return fmt.Sprintf("%s GPU %d (%s)", p.Host, p.Index, p.PCIBusID) }
+
+// UnreadableReport is a *.json file fleet could not take as a report, and why.
+type UnreadableReport struct {
+	File   string
+	Host   string // the host the file seems to be of (its "hostname", else its name), for a hostfile
+	Reason string
+}
+
+func (u UnreadableReport) String() string { return u.File + ": " + u.Reason }
+
 // GateDistribution summarizes one gate over the cards of one kind.
 type GateDistribution struct {
 	Gate   string  `json:"gate"`
@@ -115,9 +143,15 @@ type FleetSummary struct {
 	MissingNodes  []string `json:"missing_nodes,omitempty"` // named when a hostfile lists the nodes
 	MissingCount  int      `json:"missing_count"`
 
-	BoxErrors    []BoxError     `json:"box_errors,omitempty"`
-	FailingCards []FleetCard    `json:"failing_cards,omitempty"`
-	Outliers     []FleetOutlier `json:"outliers,omitempty"`
+	BoxErrors []BoxError `json:"box_errors,omitempty"`
+	// InterruptedBoxes are boxes whose latest report is INTERRUPTED: no verdict, and none of
+	// their cards is counted.
+	InterruptedBoxes []BoxError `json:"interrupted_boxes,omitempty"`
+	// IdentityConflicts are card identities that cannot be trusted: one UUID in two places,
+	// an empty UUID, one serial or bus id twice in a box. Each fails the fleet.
+	IdentityConflicts []IdentityConflict `json:"identity_conflicts,omitempty"`
+	FailingCards      []FleetCard        `json:"failing_cards,omitempty"`
+	Outliers          []FleetOutlier     `json:"outliers,omitempty"`
 	// Baseline comparison: Slower are regressions past the threshold; GoneCards were in the
 	// baseline on a box that reported now, but are not among its cards.
 	Baseline  string       `json:"baseline,omitempty"`
@@ -127,8 +161,10 @@ type FleetSummary struct {
 	Distributions []GateDistribution `json:"distributions"`
 	EmulatedBoxes []string           `json:"emulated_boxes,omitempty"`
 	Duplicates    []string           `json:"duplicates,omitempty"` // reports of one host beyond its latest
-	Unreadable    []string           `json:"unreadable,omitempty"` // *.json files that are not readable reports
-	Files         []string           `json:"files"`                // the reports read
+	Unreadable    []string           `json:"unreadable,omitempty"` // *.json files that are not readable reports, with why
+	// UnreadableNodes are the hostfile's nodes whose only report cannot be read.
+	UnreadableNodes []string `json:"unreadable_nodes,omitempty"`
+	Files           []string `json:"files"` // the reports read
 
 	Cards []FleetCard `json:"cards"`
 }
@@ -153,10 +189,11 @@ type LoadedReport struct {
 }
 
 // LoadReports reads every *.json file under dirs (recursively, in lexical order) that is a
-// validate report. Files with another schema (a fleet summary) are passed over; files that are
-// not JSON or are truncated (a job killed while writing) are returned in unreadable. An error
-// is returned only when a directory cannot be walked.
-func LoadReports(dirs []string) (reports []LoadedReport, unreadable []string, err error) {
+// validate report. A fleet summary or a thresholds file is passed over; every other file
+// (not JSON, truncated by a job killed while writing, another version of the report schema, no
+// hostname, no verdict) is returned in unreadable with the reason. An error is returned only
+// when a directory cannot be walked.
+func LoadReports(dirs []string) (reports []LoadedReport, unreadable []UnreadableReport, err error) {
 	for _, dir := range dirs {
 		walkErr := filepath.WalkDir(dir, func(path string, d fs.DirEntry, err error) error {
 			if err != nil {
@@ -165,31 +202,14 @@ func LoadReports(dirs []string) (reports []LoadedReport, unreadable []string, er
 			if d.IsDir() || !strings.EqualFold(filepath.Ext(path), ".json") {
 				return nil
 			}
-			data, err := os.ReadFile(path)
-			if err != nil {
-				unreadable = append(unreadable, fmt.Sprintf("%s: %v", path, err))
-				return nil
+			r, skip, reason := loadReport(path)
+			switch {
+			case skip:
+			case reason != "":
+				unreadable = append(unreadable, UnreadableReport{File: path, Host: reportHost(path), Reason: reason})
+			default:
+				reports = append(reports, LoadedReport{Path: path, Report: r})
 			}
-			var head struct {
-				Schema string `json:"schema"`
-			}
-			if err := json.Unmarshal(data, &head); err != nil {
-				var typeErr *json.UnmarshalTypeError
-				if errors.As(err, &typeErr) {
-					err = fmt.Errorf("not a validate report: a JSON %s, not an object", typeErr.Value)
-				}
-				unreadable = append(unreadable, fmt.Sprintf("%s: %v", path, err))
-				return nil
-			}
-			if head.Schema != ReportSchema {
-				return nil
-			}
-			var r Report
-			if err := json.Unmarshal(data, &r); err != nil {
-				unreadable = append(unreadable, fmt.Sprintf("%s: %v", path, err))
-				return nil
-			}
-			reports = append(reports, LoadedReport{Path: path, Report: r})
 			return nil
 		})
 		if walkErr != nil {
@@ -199,6 +219,57 @@ func LoadReports(dirs []string) (reports []LoadedReport, unreadable []string, er
 	return reports, unreadable, nil
 }
 
+// loadReport reads one file: a report, a file of another decodebench kind to pass over (skip),
+// or why it cannot be read.
+func loadReport(path string) (r Report, skip bool, reason string) {
+	data, err := os.ReadFile(path)
+	if err != nil {
+		return r, false, err.Error()
+	}
+	var head struct {
+		Schema string `json:"schema"`
+	}
+	if err := json.Unmarshal(data, &head); err != nil {
+		var typeErr *json.UnmarshalTypeError
+		if errors.As(err, &typeErr) {
+			return r, false, fmt.Sprintf("not a validate report: a JSON %s, not an object", typeErr.Value)
+		}
+		return r, false, fmt.Sprintf("not a whole JSON object (a report cut short, or another file): %v", err)
+	}
+	switch {
+	case head.Schema == FleetSchema || head.Schema == ThresholdSchema:
+		return r, true, ""
+	case head.Schema == "":
+		return r, false, fmt.Sprintf("not a validate report: no schema (a report says %q)", ReportSchema)
+	case head.Schema != ReportSchema:
+		return r, false, fmt.Sprintf("schema %q: this build reads %q (a report of another decodebench version?)", head.Schema, ReportSchema)
+	}
+	if err := json.Unmarshal(data, &r); err != nil {
+		return r, false, err.Error()
+	}
+	switch {
+	case strings.TrimSpace(r.Hostname) == "":
+		return r, false, "the report names no hostname"
+	case !r.Verdict.Valid() && r.Verdict != Interrupted:
+		return r, false, fmt.Sprintf("verdict %q: want PASS, WARN, FAIL or INTERRUPTED", r.Verdict)
+	}
+	return r, false, ""
+}
+
+// hostnameField finds the hostname in a report too damaged to decode.
+var hostnameField = regexp.MustCompile(`"hostname"\s*:\s*"([^"]+)"`)
+
+// reportHost is the host an unreadable report seems to be of: its hostname field where that
+// survived, else the file's name (the recipes write <node>.json).
+func reportHost(path string) string {
+	if data, err := os.ReadFile(path); err == nil {
+		if m := hostnameField.FindSubmatch(data); m != nil {
+			return string(m[1])
+		}
+	}
+	return strings.TrimSuffix(filepath.Base(path), filepath.Ext(path))
+}
+
 // shortHost is a host name without its domain, lower case, for matching a hostfile.
 func shortHost(h string) string {
 	h, _, _ = strings.Cut(strings.TrimSpace(h), ".")
@@ -206,7 +277,7 @@ func shortHost(h string) string {
 }
 
 // AnalyzeFleet turns the reports of many boxes into the fleet verdict.
-func AnalyzeFleet(loaded []LoadedReport, unreadable []string, o FleetOptions) FleetSummary {
+func AnalyzeFleet(loaded []LoadedReport, unreadable []UnreadableReport, o FleetOptions) FleetSummary {
 	if o.OutlierBelowMedian <= 0 {
 		o.OutlierBelowMedian = DefaultThresholds().Outlier.BelowMedian
 	}
@@ -216,7 +287,10 @@ func AnalyzeFleet(loaded []LoadedReport, unreadable []string, o FleetOptions) Fl
 	if o.Now.IsZero() {
 		o.Now = time.Now().UTC()
 	}
-	s := FleetSummary{Schema: FleetSchema, GeneratedAt: o.Now, Unreadable: unreadable, ExpectedNodes: o.ExpectNodes, Files: []string{}}
+	s := FleetSummary{Schema: FleetSchema, GeneratedAt: o.Now, ExpectedNodes: o.ExpectNodes, Files: []string{}}
+	for _, u := range unreadable {
+		s.Unreadable = append(s.Unreadable, u.String())
+	}
 
 	// The latest report of each host.
 	latest := map[string]LoadedReport{}
@@ -240,6 +314,15 @@ func AnalyzeFleet(loaded []LoadedReport, unreadable []string, o FleetOptions) Fl
 		lr := latest[host]
 		r := lr.Report
 		s.Files = append(s.Files, lr.Path)
+		if r.Verdict == Interrupted {
+			// No verdict on this box: none of its cards counts, failing or passing.
+			why := r.Interrupted
+			if why == "" {
+				why = "validate was interrupted"
+			}
+			s.InterruptedBoxes = append(s.InterruptedBoxes, BoxError{Host: host, File: lr.Path, Error: why})
+			continue
+		}
 		if r.Emulated {
 			s.EmulatedBoxes = append(s.EmulatedBoxes, host)
 		}
@@ -268,7 +351,8 @@ func AnalyzeFleet(loaded []LoadedReport, unreadable []string, o FleetOptions) Fl
 	}
 	s.CardCount = len(s.Cards)
 	s.Kinds = slices.Sorted(maps.Keys(kinds))
-	s.missingNodes(hosts, o)
+	s.missingNodes(hosts, unreadable, o)
+	s.identityConflicts()
 	s.fleetOutliers(o)
 	s.distributions()
 	if o.Baseline != nil {
@@ -302,14 +386,22 @@ func fleetCard(host string, c Card) FleetCard {
 	return fc
 }
 
-func (s *FleetSummary) missingNodes(reported []string, o FleetOptions) {
+func (s *FleetSummary) missingNodes(reported []string, unreadable []UnreadableReport, o FleetOptions) {
 	if len(o.Hosts) > 0 {
 		seen := map[string]bool{}
 		for _, h := range reported {
 			seen[shortHost(h)] = true
 		}
+		damaged := map[string]bool{}
+		for _, u := range unreadable {
+			damaged[shortHost(u.Host)] = true
+		}
 		for _, h := range o.Hosts {
-			if !seen[shortHost(h)] {
+			switch {
+			case seen[shortHost(h)]:
+			case damaged[shortHost(h)]:
+				s.UnreadableNodes = append(s.UnreadableNodes, h)
+			default:
 				s.MissingNodes = append(s.MissingNodes, h)
 			}
 		}
@@ -321,6 +413,69 @@ func (s *FleetSummary) missingNodes(reported []string, o FleetOptions) {
 	if o.ExpectNodes > 0 && s.Boxes < o.ExpectNodes {
 		s.MissingCount = max(s.MissingCount, o.ExpectNodes-s.Boxes)
 	}
+}
+
+// identityConflicts flags what makes a card's identity untrustworthy: a UUID on several cards
+// (in one box or across boxes: a cloned or misread identity), an empty UUID, and a serial or a
+// PCI bus id twice within one box. Baselines and outliers are keyed by these, so a duplicate
+// could otherwise hide a card.
+func (s *FleetSummary) identityConflicts() {
+	place := func(c FleetCard) CardPlace {
+		return CardPlace{Host: c.Host, Index: c.Index, UUID: c.UUID, PCIBusID: c.PCIBusID}
+	}
+	names := func(ps []CardPlace) string {
+		var out []string
+		for _, p := range ps {
+			out = append(out, p.String())
+		}
+		return strings.Join(out, " and ")
+	}
+	group := func(kind string, key func(FleetCard) string) {
+		by := map[string][]CardPlace{}
+		var order []string
+		for _, c := range s.Cards {
+			k := key(c)
+			if k == "" {
+				continue
+			}
+			if _, ok := by[k]; !ok {
+				order = append(order, k)
+			}
+			by[k] = append(by[k], place(c))
+		}
+		for _, k := range order {
+			ps := by[k]
+			if len(ps) < 2 {
+				continue
+			}
+			_, value, _ := strings.Cut(k, "\x00")
+			if kind == "uuid" {
+				value = k
+			}
+			s.IdentityConflicts = append(s.IdentityConflicts, IdentityConflict{Kind: kind, Value: value, Places: ps,
+				Message: fmt.Sprintf("%s %s is reported by %s: a card's identity is cloned or misread, so its results cannot be told apart; check each card with nvidia-smi -q", kind, value, names(ps))})
+		}
+	}
+	group("uuid", func(c FleetCard) string { return c.UUID })
+	for _, c := range s.Cards {
+		if strings.TrimSpace(c.UUID) == "" {
+			ps := []CardPlace{place(c)}
+			s.IdentityConflicts = append(s.IdentityConflicts, IdentityConflict{Kind: "empty_uuid", Places: ps,
+				Message: fmt.Sprintf("%s reports an empty UUID: its identity cannot be checked nor compared with a baseline; check it with nvidia-smi -q", names(ps))})
+		}
+	}
+	group("serial", func(c FleetCard) string {
+		if c.Serial == "" {
+			return ""
+		}
+		return c.Host + "\x00" + c.Serial
+	})
+	group("pci_bus_id", func(c FleetCard) string {
+		if c.PCIBusID == "" {
+			return ""
+		}
+		return c.Host + "\x00" + c.PCIBusID
+	})
 }
 
 // fleetOutliers compares every card with the fleet median of its kind on each gate.
@@ -381,45 +536,61 @@ func (s *FleetSummary) distributions() {
 
 // compareBaseline names the cards slower than in the baseline, and the cards a box that
 // reported has lost.
+//
+// Cards are matched by (host, UUID): a UUID that two cards report must not let one card's
+// numbers stand for the other's. Where one box reports a UUID twice, the baseline card is held
+// against each of them.
 func (s *FleetSummary) compareBaseline(base FleetSummary, hosts []string, slowerBy float64) {
-	now := map[string]FleetCard{}
+	type key struct{ host, uuid string }
+	now := map[key][]FleetCard{}
 	for _, c := range s.Cards {
-		now[c.UUID] = c
+		k := key{shortHost(c.Host), c.UUID}
+		now[k] = append(now[k], c)
 	}
 	reported := map[string]bool{}
 	for _, h := range hosts {
 		reported[h] = true
 	}
 	for _, before := range base.Cards {
-		c, ok := now[before.UUID]
-		if !ok {
+		matches := now[key{shortHost(before.Host), before.UUID}]
+		if len(matches) == 0 {
 			if reported[before.Host] {
 				s.GoneCards = append(s.GoneCards, before)
 			}
 			continue
 		}
-		for _, gate := range Gates {
-			b, okB := before.Gates[gate]
-			n, okN := c.Gates[gate]
-			if !okB || !okN || b.Value <= 0 || b.Emulated || n.Emulated {
-				continue
-			}
-			if change := n.Value/b.Value - 1; change < -slowerBy {
-				s.Slower = append(s.Slower, Regression{Host: c.Host, Index: c.Index, UUID: c.UUID, Kind: c.Kind,
-					Gate: gate, Unit: gateUnit(gate), Before: b.Value, Now: n.Value, Change: change})
-			}
+		for _, c := range matches {
+			s.compareCard(before, c, slowerBy)
 		}
 	}
 }
 
-// verdict: FAIL for a failing card, a box that could not validate, a missing node or a card
-// gone from its box; WARN for warnings, outliers, regressions, unreadable or emulated reports;
-// PASS otherwise. A fleet with no report at all fails.
+func (s *FleetSummary) compareCard(before, c FleetCard, slowerBy float64) {
+	for _, gate := range Gates {
+		b, okB := before.Gates[gate]
+		n, okN := c.Gates[gate]
+		if !okB || !okN || b.Value <= 0 || b.Emulated || n.Emulated {
+			continue
+		}
+		if change := n.Value/b.Value - 1; change < -slowerBy {
+			s.Slower = append(s.Slower, Regression{Host: c.Host, Index: c.Index, UUID: c.UUID, Kind: c.Kind,
+				Gate: gate, Unit: gateUnit(gate), Before: b.Value, Now: n.Value, Change: change})
+		}
+	}
+}
+
+// verdict: FAIL for a failing card, a box that could not validate, a missing node, a card gone
+// from its box or an identity conflict; INCOMPLETE, short of that, while a box gave no verdict
+// (interrupted) or a report cannot be read; WARN for warnings, outliers, regressions or
+// emulated reports; PASS otherwise. A fleet with no report at all fails.
 func (s FleetSummary) verdict() Verdict {
 	switch {
-	case s.Boxes == 0, len(s.FailingCards) > 0, len(s.BoxErrors) > 0, s.MissingCount > 0, len(s.GoneCards) > 0:
+	case s.Boxes == 0, len(s.FailingCards) > 0, len(s.BoxErrors) > 0, s.MissingCount > 0, len(s.GoneCards) > 0,
+		len(s.IdentityConflicts) > 0:
 		return Fail
-	case s.CardCounts.Warn > 0, len(s.Outliers) > 0, len(s.Slower) > 0, len(s.Unreadable) > 0, len(s.EmulatedBoxes) > 0:
+	case len(s.InterruptedBoxes) > 0, len(s.Unreadable) > 0:
+		return Incomplete
+	case s.CardCounts.Warn > 0, len(s.Outliers) > 0, len(s.Slower) > 0, len(s.EmulatedBoxes) > 0:
 		return Warn
 	}
 	return Pass
@@ -453,7 +624,7 @@ func WriteFleetSummary(path string, s FleetSummary) error {
 	if err != nil {
 		return err
 	}
-	return os.WriteFile(path, append(data, '\n'), 0o644)
+	return WriteFileAtomic(path, append(data, '\n'))
 }
 
 // ReadHostfile reads one host name per line; blank lines and text after # are ignored

@@ -168,6 +168,11 @@ func rowRemapCheck(h gpuinfo.Health) Check {
 		c.Verdict = Fail
 		c.Message = "A row remap is pending: reset the GPU (nvidia-smi -r) or reboot the node so it takes effect, then run again."
 		c.ValueText = "remap pending"
+	case r.Uncorrectable > 0:
+		// As for pages retired after uncorrectable errors: the card works around them, but
+		// they are a record of uncorrectable memory errors worth watching.
+		c.Verdict = Warn
+		c.Message = fmt.Sprintf("%d rows remapped after uncorrectable errors (%d after correctable), none pending or failed: the card works around them; watch the count.", r.Uncorrectable, r.Correctable)
 	default:
 		c.Verdict = Pass
 		c.Message = fmt.Sprintf("No row remap pending or failed (%d rows remapped after uncorrectable errors, %d after correctable).", r.Uncorrectable, r.Correctable)

@@ -1,12 +1,13 @@
 package validate
 
 import (
+	"strings"
 	"testing"
 
 	"github.com/NVIDIA/go-nvml/pkg/nvml"
 
 	"github.com/decodebench/decodebench/bench/gpuinfo"
-	"github.com/decodebench/decodebench/bench/validate/fakenvml"
+	"github.com/decodebench/decodebench/bench/gpuinfo/fakenvml"
 )
 
 // observe reads a simulated card as validate does: health before, three telemetry samples
@@ -179,4 +180,15 @@ func TestPCIeIdleOnlyWarns(t *testing.T) {
 	o := observe(t, g, func(s *fakenvml.State) { s.PCIeGen = 1 })
 	o.UnderLoad = false
 	expect(t, find(t, HealthChecks(o, DefaultThresholds().Health), "health.pcie_link"), Warn, "only read while the card idled")
+}
+
+// Rows remapped after uncorrectable errors warn, as pages retired after them do.
+func TestRemappedRowsAfterUncorrectableWarn(t *testing.T) {
+	c := rowRemapCheck(gpuinfo.Health{RowRemapping: &gpuinfo.RowRemapping{Supported: true, Uncorrectable: 3, Correctable: 1}})
+	if c.Verdict != Warn || !strings.Contains(c.Message, "3 rows remapped after uncorrectable errors") {
+		t.Errorf("%s: %s", c.Verdict, c.Message)
+	}
+	if c := rowRemapCheck(gpuinfo.Health{RowRemapping: &gpuinfo.RowRemapping{Supported: true, Correctable: 4}}); c.Verdict != Pass {
+		t.Errorf("correctable only: %s", c.Verdict)
+	}
 }

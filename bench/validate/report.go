@@ -45,6 +45,9 @@ type Report struct {
 	// Error says why the box could not be validated at all (no driver, no GPU); the verdict is
 	// then FAIL.
 	Error string `json:"error,omitempty"`
+	// Interrupted says what stopped validate before its verdict ("SIGTERM during the suite");
+	// the verdict is then INTERRUPTED, whatever the checks say.
+	Interrupted string `json:"interrupted,omitempty"`
 }
 
 // Card is one GPU's identity, checks and measurements.
@@ -57,8 +60,10 @@ type Card struct {
 	// SpecKey is the bench/roofline row the card matched ("" for none).
 	SpecKey     string `json:"spec_key"`
 	MemoryBytes uint64 `json:"memory_bytes"`
-	// BackendDevice is the index the kernels library ran it as.
+	// BackendDevice is the index the kernels library ran it as (-1: not run, NVML lost it).
 	BackendDevice int `json:"backend_device"`
+	// CutShort says the card's suite was stopped by an interrupt: its verdict is INTERRUPTED.
+	CutShort bool `json:"cut_short,omitempty"`
 
 	Verdict Verdict     `json:"verdict"`
 	Checks  []Check     `json:"checks"`
@@ -93,7 +98,8 @@ func (c Card) Gate(name string) (GateValue, bool) {
 }
 
 // Finish sets the verdicts and counts from the checks: each card's verdict is its worst check,
-// the box's is the worst of its cards and its own checks. A box with no card fails.
+// the box's is the worst of its cards and its own checks. A box with no card fails. A card cut
+// short is INTERRUPTED, and so is the whole box when Interrupted is set.
 func (r *Report) Finish() {
 	if r.Cards == nil {
 		r.Cards = []Card{}
@@ -113,28 +119,51 @@ func (r *Report) Finish() {
 			counts.add(c.Verdict)
 		}
 		verdict = Worst(verdict, card.Verdict)
+		if card.CutShort {
+			card.Verdict = Interrupted
+		}
 	}
 	if len(r.Cards) == 0 || r.Error != "" {
 		verdict = Fail
 	}
+	if r.Interrupted != "" {
+		verdict = Interrupted
+	}
 	r.Verdict, r.Counts = verdict, counts
 }
 
-// ExitCode is the process exit status the verdict gives: 0 for PASS and WARN, 1 for FAIL.
+// ExitInterrupted is the exit status of an interrupted validate: 128 + SIGINT, as a shell
+// reports a job stopped by Ctrl-C.
+const ExitInterrupted = 130
+
+// ExitCode is the process exit status the verdict gives: 0 for PASS and WARN, 1 for FAIL and
+// 130 for INTERRUPTED.
 func (r Report) ExitCode() int {
-	if r.Verdict == Fail {
-		return 1
+	switch r.Verdict {
+	case Pass, Warn:
+		return 0
+	case Interrupted:
+		return ExitInterrupted
 	}
-	return 0
+	return 1
 }
 
-// WriteReport writes r as indented JSON to path.
-func WriteReport(path string, r Report) error {
+// EncodeReport is r as the indented JSON WriteReport writes.
+func EncodeReport(r Report) ([]byte, error) {
 	data, err := json.MarshalIndent(r, "", "  ")
+	if err != nil {
+		return nil, err
+	}
+	return append(data, '\n'), nil
+}
+
+// WriteReport writes r as indented JSON to path, atomically (WriteFileAtomic).
+func WriteReport(path string, r Report) error {
+	data, err := EncodeReport(r)
 	if err != nil {
 		return err
 	}
-	return os.WriteFile(path, append(data, '\n'), 0o644)
+	return WriteFileAtomic(path, data)
 }
 
 // ReadReport reads a report and checks its schema.

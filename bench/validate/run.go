@@ -121,6 +121,11 @@ func cardIdentity(cfg Config, t Target) (Card, CardKind, []Check) {
 	kind := CardKind{NVMLBandwidthBytesPerSec: d.DatasheetBandwidthBytesPerSec}
 	var checks []Check
 	spec, matched := roofline.MatchNVML(d.Name, d.MemoryTotalBytes)
+	if !matched {
+		// A card short of memory is still its kind (and fails for the shortfall below); the
+		// name alone (with the size it spells, "80GB") finds its row.
+		spec, matched = roofline.MatchNVML(d.Name, 0)
+	}
 	switch {
 	case matched:
 		kind.Spec = &spec
@@ -145,18 +150,37 @@ func cardIdentity(cfg Config, t Target) (Card, CardKind, []Check) {
 		}
 		checks = append(checks, c)
 	}
+	if kind.Spec != nil && kind.Spec.MemoryBytes > 0 {
+		if short := 1 - float64(d.MemoryTotalBytes)/kind.Spec.MemoryBytes; short > memoryShortfallFail {
+			c := Check{ID: "identity.memory", Category: CategoryIdentity, Verdict: Fail,
+				Value: num(float64(d.MemoryTotalBytes)), Threshold: num((1 - memoryShortfallFail) * kind.Spec.MemoryBytes), Compare: ">=", Unit: "bytes"}
+			c.Message = fmt.Sprintf("NVML reports %.1f GiB of memory on this card, %.0f%% short of the %.0f GiB of a %s: memory is disabled or the card is not what its name says; reset the GPU, and return the card (RMA) if it stays short.",
+				float64(d.MemoryTotalBytes)/(1<<30), 100*short, kind.Spec.MemoryBytes/(1<<30), kind.Spec.Key)
+			checks = append(checks, c)
+		}
+	}
 	return card, kind, checks
 }
+
+// memoryShortfallFail is how far below its spec row's capacity a card's memory may be: NVML
+// reports a little less than the marketed size (79.6 GiB on an 80 GB H100, 2026-11), never 5%
+// less on a healthy card.
+const memoryShortfallFail = 0.05
 
 // CategoryIdentity is for checks of what a card is.
 const CategoryIdentity = "identity"
 
 func validateCard(ctx context.Context, cfg Config, plan Plan, t Target) Card {
+	if t.Info.Lost != "" {
+		return lostCard(t)
+	}
 	card, kind, checks := cardIdentity(cfg, t)
 	th := cfg.Thresholds.For(card.SpecKey)
 
 	obs := HealthObservation{IdleWaitLimit: cfg.IdleWait.Seconds()}
 	obs.Busy, obs.WasBusy, obs.WaitedSeconds = waitIdle(ctx, cfg, t.NVML)
+	// An interrupt during the wait leaves a busy card busy: not a finding about the card.
+	cutShort := len(obs.Busy) > 0 && ctx.Err() != nil
 	before, err := gpuinfo.ReadHealth(t.NVML, cfg.Features)
 	obs.Before = before
 	lost := err != nil
@@ -185,6 +209,7 @@ func validateCard(ctx context.Context, cfg Config, plan Plan, t Target) Card {
 			o = Outcome{Status: StatusFailed, Reason: fail}
 		case ctx.Err() != nil:
 			o = Outcome{Status: StatusSkipped, Reason: "validate was interrupted"}
+			cutShort = true
 		case cfg.Suite.Budget > 0 && time.Now().After(deadline):
 			o = Outcome{Status: StatusSkipped, Reason: fmt.Sprintf("the suite's %s budget per card ran out", cfg.Suite.Budget)}
 		default:
@@ -220,7 +245,37 @@ func validateCard(ctx context.Context, cfg Config, plan Plan, t Target) Card {
 	card.Health = &obs.After
 	card.Readings = summarize(obs.During)
 	card.Verdict = verdictOf(card.Checks)
+	if cutShort {
+		card.CutShort, card.Verdict = true, Interrupted
+	}
 	return card
+}
+
+// lostCard is the verdict on a card NVML could not read before the run: FAIL, named by index,
+// UUID and bus id as far as NVML still gives them, so a technician finds the right slot.
+func lostCard(t Target) Card {
+	d := t.Info
+	card := Card{Index: d.Index, UUID: d.UUID, Serial: d.Serial, PCIBusID: d.PCIBusID, Name: d.Name,
+		BackendDevice: -1, Gates: []GateValue{}}
+	card.Checks = []Check{newCheck("health.nvml", CategoryHealth, Fail,
+		"GPU %d (%s) fell off the bus or cannot be opened: NVML says %s. Look for Xid 79 in `dmesg`, reseat the card or power-cycle the node; it was not validated.",
+		d.Index, cardPlace(d), d.Lost)}
+	card.Verdict = Fail
+	return card
+}
+
+// cardPlace names a card by UUID and PCI bus id, saying which NVML could not give.
+func cardPlace(d gpuinfo.Device) string {
+	uuid, bus := d.UUID, d.PCIBusID
+	if uuid == "" {
+		uuid = "UUID unreadable"
+	}
+	if bus == "" {
+		bus = "PCI bus id unreadable"
+	} else {
+		bus = "PCI bus id " + bus
+	}
+	return uuid + ", " + bus
 }
 
 func lostCheck(err error) Check {

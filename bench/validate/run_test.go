@@ -3,6 +3,7 @@ package validate
 import (
 	"context"
 	"errors"
+	"strings"
 	"sync"
 	"testing"
 	"time"
@@ -10,8 +11,9 @@ import (
 	"github.com/NVIDIA/go-nvml/pkg/nvml"
 
 	"github.com/decodebench/decodebench/bench/gpuinfo"
+	"github.com/decodebench/decodebench/bench/gpuinfo/fakenvml"
+	"github.com/decodebench/decodebench/bench/roofline"
 	"github.com/decodebench/decodebench/bench/timing"
-	"github.com/decodebench/decodebench/bench/validate/fakenvml"
 )
 
 // slowStep sleeps as the step runs, so that the telemetry sampler reads during it.
@@ -209,4 +211,32 @@ func TestRunOpenFailsAndBusyCardsAreNotOpened(t *testing.T) {
 	expect(t, find(t, cards[0].Checks, "correctness."+StepRead), Fail, "opening the card in the kernels library: out of memory")
 	expect(t, find(t, cards[0].Checks, "performance.read_bandwidth"), Fail, "out of memory")
 	expect(t, find(t, cards[1].Checks, "health.idle"), Fail, "pid 9")
+}
+
+// A card reporting half its memory is still its kind and fails for the shortfall; with --expect
+// the kind check passes instead of calling the name unknown.
+func TestCardMemoryShortfall(t *testing.T) {
+	expect, _ := roofline.LookupGPU("h100-sxm")
+	for _, tc := range []struct {
+		memory uint64
+		fail   bool
+	}{{81559 << 20, false}, {40 << 30, true}, {77 << 30, false}, {75 << 30, true}} {
+		d := gpuinfo.Device{Name: "NVIDIA H100 80GB HBM3", UUID: "GPU-x", MemoryTotalBytes: tc.memory}
+		card, kind, checks := cardIdentity(Config{ExpectGPU: &expect}, Target{Info: d})
+		var memory, kindCheck *Check
+		for i := range checks {
+			switch checks[i].ID {
+			case "identity.memory":
+				memory = &checks[i]
+			case "identity.kind":
+				kindCheck = &checks[i]
+			}
+		}
+		if card.SpecKey != "h100-sxm" || kind.Spec == nil || kindCheck == nil || kindCheck.Verdict != Pass {
+			t.Errorf("%d bytes: spec %q, kind check %+v", tc.memory, card.SpecKey, kindCheck)
+		}
+		if tc.fail != (memory != nil) || (memory != nil && (memory.Verdict != Fail || !strings.Contains(memory.Message, "short of the 80 GiB of a h100-sxm"))) {
+			t.Errorf("%d bytes: memory check %+v, want a FAIL: %v", tc.memory, memory, tc.fail)
+		}
+	}
 }

@@ -217,7 +217,14 @@ func ParseThresholds(data []byte, source string) (ThresholdSet, error) {
 		Default json.RawMessage            `json:"default"`
 		GPUs    map[string]json.RawMessage `json:"gpus"`
 	}
+	if len(bytes.TrimSpace(data)) == 0 {
+		return ThresholdSet{}, fmt.Errorf("%s is empty: a thresholds file is a JSON object (see docs/thresholds.example.json)", source)
+	}
 	if err := strictDecode(data, &file); err != nil {
+		var typeErr *json.UnmarshalTypeError
+		if errors.As(err, &typeErr) && typeErr.Field == "" {
+			return ThresholdSet{}, fmt.Errorf("%s holds a JSON %s: a thresholds file is a JSON object (see docs/thresholds.example.json)", source, typeErr.Value)
+		}
 		return ThresholdSet{}, fmt.Errorf("%s: %w", source, err)
 	}
 	if file.Schema != "" && file.Schema != ThresholdSchema {

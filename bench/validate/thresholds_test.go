@@ -76,3 +76,12 @@ func TestTensorGateOfMMASyncLimitedCards(t *testing.T) {
 		t.Errorf("h100-sxm named by the file: tensor %g, want the file's 0.6", got)
 	}
 }
+
+func TestThresholdsFileShapes(t *testing.T) {
+	for in, want := range map[string]string{"": "t.json is empty: a thresholds file is a JSON object", "  \n": "is empty",
+		"[1, 2]": "t.json holds a JSON array: a thresholds file is a JSON object", `"x"`: "holds a JSON string"} {
+		if _, err := ParseThresholds([]byte(in), "t.json"); err == nil || !strings.Contains(err.Error(), want) {
+			t.Errorf("%q: %v, want %q", in, err, want)
+		}
+	}
+}

@@ -2,6 +2,7 @@ package main
 
 import (
 	"encoding/json"
+	"errors"
 	"fmt"
 	"github.com/decodebench/decodebench/bench/units"
 	"io"
@@ -11,11 +12,9 @@ import (
 	"strings"
 	"time"
 
-	"github.com/NVIDIA/go-nvml/pkg/nvml"
 	"github.com/urfave/cli/v2"
 
 	"github.com/decodebench/decodebench/bench/axes"
-	"github.com/decodebench/decodebench/bench/gpuinfo"
 	"github.com/decodebench/decodebench/bench/measure"
 	"github.com/decodebench/decodebench/bench/model"
 	"github.com/decodebench/decodebench/bench/telemetry"
@@ -215,41 +214,20 @@ func (s *benchSession) openTelemetry(props cgo.DeviceProps) {
 	if s.lib.Emulated() {
 		return
 	}
-	sys, err := gpuinfo.Open()
+	match, err := matchCUDADevice(s.lib, s.dev.Index())
+	if err == nil && match.dev == nil {
+		err = errors.New(match.why)
+	}
 	if err != nil {
 		fmt.Fprintf(s.stderr, "no telemetry (clocks, power, throttling) in the records: %v\n", err)
 		return
 	}
-	uuid, why := nvmlDeviceFor(sys.Devices, props, s.dev.Index())
-	if uuid == "" {
-		fmt.Fprintf(s.stderr, "no telemetry (clocks, power, throttling) in the records: %s\n", why)
-		return
-	}
-	src, err := telemetry.OpenNVML(nvml.New(), uuid)
+	src, err := telemetry.OpenNVML(nvmlLibrary(), match.dev.UUID)
 	if err != nil {
 		fmt.Fprintf(s.stderr, "no telemetry (clocks, power, throttling) in the records: %v\n", err)
 		return
 	}
 	s.nvml, s.sampler = src, telemetry.Sampler{Source: src}
-}
-
-// nvmlDeviceFor picks the NVML device that is the backend's device index: the only one with
-// its name and memory size, else the one at the same index if its name matches (CUDA may
-// number devices fastest first, NVML by PCI bus).
-func nvmlDeviceFor(devs []gpuinfo.Device, props cgo.DeviceProps, index int) (uuid, why string) {
-	var same []gpuinfo.Device
-	for _, d := range devs {
-		if d.Name == props.Name && math.Abs(float64(d.MemoryTotalBytes)-float64(props.MemTotalBytes)) <= 0.02*float64(props.MemTotalBytes) {
-			same = append(same, d)
-		}
-	}
-	switch {
-	case len(same) == 1:
-		return same[0].UUID, ""
-	case len(same) > 1 && index < len(devs) && devs[index].Name == props.Name:
-		return devs[index].UUID, ""
-	}
-	return "", fmt.Sprintf("cannot tell which of NVML's %d GPU(s) is %q (device %d)", len(devs), props.Name, index)
 }
 
 // measure runs one measurement inside a telemetry window.

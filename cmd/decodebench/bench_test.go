@@ -5,11 +5,9 @@ import (
 	"encoding/json"
 	"os"
 	"path/filepath"
-	"slices"
 	"strings"
 	"testing"
 
-	"github.com/decodebench/decodebench/bench/gpuinfo"
 	"github.com/decodebench/decodebench/bench/measure"
 	"github.com/decodebench/decodebench/bench/telemetry"
 	"github.com/decodebench/decodebench/bench/timing"
@@ -299,29 +297,6 @@ func TestBenchHelpShowsListSyntax(t *testing.T) {
 	stdout, _, code, _ := runBench(t, "bench", "linear", "--help")
 	if code != 0 || !strings.Contains(stdout, "LIST syntax") || !strings.Contains(stdout, "1-256*2") || !strings.Contains(stdout, "DECODEBENCH_BATCH") {
 		t.Errorf("help:\n%s", stdout)
-	}
-}
-
-func TestNVMLDeviceFor(t *testing.T) {
-	h200 := cgo.DeviceProps{Name: "NVIDIA H200", MemTotalBytes: 143771 << 20}
-	one := []gpuinfo.Device{{Name: "NVIDIA H200", UUID: "GPU-a", MemoryTotalBytes: 143771 << 20}}
-	two := append(slices.Clone(one), gpuinfo.Device{Name: "NVIDIA H200", UUID: "GPU-b", MemoryTotalBytes: 143771 << 20})
-	mixed := []gpuinfo.Device{{Name: "NVIDIA A100-SXM4-80GB", UUID: "GPU-x", MemoryTotalBytes: 80 << 30}, one[0]}
-	cases := []struct {
-		desc  string
-		devs  []gpuinfo.Device
-		index int
-		want  string
-	}{
-		{"the only GPU", one, 0, "GPU-a"},
-		{"the only H200 among others, whatever the index", mixed, 0, "GPU-a"},
-		{"two alike: by index", two, 1, "GPU-b"},
-		{"none alike", mixed[:1], 0, ""},
-	}
-	for _, c := range cases {
-		if got, why := nvmlDeviceFor(c.devs, h200, c.index); got != c.want || (got == "" && why == "") {
-			t.Errorf("%s: %q (%s), want %q", c.desc, got, why, c.want)
-		}
 	}
 }
 

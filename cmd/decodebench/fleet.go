@@ -24,8 +24,13 @@ func fleetCommand() *cli.Command {
 			"--outlier below the fleet median of their kind on a gate, and with --baseline (a summary an\n" +
 			"earlier run wrote with --summary) the cards that got slower by more than --slower-by. Each\n" +
 			"gate's distribution is drawn into --out as PNG and SVG, with the threshold.\n\n" +
+			"A box whose validate was interrupted gives no verdict (its cards are not counted); a report\n" +
+			"that cannot be read (another schema version, corrupt, cut short) is listed with the reason;\n" +
+			"either makes the fleet INCOMPLETE, never PASS. A UUID on two cards, an empty UUID, or a serial\n" +
+			"or bus id twice in a box fails the fleet, both places named.\n\n" +
 			"Exit status: 0 when the fleet passes (warnings allowed), 1 when a card or box fails, a node\n" +
-			"is missing or a card is gone, 2 for a bad flag or value.",
+			"is missing, a card is gone, an identity is duplicated or the fleet is INCOMPLETE, 2 for a\n" +
+			"bad flag or value.",
 		Flags: []cli.Flag{
 			&cli.StringFlag{Name: "out", Value: "fleet", EnvVars: []string{"DECODEBENCH_FLEET_OUT"},
 				Usage: "directory for the plots (fleet-<gate>.png and .svg)"},
@@ -114,7 +119,7 @@ func fleetAction(c *cli.Context) error {
 		return failure("no validate report in %s: fleet reads the *.json files that `decodebench validate --json FILE` writes (schema %s)%s",
 			strings.Join(dirs, ", "), validate.ReportSchema, map[bool]string{true: "; see the unreadable files above", false: ""}[len(unreadable) > 0])
 	}
-	if s.Verdict == validate.Fail {
+	if s.Verdict == validate.Fail || s.Verdict == validate.Incomplete {
 		return cli.Exit("", exitFailure)
 	}
 	return nil
@@ -145,6 +150,24 @@ func printFleet(w io.Writer, s validate.FleetSummary, plots []string) {
 			fmt.Fprintf(tw, "  %s\n", strings.Join(s.MissingNodes, " "))
 		} else {
 			fmt.Fprintf(tw, "  %d of the %d expected boxes did not report\n", s.MissingCount, s.ExpectedNodes)
+		}
+	}
+	if section("UNREADABLE NODES (a report is there but cannot be read)", len(s.UnreadableNodes)) {
+		fmt.Fprintf(tw, "  %s\n", strings.Join(s.UnreadableNodes, " "))
+	}
+	if section("INTERRUPTED BOXES (no verdict: run validate again)", len(s.InterruptedBoxes)) {
+		for _, e := range s.InterruptedBoxes {
+			fmt.Fprintf(tw, "  %s\t%s\t(%s)\n", e.Host, e.Error, e.File)
+		}
+	}
+	if section("DUPLICATE OR MISSING IDENTITIES", len(s.IdentityConflicts)) {
+		for _, c := range s.IdentityConflicts {
+			fmt.Fprintf(tw, "  %s\n", c.Message)
+		}
+	}
+	if section("UNREADABLE REPORTS", len(s.Unreadable)) {
+		for _, u := range s.Unreadable {
+			fmt.Fprintf(tw, "  %s\n", u)
 		}
 	}
 	if section("BOXES THAT COULD NOT VALIDATE", len(s.BoxErrors)) {
@@ -191,9 +214,6 @@ func printFleet(w io.Writer, s validate.FleetSummary, plots []string) {
 		}
 	}
 	tw.Flush()
-	for _, u := range s.Unreadable {
-		fmt.Fprintf(w, "unreadable: %s\n", u)
-	}
 	for _, d := range s.Duplicates {
 		fmt.Fprintf(w, "older report passed over: %s\n", d)
 	}

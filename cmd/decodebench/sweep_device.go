@@ -7,8 +7,6 @@ import (
 	"strings"
 	"time"
 
-	"github.com/NVIDIA/go-nvml/pkg/nvml"
-
 	"github.com/decodebench/decodebench/bench/gpuinfo"
 	"github.com/decodebench/decodebench/bench/roofline"
 	"github.com/decodebench/decodebench/bench/sweep"
@@ -40,53 +38,21 @@ func parseIndex(s string) (int, error) { return strconv.Atoi(s) }
 // it, so that CUDA numbers the GPUs as NVML and nvidia-smi do.
 func openSweepTarget(req sweepRequest) (*sweepTarget, error) {
 	t := &sweepTarget{}
-	if req.backend != cgo.BackendEmu && os.Getenv("CUDA_DEVICE_ORDER") == "" {
-		os.Setenv("CUDA_DEVICE_ORDER", "PCI_BUS_ID")
+	setCUDADeviceOrder(req.backend)
+	index, err := cudaIndexOf(req.backend, req.gpu)
+	if err != nil {
+		return nil, err
 	}
-	index := 0
-	if req.backend != cgo.BackendEmu {
-		sys, err := gpuinfo.Open()
-		t.sys = sys
-		if err != nil {
-			t.nvmlWhy = err.Error()
-		}
-		if isUUID(req.gpu) {
-			if err != nil {
-				return nil, usageError("--gpu %s: finding a GPU by UUID needs NVML: %v", req.gpu, err)
-			}
-			found := false
-			for i := range sys.Devices {
-				if strings.EqualFold(sys.Devices[i].UUID, req.gpu) {
-					index, found = sys.Devices[i].Index, true
-				}
-			}
-			if !found {
-				return nil, usageError("--gpu %s: NVML has no GPU with this UUID (`decodebench info` lists them)", req.gpu)
-			}
-		} else {
-			index, _ = parseIndex(req.gpu)
-		}
-		for i := range sys.Devices {
-			if sys.Devices[i].Index == index {
-				t.nvmlDev = &sys.Devices[i]
-			}
-		}
-		if t.nvmlDev == nil && t.nvmlWhy == "" {
-			t.nvmlWhy = fmt.Sprintf("NVML sees no GPU %d", index)
-		}
-	} else {
-		if isUUID(req.gpu) {
-			return nil, usageError("--gpu %s: the emulator has no UUID; give --gpu 0", req.gpu)
-		}
-		index, _ = parseIndex(req.gpu)
-		t.nvmlWhy = "not used: the emulator is not a GPU"
-	}
-
-	var err error
 	t.lib, t.dev, err = backendChoice{backend: req.backend, device: index}.open()
 	if err != nil {
 		return nil, err
 	}
+	match, err := matchCUDADevice(t.lib, index)
+	if err != nil {
+		t.close()
+		return nil, err
+	}
+	t.sys, t.nvmlDev, t.nvmlWhy = match.sys, match.dev, match.why
 	if t.props, err = t.dev.Props(); err != nil {
 		t.close()
 		return nil, failure("reading device %d: %v", index, err)
@@ -141,7 +107,7 @@ func (t *sweepTarget) telemetrySource() telemetry.Source {
 	if t.nvmlDev == nil || t.lib.Emulated() {
 		return nil
 	}
-	src, err := telemetry.OpenNVML(nvml.New(), t.nvmlDev.UUID)
+	src, err := telemetry.OpenNVML(nvmlLibrary(), t.nvmlDev.UUID)
 	if err != nil {
 		fmt.Fprintf(os.Stderr, "decodebench: no telemetry during the sweep: %v\n", err)
 		return nil

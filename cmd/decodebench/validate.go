@@ -20,15 +20,12 @@ import (
 	"github.com/urfave/cli/v2"
 
 	"github.com/decodebench/decodebench/bench/gpuinfo"
+	"github.com/decodebench/decodebench/bench/gpuinfo/fakenvml"
 	"github.com/decodebench/decodebench/bench/measure"
 	"github.com/decodebench/decodebench/bench/roofline"
 	"github.com/decodebench/decodebench/bench/validate"
-	"github.com/decodebench/decodebench/bench/validate/fakenvml"
 	"github.com/decodebench/decodebench/cgo"
 )
-
-// validateNVML, when set, replaces the real NVML library (tests).
-var validateNVML func() nvml.Interface
 
 func validateCommand() *cli.Command {
 	return &cli.Command{
@@ -155,9 +152,16 @@ func parseValidateRequest(c *cli.Context) (validateRequest, error) {
 		return r, usageError("--simulate-gpus %d: want 0..64", r.simulateGPUs)
 	}
 	if r.jsonPath != "" && r.jsonPath != "-" {
+		// Where the report goes is checked before minutes of suite, by creating (and removing)
+		// the temporary file the report will be written through.
 		if err := os.MkdirAll(filepath.Dir(r.jsonPath), 0o755); err != nil {
 			return r, usageError("--json %s: %v", r.jsonPath, err)
 		}
+		f, err := validate.CreateAtomic(r.jsonPath)
+		if err != nil {
+			return r, usageError("--json: %v", err)
+		}
+		f.Abort()
 	}
 	return r, nil
 }
@@ -186,10 +190,15 @@ func validateAction(c *cli.Context) error {
 	if req.expect != nil {
 		report.ExpectedGPU = req.expect.Key
 	}
-	ctx, stop := signal.NotifyContext(context.Background(), os.Interrupt, syscall.SIGTERM)
+	ctx, signalled, stop := interruptContext(errOut)
 	defer stop()
 
 	runErr := runValidate(ctx, req, &report, errOut)
+	// An interrupt before the verdict leaves the box without one; once the verdict stands, a
+	// signal only waits for the report to be written.
+	if sig := signalled(); sig != "" {
+		report.Interrupted = sig + " before the verdict"
+	}
 	report.FinishedAt = time.Now().UTC()
 	report.Seconds = report.FinishedAt.Sub(report.StartedAt).Seconds()
 	var usage cli.ExitCoder
@@ -200,7 +209,7 @@ func validateAction(c *cli.Context) error {
 		report.Error = runErr.Error()
 	}
 	report.Finish()
-	if runErr == nil {
+	if runErr == nil || report.Interrupted != "" {
 		printReport(table, report, req.allChecks)
 	}
 	if req.jsonPath != "" {
@@ -209,6 +218,8 @@ func validateAction(c *cli.Context) error {
 		}
 	}
 	switch {
+	case report.Verdict == validate.Interrupted:
+		return cli.Exit(fmt.Sprintf("validate was interrupted (%s): no verdict; run it again", report.Interrupted), exitInterrupted)
 	case runErr != nil:
 		return failure("cannot validate: %v", runErr)
 	case report.Verdict == validate.Fail:
@@ -217,11 +228,88 @@ func validateAction(c *cli.Context) error {
 	return nil
 }
 
+// interruptContext is cancelled by the first SIGINT or SIGTERM (what scancel and Kubernetes
+// send), which signalled then names; validate finishes the measurements in flight and writes
+// an INTERRUPTED report. A second signal ends the process at once (the report is written
+// atomically, so none is left half-written).
+func interruptContext(log io.Writer) (ctx context.Context, signalled func() string, stop func()) {
+	ctx, cancel := context.WithCancel(context.Background())
+	sigs := make(chan os.Signal, 2)
+	signal.Notify(sigs, os.Interrupt, syscall.SIGTERM)
+	var mu sync.Mutex
+	var name string
+	decided := false // the verdict is reached: a signal no longer changes it
+	done := make(chan struct{})
+	go func() {
+		select {
+		case sig := <-sigs:
+			mu.Lock()
+			if decided {
+				fmt.Fprintf(log, "validate: %s: the verdict is reached; writing the report (a second signal stops at once)\n", signalName(sig))
+			} else {
+				name = signalName(sig)
+				fmt.Fprintf(log, "validate: %s: stopping after the measurements in flight; the report will say INTERRUPTED (a second signal stops at once)\n", name)
+			}
+			mu.Unlock()
+			cancel()
+		case <-done:
+			return
+		}
+		select {
+		case sig := <-sigs:
+			fmt.Fprintf(log, "validate: %s again: stopping now\n", signalName(sig))
+			os.Exit(exitInterrupted)
+		case <-done:
+		}
+	}()
+	signalled = func() string {
+		mu.Lock()
+		defer mu.Unlock()
+		decided = true
+		return name
+	}
+	stop = func() {
+		signal.Stop(sigs)
+		close(done)
+		cancel()
+	}
+	return ctx, signalled, stop
+}
+
+func signalName(sig os.Signal) string {
+	switch sig {
+	case os.Interrupt:
+		return "SIGINT"
+	case syscall.SIGTERM:
+		return "SIGTERM"
+	}
+	return sig.String()
+}
+
+// reportWriteHook, when set, is called with the temporary file's name once the report is in it
+// and before it is committed (tests interrupt and kill validate there).
+var reportWriteHook func(tmp string)
+
 func writeReport(stdout io.Writer, path string, r validate.Report) error {
 	if path == "-" {
 		return writeJSON(stdout, r)
 	}
-	return validate.WriteReport(path, r)
+	data, err := validate.EncodeReport(r)
+	if err != nil {
+		return err
+	}
+	f, err := validate.CreateAtomic(path)
+	if err != nil {
+		return err
+	}
+	if _, err := f.Write(data); err != nil {
+		f.Abort()
+		return err
+	}
+	if reportWriteHook != nil {
+		reportWriteHook(f.TempPath())
+	}
+	return f.Commit()
 }
 
 // runValidate opens NVML and the kernels library, validates the selected cards and fills the
@@ -241,15 +329,34 @@ func runValidate(ctx context.Context, req validateRequest, report *validate.Repo
 		return usageError("--gpus: %v", err)
 	}
 	if req.backend != cgo.BackendEmu {
-		// CUDA must number devices as NVML does; see validate.MapBackendDevices.
-		os.Setenv("CUDA_DEVICE_ORDER", validate.CUDADeviceOrder)
+		// CUDA must number devices by PCI bus id, as the device map assumes.
+		os.Setenv("CUDA_DEVICE_ORDER", gpuinfo.CUDADeviceOrder)
 	}
 	kernels, err := cgo.Open(req.backend)
 	if err != nil {
 		return err
 	}
 	report.Backend, report.Library, report.Emulated = kernels.Name(), kernels.Path(), kernels.Emulated()
-	targets, closeDevices, err := openTargets(lib, sys, selected, kernels)
+	var dmap gpuinfo.DeviceMap
+	if !kernels.Emulated() {
+		dmap, err = cudaDeviceMap(sys, kernels)
+		if usage := migUsage(err); usage != nil {
+			return usage
+		}
+		if err != nil {
+			return err
+		}
+		if env := gpuinfo.CUDAEnvironment(); env.VisibleSet && isAll(req.selection) {
+			// Under Slurm or Kubernetes NVML may see more cards than the job was given: "all"
+			// is the job's cards.
+			selected = nil
+			for _, d := range dmap.Visible() {
+				selected = append(selected, d.Index)
+			}
+			slices.Sort(selected)
+		}
+	}
+	targets, closeDevices, err := openTargets(lib, sys, selected, kernels, dmap)
 	if err != nil {
 		return err
 	}
@@ -292,8 +399,8 @@ func openValidateNVML(req validateRequest) (nvml.Interface, gpuinfo.System, erro
 		}
 		lib = fakenvml.Library(gpus...)
 		sys, err = gpuinfo.Query(lib)
-	case validateNVML != nil:
-		lib = validateNVML()
+	case nvmlHook != nil:
+		lib = nvmlHook()
 		sys, err = gpuinfo.Query(lib)
 	default:
 		sys, err = gpuinfo.Open() // says why the driver is missing
@@ -308,10 +415,11 @@ func openValidateNVML(req validateRequest) (nvml.Interface, gpuinfo.System, erro
 	return lib, sys, nil
 }
 
-// openTargets maps every selected card to a kernels device, opened when validate.Run asks
-// (after the card is idle). The emulator has one device and runs one kernel at a time: every
-// card shares it, taking turns. The returned function closes whatever was opened.
-func openTargets(lib nvml.Interface, sys gpuinfo.System, selected []int, kernels *cgo.Library) ([]validate.Target, func(), error) {
+// openTargets maps every selected card to a kernels device through dmap, opened when
+// validate.Run asks (after the card is idle). The emulator has one device and runs one kernel
+// at a time: every card shares it, taking turns. A card NVML lost is a target with nothing to
+// open (validate.Run fails it by name). The returned function closes whatever was opened.
+func openTargets(lib nvml.Interface, sys gpuinfo.System, selected []int, kernels *cgo.Library, dmap gpuinfo.DeviceMap) ([]validate.Target, func(), error) {
 	var mu sync.Mutex
 	var opened []*cgo.Device
 	open := func(index int) (*cgo.Device, error) {
@@ -330,16 +438,8 @@ func openTargets(lib nvml.Interface, sys gpuinfo.System, selected []int, kernels
 			d.Close()
 		}
 	}
-	count, err := kernels.DeviceCount()
-	if err != nil {
+	if _, err := kernels.DeviceCount(); err != nil {
 		return nil, closeAll, fmt.Errorf("%s found no usable device: %w", kernels.Path(), err)
-	}
-	var backendIndex []int
-	if !kernels.Emulated() {
-		visible, set := os.LookupEnv("CUDA_VISIBLE_DEVICES")
-		if backendIndex, err = validate.MapBackendDevices(sys.Devices, visible, set, count); err != nil {
-			return nil, closeAll, err
-		}
 	}
 	var shared struct {
 		once sync.Once
@@ -350,6 +450,10 @@ func openTargets(lib nvml.Interface, sys gpuinfo.System, selected []int, kernels
 	var targets []validate.Target
 	for _, i := range selected {
 		d := sys.Devices[i]
+		if d.Lost != "" {
+			targets = append(targets, validate.Target{Info: d, BackendDevice: -1})
+			continue
+		}
 		handle, ret := lib.DeviceGetHandleByIndex(i)
 		if ret != nvml.SUCCESS {
 			return nil, closeAll, fmt.Errorf("GPU %d: NVML handle: %v", i, ret)
@@ -361,25 +465,45 @@ func openTargets(lib nvml.Interface, sys gpuinfo.System, selected []int, kernels
 				return validate.DeviceRunner{Device: shared.dev, Options: measure.DefaultOptions(), Lock: &shared.lock}, shared.err
 			}
 		} else {
-			if backendIndex[i] < 0 {
+			cudaIndex, ok := dmap.CUDA(i)
+			if !ok {
 				return nil, closeAll, usageError("--gpus: GPU %d (%s) is not visible to CUDA (CUDA_VISIBLE_DEVICES=%q)", i, d.UUID, os.Getenv("CUDA_VISIBLE_DEVICES"))
 			}
-			cudaIndex := backendIndex[i]
 			t.BackendDevice = cudaIndex
 			t.Open = func() (validate.Runner, error) {
 				dev, err := open(cudaIndex)
 				if err != nil {
 					return nil, err
 				}
-				if props, err := dev.Props(); err == nil && props.Name != d.Name {
-					return nil, fmt.Errorf("NVML calls GPU %d %q but CUDA device %d is %q: the device numbering does not match, so nothing measured here could be trusted to be this card", i, d.Name, cudaIndex, props.Name)
+				if props, err := dev.Props(); err == nil {
+					if err := dmap.CheckName(cudaIndex, props.Name); err != nil {
+						return nil, err
+					}
 				}
 				return validate.DeviceRunner{Device: dev, Options: measure.DefaultOptions()}, nil
+			}
+		}
+		if validateRunnerHook != nil {
+			open := t.Open
+			t.Open = func() (validate.Runner, error) {
+				r, err := open()
+				if err != nil {
+					return r, err
+				}
+				return validateRunnerHook(r), nil
 			}
 		}
 		targets = append(targets, t)
 	}
 	return targets, closeAll, nil
+}
+
+// validateRunnerHook, when set, wraps every card's Runner (tests hold a step there).
+var validateRunnerHook func(validate.Runner) validate.Runner
+
+func isAll(selection string) bool {
+	selection = strings.TrimSpace(selection)
+	return selection == "" || selection == "all"
 }
 
 // outcomeNote is one progress line's result.
@@ -413,6 +537,17 @@ func printReport(w io.Writer, r validate.Report, allChecks bool) {
 		printChecks(tw, r.Checks, allChecks)
 	}
 	tw.Flush()
+	if r.Verdict == validate.Interrupted {
+		cut := 0
+		for _, c := range r.Cards {
+			if c.CutShort {
+				cut++
+			}
+		}
+		fmt.Fprintf(w, "\nverdict: INTERRUPTED (%s): %d of %d card(s) cut short; what was measured is above and in the report, but it is no verdict on the hardware: run validate again\n",
+			r.Interrupted, cut, len(r.Cards))
+		return
+	}
 	if r.Error != "" {
 		fmt.Fprintf(w, "\nverdict: FAIL: cannot validate: %s\n", r.Error)
 		return

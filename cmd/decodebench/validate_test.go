@@ -13,16 +13,16 @@ import (
 	"github.com/NVIDIA/go-nvml/pkg/nvml/mock"
 
 	"github.com/decodebench/decodebench/bench/gpuinfo"
+	"github.com/decodebench/decodebench/bench/gpuinfo/fakenvml"
 	"github.com/decodebench/decodebench/bench/validate"
-	"github.com/decodebench/decodebench/bench/validate/fakenvml"
 	"github.com/decodebench/decodebench/cgo/cgotest"
 )
 
 // validateEnv puts the NVML hook back when t ends; the environment is testEnv's (hermetic or
 // useEmu come first).
 func validateEnv(t *testing.T) {
-	old := validateNVML
-	t.Cleanup(func() { validateNVML = old })
+	old := nvmlHook
+	t.Cleanup(func() { nvmlHook = old })
 }
 
 func readValidateReport(t *testing.T, path string) validate.Report {
@@ -39,7 +39,7 @@ func readValidateReport(t *testing.T, path string) validate.Report {
 func TestValidateWithoutDriver(t *testing.T) {
 	hermetic(t, "")
 	validateEnv(t)
-	validateNVML = func() nvml.Interface {
+	nvmlHook = func() nvml.Interface {
 		return &mock.Interface{InitFunc: func() nvml.Return { return nvml.ERROR_LIBRARY_NOT_FOUND }}
 	}
 	_, _, code, msg := runFleetCLI(t, "validate", "--json", "r.json")
@@ -52,7 +52,7 @@ func TestValidateWithoutDriver(t *testing.T) {
 	}
 
 	// And the real thing, where this machine has no driver (CI's does not).
-	validateNVML = nil
+	nvmlHook = nil
 	if _, err := gpuinfo.Open(); !errors.Is(err, gpuinfo.ErrNoDriver) {
 		t.Skipf("NVML opens here (%v): the no-driver path is covered by the mock above", err)
 	}
@@ -111,7 +111,7 @@ func TestValidateFaultyBox(t *testing.T) {
 	gpus := []*fakenvml.GPU{fakenvml.H100(0), fakenvml.H100(1), fakenvml.H100(2)}
 	gpus[1].Set(func(s *fakenvml.State) { s.VolatileUncorrected, s.AggregateUncorrected = 2, 2 })
 	gpus[2].Set(func(s *fakenvml.State) { s.Processes = []nvml.ProcessInfo{{Pid: 31337}} })
-	validateNVML = func() nvml.Interface { return fakenvml.Library(gpus...) }
+	nvmlHook = func() nvml.Interface { return fakenvml.Library(gpus...) }
 	stdout, _, code, msg := runFleetCLI(t, "validate", "--backend", "emu", "--suite", "tiny", "--idle-wait", "50ms", "--gpus", "1,GPU-00000000-0000-4000-8000-000000000002")
 	if code != 1 || msg != "" {
 		t.Errorf("exit %d %q, want 1 with the reasons in the table", code, msg)
@@ -177,7 +177,7 @@ func TestValidateMapsCardsToCUDADevices(t *testing.T) {
 			t.Setenv("CUDA_VISIBLE_DEVICES", visible)
 		}
 		g := named(gpus)
-		validateNVML = func() nvml.Interface { return fakenvml.Library(g...) }
+		nvmlHook = func() nvml.Interface { return fakenvml.Library(g...) }
 		stdout, _, code, msg := runFleetCLI(t, append([]string{"validate", "--backend", "cuda", "--suite", "tiny",
 			"--expect", "h100-sxm", "--json", "r.json"}, args...)...)
 		r, _ := validate.ReadReport("r.json")
@@ -188,8 +188,8 @@ func TestValidateMapsCardsToCUDADevices(t *testing.T) {
 	if code != 1 || msg != "" || len(r.Cards) != 2 || r.Cards[1].BackendDevice != 1 || r.Emulated {
 		t.Fatalf("two cards: exit %d %q, %d cards", code, msg, len(r.Cards))
 	}
-	if os.Getenv("CUDA_DEVICE_ORDER") != validate.CUDADeviceOrder {
-		t.Errorf("CUDA_DEVICE_ORDER = %q, want %s set before the CUDA library starts", os.Getenv("CUDA_DEVICE_ORDER"), validate.CUDADeviceOrder)
+	if os.Getenv("CUDA_DEVICE_ORDER") != gpuinfo.CUDADeviceOrder {
+		t.Errorf("CUDA_DEVICE_ORDER = %q, want %s set before the CUDA library starts", os.Getenv("CUDA_DEVICE_ORDER"), gpuinfo.CUDADeviceOrder)
 	}
 	// The fake's times are the host's and it gets attention and the mma probe wrong: its gates
 	// are evaluated as a GPU's (not emulated), and fail.

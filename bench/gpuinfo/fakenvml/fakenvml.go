@@ -1,8 +1,13 @@
 // Package fakenvml is an NVML library of simulated GPUs, built on go-nvml's mocks, whose every
-// health reading a test (or `decodebench validate --simulate-gpus`) can set, including while a
+// reading a test (or `decodebench validate --simulate-gpus`) can set, including while a
 // validation runs. It answers every entry point bench/gpuinfo calls except
 // nvmlDeviceGetTemperatureV, which a mock cannot serve (go-nvml's handler calls C directly), so
 // its library reports that symbol missing.
+//
+// The faults a box shows in production are states of a GPU: a card that fell off the bus
+// (Lost), one NVML cannot open at all (HandleError), one reporting half its memory
+// (MemoryBytes), two cards with one UUID or an empty one (UUID), any single reading failing
+// (Returns). OnCall lets a test hold a call to make a phase of its caller last.
 package fakenvml
 
 import (
@@ -42,8 +47,20 @@ type State struct {
 	ClocksEventReasons                                 uint64
 	Processes                                          []nvml.ProcessInfo
 
-	// Lost makes every reading after the identity fail with ERROR_GPU_IS_LOST.
+	// Lost is a card that fell off the bus (Xid 79): every reading fails with
+	// ERROR_GPU_IS_LOST but the PCI info and the UUID, which the driver kept from when it
+	// attached the card (Returns can take those away too).
 	Lost bool
+	// HandleError, when not SUCCESS, is what DeviceGetHandleByIndex and ByUUID answer for the
+	// card: NVML cannot open it at all (ERROR_GPU_IS_LOST, ERROR_UNKNOWN, ...).
+	HandleError nvml.Return
+	// Returns overrides the answer of single methods by name ("GetSerial":
+	// ERROR_NOT_SUPPORTED); the value read is then left as it is.
+	Returns map[string]nvml.Return
+	// OnCall, when set, is called with the method's name ("GetRemappedRows") before each call
+	// on the card is answered, outside the card's lock: a test blocks there to hold its caller
+	// in one phase.
+	OnCall func(method string)
 }
 
 // H100 is a healthy H100 SXM5 80GB, numbered i (UUID, serial and bus ID differ by i).
@@ -69,16 +86,39 @@ func (g *GPU) Set(change func(s *State)) {
 	change(&g.State)
 }
 
-// read returns a copy of g's state and the Return its readings give.
-func (g *GPU) read() (State, nvml.Return) {
+// read returns a copy of g's state and the Return a call of method gives.
+func (g *GPU) read(method string) (State, nvml.Return) {
+	g.mu.Lock()
+	hook := g.OnCall
+	g.mu.Unlock()
+	if hook != nil {
+		hook(method)
+	}
 	g.mu.Lock()
 	defer g.mu.Unlock()
 	s := g.State
 	s.Processes = append([]nvml.ProcessInfo{}, g.Processes...)
-	if g.Lost {
+	if ret, ok := g.Returns[method]; ok {
+		return s, ret
+	}
+	if g.Lost && method != "GetPciInfo" && method != "GetUUID" {
 		return s, nvml.ERROR_GPU_IS_LOST
 	}
 	return s, nvml.SUCCESS
+}
+
+// handle is what NVML answers when asked for the card's handle.
+func (g *GPU) handle() nvml.Return {
+	_, ret := g.read("DeviceGetHandle")
+	g.mu.Lock()
+	defer g.mu.Unlock()
+	if g.HandleError != 0 && g.HandleError != nvml.SUCCESS {
+		return g.HandleError
+	}
+	if ret == nvml.ERROR_GPU_IS_LOST {
+		return nvml.SUCCESS // a lost card still has a handle; its readings fail
+	}
+	return ret
 }
 
 func enable(on bool) nvml.EnableState {
@@ -98,47 +138,50 @@ func supported(ok bool, ret nvml.Return) nvml.Return {
 // Device is g as an nvml.Device.
 func (g *GPU) Device() *mock.Device {
 	return &mock.Device{
-		GetNameFunc:   func() (string, nvml.Return) { s, _ := g.read(); return s.Name, nvml.SUCCESS },
-		GetUUIDFunc:   func() (string, nvml.Return) { s, _ := g.read(); return s.UUID, nvml.SUCCESS },
-		GetSerialFunc: func() (string, nvml.Return) { s, _ := g.read(); return s.Serial, nvml.SUCCESS },
+		GetNameFunc:   func() (string, nvml.Return) { s, ret := g.read("GetName"); return s.Name, ret },
+		GetUUIDFunc:   func() (string, nvml.Return) { s, ret := g.read("GetUUID"); return s.UUID, ret },
+		GetSerialFunc: func() (string, nvml.Return) { s, ret := g.read("GetSerial"); return s.Serial, ret },
 		GetPciInfoFunc: func() (nvml.PciInfo, nvml.Return) {
-			s, _ := g.read()
+			s, ret := g.read("GetPciInfo")
 			var info nvml.PciInfo
 			for i, c := range []byte(s.BusID) {
 				info.BusId[i] = int8(c)
 			}
-			return info, nvml.SUCCESS
+			return info, ret
 		},
 		GetMemoryInfoFunc: func() (nvml.Memory, nvml.Return) {
-			s, _ := g.read()
-			return nvml.Memory{Total: s.MemoryBytes}, nvml.SUCCESS
+			s, ret := g.read("GetMemoryInfo")
+			return nvml.Memory{Total: s.MemoryBytes}, ret
 		},
 		GetClockInfoFunc: func(c nvml.ClockType) (uint32, nvml.Return) {
-			s, ret := g.read()
+			s, ret := g.read("GetClockInfo")
 			if c == nvml.CLOCK_MEM {
 				return s.MemClockMHz, ret
 			}
 			return s.SMClockMHz, ret
 		},
 		GetMaxClockInfoFunc: func(c nvml.ClockType) (uint32, nvml.Return) {
-			s, ret := g.read()
+			s, ret := g.read("GetMaxClockInfo")
 			if c == nvml.CLOCK_MEM {
 				return s.MaxMemClockMHz, ret
 			}
 			return s.MaxSMClockMHz, ret
 		},
-		GetMemoryBusWidthFunc:           func() (uint32, nvml.Return) { s, ret := g.read(); return s.BusWidthBits, ret },
-		GetCurrPcieLinkGenerationFunc:   func() (int, nvml.Return) { s, ret := g.read(); return s.PCIeGen, ret },
-		GetCurrPcieLinkWidthFunc:        func() (int, nvml.Return) { s, ret := g.read(); return s.PCIeWidth, ret },
-		GetMaxPcieLinkGenerationFunc:    func() (int, nvml.Return) { s, ret := g.read(); return s.MaxPCIeGen, ret },
-		GetMaxPcieLinkWidthFunc:         func() (int, nvml.Return) { s, ret := g.read(); return s.MaxPCIeWidth, ret },
-		GetGpuMaxPcieLinkGenerationFunc: func() (int, nvml.Return) { s, ret := g.read(); return s.GPUMaxPCIeGen, ret },
+		GetMemoryBusWidthFunc:         func() (uint32, nvml.Return) { s, ret := g.read("GetMemoryBusWidth"); return s.BusWidthBits, ret },
+		GetCurrPcieLinkGenerationFunc: func() (int, nvml.Return) { s, ret := g.read("GetCurrPcieLinkGeneration"); return s.PCIeGen, ret },
+		GetCurrPcieLinkWidthFunc:      func() (int, nvml.Return) { s, ret := g.read("GetCurrPcieLinkWidth"); return s.PCIeWidth, ret },
+		GetMaxPcieLinkGenerationFunc:  func() (int, nvml.Return) { s, ret := g.read("GetMaxPcieLinkGeneration"); return s.MaxPCIeGen, ret },
+		GetMaxPcieLinkWidthFunc:       func() (int, nvml.Return) { s, ret := g.read("GetMaxPcieLinkWidth"); return s.MaxPCIeWidth, ret },
+		GetGpuMaxPcieLinkGenerationFunc: func() (int, nvml.Return) {
+			s, ret := g.read("GetGpuMaxPcieLinkGeneration")
+			return s.GPUMaxPCIeGen, ret
+		},
 		GetEccModeFunc: func() (nvml.EnableState, nvml.EnableState, nvml.Return) {
-			s, ret := g.read()
+			s, ret := g.read("GetEccMode")
 			return enable(s.ECC), enable(s.ECCPending), supported(s.ECCSupported, ret)
 		},
 		GetTotalEccErrorsFunc: func(kind nvml.MemoryErrorType, counter nvml.EccCounterType) (uint64, nvml.Return) {
-			s, ret := g.read()
+			s, ret := g.read("GetTotalEccErrors")
 			switch {
 			case kind == nvml.MEMORY_ERROR_TYPE_UNCORRECTED && counter == nvml.VOLATILE_ECC:
 				return s.VolatileUncorrected, ret
@@ -150,7 +193,7 @@ func (g *GPU) Device() *mock.Device {
 			return 0, ret
 		},
 		GetRetiredPagesFunc: func(cause nvml.PageRetirementCause) ([]uint64, nvml.Return) {
-			s, ret := g.read()
+			s, ret := g.read("GetRetiredPages")
 			n := s.RetiredSingleBit
 			if cause == nvml.PAGE_RETIREMENT_CAUSE_DOUBLE_BIT_ECC_ERROR {
 				n = s.RetiredDoubleBit
@@ -158,19 +201,19 @@ func (g *GPU) Device() *mock.Device {
 			return make([]uint64, n), supported(s.RetiredPagesSupported, ret)
 		},
 		GetRetiredPagesPendingStatusFunc: func() (nvml.EnableState, nvml.Return) {
-			s, ret := g.read()
+			s, ret := g.read("GetRetiredPagesPendingStatus")
 			return enable(s.RetiredPending), supported(s.RetiredPagesSupported, ret)
 		},
 		GetRemappedRowsFunc: func() (int, int, bool, bool, nvml.Return) {
-			s, ret := g.read()
+			s, ret := g.read("GetRemappedRows")
 			return s.RemappedCorrectable, s.RemappedUncorrectable, s.RemapPending, s.RemapFailed, supported(s.RowRemapSupported, ret)
 		},
 		GetTemperatureFunc: func(sensor nvml.TemperatureSensors) (uint32, nvml.Return) {
-			s, ret := g.read()
+			s, ret := g.read("GetTemperature")
 			return s.TemperatureC, ret
 		},
 		GetTemperatureThresholdFunc: func(kind nvml.TemperatureThresholds) (uint32, nvml.Return) {
-			s, ret := g.read()
+			s, ret := g.read("GetTemperatureThreshold")
 			switch kind {
 			case nvml.TEMPERATURE_THRESHOLD_SLOWDOWN:
 				return s.SlowdownC, ret
@@ -181,18 +224,33 @@ func (g *GPU) Device() *mock.Device {
 			}
 			return 0, nvml.ERROR_NOT_SUPPORTED
 		},
-		GetPowerUsageFunc:                  func() (uint32, nvml.Return) { s, ret := g.read(); return s.PowerMW, ret },
-		GetEnforcedPowerLimitFunc:          func() (uint32, nvml.Return) { s, ret := g.read(); return s.EnforcedPowerLimitMW, ret },
-		GetPowerManagementLimitFunc:        func() (uint32, nvml.Return) { s, ret := g.read(); return s.EnforcedPowerLimitMW, ret },
-		GetPowerManagementDefaultLimitFunc: func() (uint32, nvml.Return) { s, ret := g.read(); return s.DefaultPowerLimitMW, ret },
+		GetPowerUsageFunc: func() (uint32, nvml.Return) { s, ret := g.read("GetPowerUsage"); return s.PowerMW, ret },
+		GetEnforcedPowerLimitFunc: func() (uint32, nvml.Return) {
+			s, ret := g.read("GetEnforcedPowerLimit")
+			return s.EnforcedPowerLimitMW, ret
+		},
+		GetPowerManagementLimitFunc: func() (uint32, nvml.Return) {
+			s, ret := g.read("GetPowerManagementLimit")
+			return s.EnforcedPowerLimitMW, ret
+		},
+		GetPowerManagementDefaultLimitFunc: func() (uint32, nvml.Return) {
+			s, ret := g.read("GetPowerManagementDefaultLimit")
+			return s.DefaultPowerLimitMW, ret
+		},
 		GetCudaComputeCapabilityFunc: func() (int, int, nvml.Return) {
-			s, ret := g.read()
+			s, ret := g.read("GetCudaComputeCapability")
 			return s.CCMajor, s.CCMinor, ret
 		},
-		GetCurrentClocksEventReasonsFunc:    func() (uint64, nvml.Return) { s, ret := g.read(); return s.ClocksEventReasons, ret },
-		GetCurrentClocksThrottleReasonsFunc: func() (uint64, nvml.Return) { s, ret := g.read(); return s.ClocksEventReasons, ret },
+		GetCurrentClocksEventReasonsFunc: func() (uint64, nvml.Return) {
+			s, ret := g.read("GetCurrentClocksEventReasons")
+			return s.ClocksEventReasons, ret
+		},
+		GetCurrentClocksThrottleReasonsFunc: func() (uint64, nvml.Return) {
+			s, ret := g.read("GetCurrentClocksThrottleReasons")
+			return s.ClocksEventReasons, ret
+		},
 		GetComputeRunningProcessesFunc: func() ([]nvml.ProcessInfo, nvml.Return) {
-			s, ret := g.read()
+			s, ret := g.read("GetComputeRunningProcesses")
 			return s.Processes, ret
 		},
 	}
@@ -233,7 +291,21 @@ func Library(gpus ...*GPU) *mock.Interface {
 			if i < 0 || i >= len(devices) {
 				return nil, nvml.ERROR_INVALID_ARGUMENT
 			}
+			if ret := gpus[i].handle(); ret != nvml.SUCCESS {
+				return nil, ret
+			}
 			return devices[i], nvml.SUCCESS
+		},
+		DeviceGetHandleByUUIDFunc: func(uuid string) (nvml.Device, nvml.Return) {
+			for i, g := range gpus {
+				if s, _ := g.read("DeviceGetHandleByUUID"); s.UUID == uuid && uuid != "" {
+					if ret := g.handle(); ret != nvml.SUCCESS {
+						return nil, ret
+					}
+					return devices[i], nvml.SUCCESS
+				}
+			}
+			return nil, nvml.ERROR_NOT_FOUND
 		},
 		ExtensionsFunc: func() nvml.ExtendedInterface {
 			return &mock.ExtendedInterface{LookupSymbolFunc: func(name string) error {

@@ -1,0 +1,77 @@
+package validate
+
+import (
+	"fmt"
+	"os"
+	"path/filepath"
+)
+
+// AtomicFile is a file written under a temporary name beside its path and renamed over it once
+// complete and synced, so that a full disk, a kill or a power loss leaves the old file or the
+// new one, never half of one: fleet must not read half a report.
+type AtomicFile struct {
+	path string
+	tmp  *os.File
+}
+
+// CreateAtomic starts writing path. It fails at once when path is a directory or its directory
+// cannot be written, which is why validate calls it before the suite as well.
+func CreateAtomic(path string) (*AtomicFile, error) {
+	if fi, err := os.Stat(path); err == nil && fi.IsDir() {
+		return nil, fmt.Errorf("%s is a directory: give a file name, such as %s", path, filepath.Join(path, "report.json"))
+	}
+	tmp, err := os.CreateTemp(filepath.Dir(path), "."+filepath.Base(path)+".tmp-*")
+	if err != nil {
+		return nil, fmt.Errorf("cannot write beside %s: %w", path, err)
+	}
+	return &AtomicFile{path: path, tmp: tmp}, nil
+}
+
+// TempPath is the temporary file's name until Commit.
+func (f *AtomicFile) TempPath() string { return f.tmp.Name() }
+
+// Write writes to the temporary file.
+func (f *AtomicFile) Write(p []byte) (int, error) { return f.tmp.Write(p) }
+
+// Commit syncs the temporary file, renames it over path and syncs the directory. On an error
+// the temporary file is removed and path is left as it was.
+func (f *AtomicFile) Commit() error {
+	err := f.tmp.Chmod(0o644)
+	if err == nil {
+		err = f.tmp.Sync()
+	}
+	if cerr := f.tmp.Close(); err == nil {
+		err = cerr
+	}
+	if err == nil {
+		err = os.Rename(f.tmp.Name(), f.path)
+	}
+	if err != nil {
+		os.Remove(f.tmp.Name())
+		return fmt.Errorf("writing %s: %w", f.path, err)
+	}
+	if dir, err := os.Open(filepath.Dir(f.path)); err == nil {
+		dir.Sync() // the rename itself survives a power loss
+		dir.Close()
+	}
+	return nil
+}
+
+// Abort removes the temporary file and leaves path as it was.
+func (f *AtomicFile) Abort() {
+	f.tmp.Close()
+	os.Remove(f.tmp.Name())
+}
+
+// WriteFileAtomic writes data to path through an AtomicFile.
+func WriteFileAtomic(path string, data []byte) error {
+	f, err := CreateAtomic(path)
+	if err != nil {
+		return err
+	}
+	if _, err := f.Write(data); err != nil {
+		f.Abort()
+		return fmt.Errorf("writing %s: %w", path, err)
+	}
+	return f.Commit()
+}
