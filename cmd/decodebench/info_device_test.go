@@ -107,7 +107,7 @@ func TestInfoLostCardAndCUDADevices(t *testing.T) {
 	if l := find("2 "); !strings.HasPrefix(l, "2 0 NVIDIA H100") {
 		t.Errorf("GPU 2 line %q, want CUDA device 0", l)
 	}
-	if l := find("1 "); !strings.HasPrefix(l, "1 - LOST: ") || !strings.Contains(l, "GPU_IS_LOST") {
+	if l := find("1 "); !strings.HasPrefix(l, "1 - LOST: ") || !saysLost(l) {
 		t.Errorf("GPU 1 line %q, want it lost and hidden", l)
 	}
 	if !strings.Contains(stdout, gpus[1].UUID+" "+gpus[1].BusID) {
