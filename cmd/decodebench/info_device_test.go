@@ -129,3 +129,22 @@ func TestInfoLostCardAndCUDADevices(t *testing.T) {
 		t.Errorf("MIG: exit %d\n%s", code, stdout)
 	}
 }
+
+// verify names the card it ran on through the same map: GPU 2 under CUDA_VISIBLE_DEVICES=2.
+func TestVerifyDeviceUnderCUDAVisibleDevices(t *testing.T) {
+	hermetic(t, cgotest.FakeLibrary(t, "libdecodebench_cuda.so", `FAKE_BACKEND="cuda"`, "FAKE_DEVICES=1"))
+	gpus := identicalGPUs(3)
+	old := nvmlHook
+	nvmlHook = func() nvml.Interface { return fakenvml.Library(gpus...) }
+	t.Cleanup(func() { nvmlHook = old })
+	t.Setenv("CUDA_DEVICE_ORDER", "")
+	t.Setenv("CUDA_VISIBLE_DEVICES", "2")
+	stdout, code, msg := runCLI(t, "verify", "linear", "--backend", "cuda", "--batch", "1", "--n", "8", "--k", "16", "--json")
+	var rep struct {
+		UUID     string `json:"uuid"`
+		PCIBusID string `json:"pci_bus_id"`
+	}
+	if err := json.Unmarshal([]byte(stdout), &rep); err != nil || code != 0 || rep.UUID != gpus[2].UUID || rep.PCIBusID != gpus[2].BusID {
+		t.Errorf("exit %d %s, %v: ran on %+v, want GPU 2 (%s)\n%s", code, msg, err, rep, gpus[2].UUID, stdout)
+	}
+}
