@@ -42,8 +42,11 @@ func validateCommand() *cli.Command {
 			"its roofline bound. A card more than 5% below the median of its identical peers on a gate is\n" +
 			"flagged (WARN). Thresholds: docs/thresholds.example.json; report schema:\n" +
 			"docs/validate-schema.md.\n\n" +
+			"SIGINT or SIGTERM (scancel, a pod's deletion) stops it after the measurements in flight: the\n" +
+			"report's verdict is then INTERRUPTED (no verdict on the hardware) and it exits 130; a second\n" +
+			"signal stops it at once. A card NVML lost before the run fails by name; the others run.\n\n" +
 			"Exit status: 0 when every check passes (warnings allowed), 1 when any fails or the box\n" +
-			"cannot be validated (no driver, no GPU), 2 for a bad flag or value.",
+			"cannot be validated (no driver, no GPU), 130 when interrupted, 2 for a bad flag or value.",
 		Flags: []cli.Flag{
 			&cli.StringFlag{Name: "gpus", Value: "all", EnvVars: []string{"DECODEBENCH_GPUS"},
 				Usage: "cards to validate: all, or a comma-separated list of NVML indices and UUIDs"},
