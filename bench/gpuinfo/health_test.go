@@ -2,131 +2,39 @@ package gpuinfo
 
 import (
 	"errors"
-	"maps"
 	"slices"
 	"strings"
 	"testing"
 
 	"github.com/NVIDIA/go-nvml/pkg/nvml"
 	"github.com/NVIDIA/go-nvml/pkg/nvml/mock"
+
+	"github.com/decodebench/decodebench/bench/gpuinfo/fakenvml"
 )
 
-// healthGPU adds what the health reads answer to a fakeGPU. returns (of the embedded fakeGPU)
-// overrides these methods' answers too.
-type healthGPU struct {
-	fakeGPU
-	eccPending                    bool
-	volUncorr, aggUncorr, volCorr uint64
-	retiredSBE, retiredDBE        int
-	retiredPending                bool
-	remapCorr, remapUncorr        int
-	remapPending, remapFailed     bool
-	gpuMaxPCIeGen                 int
-	slowdownC, shutdownC, maxC    uint32
-	defaultPowerMW                uint32
-	processes                     []nvml.ProcessInfo
-}
-
 // healthyH100 is an H100 SXM with nothing wrong: Hopper remaps rows and does not retire pages.
-func healthyH100() healthGPU {
-	g := h100()
-	g.returns = map[string]nvml.Return{"GetRetiredPages": nvml.ERROR_NOT_SUPPORTED}
-	return healthGPU{
-		fakeGPU: g, gpuMaxPCIeGen: 5, slowdownC: 87, shutdownC: 92, maxC: 85,
-		defaultPowerMW: 700000, processes: []nvml.ProcessInfo{},
-	}
+func healthyH100() *fakenvml.GPU {
+	return set(h100(), func(s *fakenvml.State) {
+		s.RetiredPagesSupported, s.RowRemapSupported = false, true
+		s.GPUMaxPCIeGen, s.SlowdownC, s.ShutdownC, s.GPUMaxC = 5, 87, 92, 85
+		s.DefaultPowerLimitMW, s.Processes = 700000, []nvml.ProcessInfo{}
+	})
 }
 
-func (g healthGPU) device() *mock.Device {
-	d := g.fakeGPU.device()
-	d.GetEccModeFunc = func() (nvml.EnableState, nvml.EnableState, nvml.Return) {
-		return enable(g.ecc), enable(g.eccPending), g.ret("GetEccMode")
-	}
-	d.GetTotalEccErrorsFunc = func(kind nvml.MemoryErrorType, counter nvml.EccCounterType) (uint64, nvml.Return) {
-		switch {
-		case kind == nvml.MEMORY_ERROR_TYPE_UNCORRECTED && counter == nvml.VOLATILE_ECC:
-			return g.volUncorr, g.ret("GetTotalEccErrors")
-		case kind == nvml.MEMORY_ERROR_TYPE_UNCORRECTED && counter == nvml.AGGREGATE_ECC:
-			return g.aggUncorr, g.ret("GetTotalEccErrors")
-		case kind == nvml.MEMORY_ERROR_TYPE_CORRECTED && counter == nvml.VOLATILE_ECC:
-			return g.volCorr, g.ret("GetTotalEccErrors")
-		}
-		return 0, nvml.ERROR_INVALID_ARGUMENT
-	}
-	d.GetRetiredPagesFunc = func(cause nvml.PageRetirementCause) ([]uint64, nvml.Return) {
-		n := g.retiredSBE
-		if cause == nvml.PAGE_RETIREMENT_CAUSE_DOUBLE_BIT_ECC_ERROR {
-			n = g.retiredDBE
-		}
-		return make([]uint64, n), g.ret("GetRetiredPages")
-	}
-	d.GetRetiredPagesPendingStatusFunc = func() (nvml.EnableState, nvml.Return) {
-		return enable(g.retiredPending), g.ret("GetRetiredPagesPendingStatus")
-	}
-	d.GetRemappedRowsFunc = func() (int, int, bool, bool, nvml.Return) {
-		return g.remapCorr, g.remapUncorr, g.remapPending, g.remapFailed, g.ret("GetRemappedRows")
-	}
-	d.GetGpuMaxPcieLinkGenerationFunc = func() (int, nvml.Return) {
-		return g.gpuMaxPCIeGen, g.ret("GetGpuMaxPcieLinkGeneration")
-	}
-	d.GetTemperatureThresholdFunc = func(kind nvml.TemperatureThresholds) (uint32, nvml.Return) {
-		switch kind {
-		case nvml.TEMPERATURE_THRESHOLD_SLOWDOWN:
-			return g.slowdownC, g.ret("GetTemperatureThreshold")
-		case nvml.TEMPERATURE_THRESHOLD_SHUTDOWN:
-			return g.shutdownC, g.ret("GetTemperatureThreshold")
-		case nvml.TEMPERATURE_THRESHOLD_GPU_MAX:
-			return g.maxC, g.ret("GetTemperatureThreshold")
-		}
-		return 0, nvml.ERROR_NOT_SUPPORTED
-	}
-	d.GetPowerManagementDefaultLimitFunc = func() (uint32, nvml.Return) {
-		return g.defaultPowerMW, g.ret("GetPowerManagementDefaultLimit")
-	}
-	d.GetComputeRunningProcessesFunc = func() ([]nvml.ProcessInfo, nvml.Return) {
-		return g.processes, g.ret("GetComputeRunningProcesses")
-	}
-	return d
-}
-
-func enable(on bool) nvml.EnableState {
-	if on {
-		return nvml.FEATURE_ENABLED
-	}
-	return nvml.FEATURE_DISABLED
-}
-
-// everyHealthSymbol is a current driver: every entry point but nvmlDeviceGetTemperatureV (which
-// a mock cannot serve; see mock_test.go).
-func everyHealthSymbol() map[string]bool {
-	s := maps.Clone(everySymbolButTemperatureV)
-	for _, name := range []string{
-		"nvmlDeviceGetEccMode", "nvmlDeviceGetTotalEccErrors", "nvmlDeviceGetRetiredPages",
-		"nvmlDeviceGetRetiredPagesPendingStatus", "nvmlDeviceGetRemappedRows",
-		"nvmlDeviceGetCurrPcieLinkGeneration", "nvmlDeviceGetCurrPcieLinkWidth",
-		"nvmlDeviceGetMaxPcieLinkGeneration", "nvmlDeviceGetMaxPcieLinkWidth",
-		"nvmlDeviceGetGpuMaxPcieLinkGeneration", "nvmlDeviceGetTemperatureThreshold",
-		"nvmlDeviceGetPowerUsage", "nvmlDeviceGetEnforcedPowerLimit",
-		"nvmlDeviceGetPowerManagementDefaultLimit", "nvmlDeviceGetComputeRunningProcesses_v3",
-	} {
-		s[name] = true
-	}
-	return s
-}
-
-func readHealthOf(t *testing.T, g healthGPU, symbols map[string]bool) (Health, error) {
+func readHealthOf(t *testing.T, g *fakenvml.GPU, driver fakenvml.Driver) (Health, error) {
 	t.Helper()
-	lib := fakeLib(nvml.SUCCESS, symbols)
-	return ReadHealth(g.device(), DetectHealthFeatures(lib))
+	lib := driver.Library(g)
+	dev, _ := lib.DeviceGetHandleByIndex(0)
+	return ReadHealth(dev, DetectHealthFeatures(lib))
 }
 
 func TestReadHealthHealthyH100(t *testing.T) {
-	h, err := readHealthOf(t, healthyH100(), everyHealthSymbol())
+	h, err := readHealthOf(t, healthyH100(), fakenvml.Driver{})
 	if err != nil {
 		t.Fatal(err)
 	}
 	want := Health{
-		ECC:          &ECCHealth{Supported: true, Enabled: true, CountersRead: true},
+		ECC:          &ECCHealth{Supported: true, Enabled: true, PendingEnabled: true, CountersRead: true},
 		RetiredPages: &RetiredPages{Supported: false},
 		RowRemapping: &RowRemapping{Supported: true},
 		PCIe:         &PCIeLink{Gen: 5, Width: 16, MaxGen: 5, MaxWidth: 16, GPUMaxGen: 5},
@@ -153,20 +61,22 @@ func TestReadHealthHealthyH100(t *testing.T) {
 func TestReadHealthFaults(t *testing.T) {
 	tests := []struct {
 		desc  string
-		fault func(*healthGPU)
+		fault func(*fakenvml.State)
 		check func(t *testing.T, h Health)
 	}{
 		{"uncorrectable ECC errors since boot and over the card's life",
-			func(g *healthGPU) { g.volUncorr, g.aggUncorr, g.volCorr = 2, 5, 1000 },
+			func(s *fakenvml.State) {
+				s.VolatileUncorrected, s.AggregateUncorrected, s.VolatileCorrected = 2, 5, 1000
+			},
 			func(t *testing.T, h Health) {
 				if e := h.ECC; e.VolatileUncorrected != 2 || e.AggregateUncorrected != 5 || e.VolatileCorrected != 1000 {
 					t.Errorf("ECC = %+v", *e)
 				}
 			}},
 		{"ECC off now, on after a reboot: the counters are not read",
-			func(g *healthGPU) {
-				g.ecc, g.eccPending = false, true
-				g.returns["GetTotalEccErrors"] = nvml.ERROR_UNKNOWN // must not be called
+			func(s *fakenvml.State) {
+				s.ECC, s.ECCPending = false, true
+				s.Returns = map[string]nvml.Return{"GetTotalEccErrors": nvml.ERROR_UNKNOWN} // must not be called
 			},
 			func(t *testing.T, h Health) {
 				if e := h.ECC; !e.Supported || e.Enabled || !e.PendingEnabled || e.CountersRead {
@@ -174,24 +84,23 @@ func TestReadHealthFaults(t *testing.T) {
 				}
 			}},
 		{"a GeForce card has no ECC",
-			func(g *healthGPU) { g.returns["GetEccMode"] = nvml.ERROR_NOT_SUPPORTED },
+			func(s *fakenvml.State) { s.ECCSupported = false },
 			func(t *testing.T, h Health) {
 				if h.ECC == nil || h.ECC.Supported {
 					t.Errorf("ECC = %+v, want present and not supported", h.ECC)
 				}
 			}},
 		{"pending and failed row remapping",
-			func(g *healthGPU) { g.remapUncorr, g.remapPending, g.remapFailed = 3, true, true },
+			func(s *fakenvml.State) { s.RemappedUncorrectable, s.RemapPending, s.RemapFailed = 3, true, true },
 			func(t *testing.T, h Health) {
 				if r := *h.RowRemapping; !r.Supported || r.Uncorrectable != 3 || !r.Pending || !r.Failed {
 					t.Errorf("RowRemapping = %+v", r)
 				}
 			}},
 		{"a Volta card retires pages, one pending",
-			func(g *healthGPU) {
-				delete(g.returns, "GetRetiredPages")
-				g.returns["GetRemappedRows"] = nvml.ERROR_NOT_SUPPORTED
-				g.retiredSBE, g.retiredDBE, g.retiredPending = 2, 1, true
+			func(s *fakenvml.State) {
+				s.RetiredPagesSupported, s.RowRemapSupported = true, false
+				s.RetiredSingleBit, s.RetiredDoubleBit, s.RetiredPending = 2, 1, true
 			},
 			func(t *testing.T, h Health) {
 				if r := *h.RetiredPages; !r.Supported || r.MultipleSingleBit != 2 || r.DoubleBit != 1 || !r.Pending || r.Total() != 3 {
@@ -202,15 +111,15 @@ func TestReadHealthFaults(t *testing.T) {
 				}
 			}},
 		{"a link trained at x8 gen3 in a x16 gen5 slot",
-			func(g *healthGPU) { g.pcieGen, g.pcieWidth = 3, 8 },
+			func(s *fakenvml.State) { s.PCIeGen, s.PCIeWidth = 3, 8 },
 			func(t *testing.T, h Health) {
 				if *h.PCIe != (PCIeLink{Gen: 3, Width: 8, MaxGen: 5, MaxWidth: 16, GPUMaxGen: 5}) {
 					t.Errorf("PCIe = %+v", *h.PCIe)
 				}
 			}},
 		{"another process holds the card; NVML cannot see its memory",
-			func(g *healthGPU) {
-				g.processes = []nvml.ProcessInfo{{Pid: 4242, UsedGpuMemory: 20 << 30}, {Pid: 77, UsedGpuMemory: notAvailable}}
+			func(s *fakenvml.State) {
+				s.Processes = []nvml.ProcessInfo{{Pid: 4242, UsedGpuMemory: 20 << 30}, {Pid: 77, UsedGpuMemory: notAvailable}}
 			},
 			func(t *testing.T, h Health) {
 				want := []Process{{PID: 4242, UsedMemoryBytes: 20 << 30}, {PID: 77}}
@@ -219,9 +128,9 @@ func TestReadHealthFaults(t *testing.T) {
 				}
 			}},
 		{"thermal throttling now",
-			func(g *healthGPU) {
-				g.temperatureC = 89
-				g.reasons = nvml.ClocksThrottleReasonHwThermalSlowdown | nvml.ClocksEventReasonSwThermalSlowdown
+			func(s *fakenvml.State) {
+				s.TemperatureC = 89
+				s.ClocksEventReasons = nvml.ClocksThrottleReasonHwThermalSlowdown | nvml.ClocksEventReasonSwThermalSlowdown
 			},
 			func(t *testing.T, h Health) {
 				if !h.Now.Throttled || h.Now.TemperatureC != 89 {
@@ -229,7 +138,7 @@ func TestReadHealthFaults(t *testing.T) {
 				}
 			}},
 		{"a power limit set below the default",
-			func(g *healthGPU) { g.enforcedPowerMW = 500000 },
+			func(s *fakenvml.State) { s.EnforcedPowerLimitMW = 500000 },
 			func(t *testing.T, h Health) {
 				if *h.Power != (PowerLimits{EnforcedWatts: 500, DefaultWatts: 700}) {
 					t.Errorf("Power = %+v", *h.Power)
@@ -238,9 +147,7 @@ func TestReadHealthFaults(t *testing.T) {
 	}
 	for _, tt := range tests {
 		t.Run(tt.desc, func(t *testing.T) {
-			g := healthyH100()
-			tt.fault(&g)
-			h, err := readHealthOf(t, g, everyHealthSymbol())
+			h, err := readHealthOf(t, set(healthyH100(), tt.fault), fakenvml.Driver{})
 			if err != nil {
 				t.Fatal(err)
 			}
@@ -252,14 +159,12 @@ func TestReadHealthFaults(t *testing.T) {
 // An old driver without an entry point: the mock leaves nothing to call, and the read must not
 // call it (go-nvml would end the process on a real driver).
 func TestReadHealthMissingEntryPoints(t *testing.T) {
-	symbols := everyHealthSymbol()
-	delete(symbols, "nvmlDeviceGetRemappedRows")
-	delete(symbols, "nvmlDeviceGetGpuMaxPcieLinkGeneration")
-	delete(symbols, "nvmlDeviceGetComputeRunningProcesses_v3")
-	g := healthyH100()
-	d := g.device()
-	d.GetRemappedRowsFunc, d.GetGpuMaxPcieLinkGenerationFunc, d.GetComputeRunningProcessesFunc = nil, nil, nil
-	h, err := ReadHealth(d, DetectHealthFeatures(fakeLib(nvml.SUCCESS, symbols)))
+	symbols := slices.DeleteFunc(slices.Clone(fakenvml.Symbols), func(s string) bool {
+		return s == "nvmlDeviceGetRemappedRows" || s == "nvmlDeviceGetGpuMaxPcieLinkGeneration" || s == "nvmlDeviceGetComputeRunningProcesses_v3"
+	})
+	h, err := readHealthOf(t, healthyH100(), fakenvml.Driver{Symbols: symbols, Edit: func(_ int, d *mock.Device) {
+		d.GetRemappedRowsFunc, d.GetGpuMaxPcieLinkGenerationFunc, d.GetComputeRunningProcessesFunc = nil, nil, nil
+	}})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -275,9 +180,10 @@ func TestReadHealthMissingEntryPoints(t *testing.T) {
 }
 
 func TestReadHealthNoPermissionAndLostGPU(t *testing.T) {
-	g := healthyH100()
-	g.returns["GetComputeRunningProcesses"] = nvml.ERROR_NO_PERMISSION
-	h, err := readHealthOf(t, g, everyHealthSymbol())
+	g := set(healthyH100(), func(s *fakenvml.State) {
+		s.Returns = map[string]nvml.Return{"GetComputeRunningProcesses": nvml.ERROR_NO_PERMISSION}
+	})
+	h, err := readHealthOf(t, g, fakenvml.Driver{})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -285,9 +191,8 @@ func TestReadHealthNoPermissionAndLostGPU(t *testing.T) {
 		t.Errorf("no permission: Processes %v, Unavailable %q", h.Processes, h.Unavailable)
 	}
 
-	g = healthyH100()
-	g.returns["GetRemappedRows"] = nvml.ERROR_GPU_IS_LOST
-	_, err = readHealthOf(t, g, everyHealthSymbol())
+	g = set(healthyH100(), func(s *fakenvml.State) { s.Returns = map[string]nvml.Return{"GetRemappedRows": nvml.ERROR_GPU_IS_LOST} })
+	_, err = readHealthOf(t, g, fakenvml.Driver{})
 	if err == nil || !strings.Contains(err.Error(), "row remapping") {
 		t.Errorf("lost GPU: err = %v, want one naming row remapping", err)
 	}
@@ -297,13 +202,12 @@ func TestReadHealthNoPermissionAndLostGPU(t *testing.T) {
 }
 
 func TestReadPCIeLink(t *testing.T) {
-	g := healthyH100()
-	g.pcieGen = 1 // idle: trained down
-	link, ok, err := ReadPCIeLink(g.device(), DetectHealthFeatures(fakeLib(nvml.SUCCESS, everyHealthSymbol())))
+	g := set(healthyH100(), func(s *fakenvml.State) { s.PCIeGen = 1 }) // idle: trained down
+	link, ok, err := ReadPCIeLink(g.Device(), DetectHealthFeatures(fakeLib(nvml.SUCCESS, nil)))
 	if err != nil || !ok || link.Gen != 1 || link.MaxGen != 5 {
 		t.Errorf("ReadPCIeLink = %+v, %v, %v", link, ok, err)
 	}
-	_, ok, err = ReadPCIeLink(g.device(), HealthFeatures{})
+	_, ok, err = ReadPCIeLink(g.Device(), HealthFeatures{})
 	if ok || err != nil {
 		t.Errorf("without the entry points: ok %v err %v, want false, nil", ok, err)
 	}

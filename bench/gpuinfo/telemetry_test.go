@@ -7,6 +7,8 @@ import (
 	"testing"
 
 	"github.com/NVIDIA/go-nvml/pkg/nvml"
+
+	"github.com/decodebench/decodebench/bench/gpuinfo/fakenvml"
 )
 
 func TestDecodeClockEventReasons(t *testing.T) {
@@ -45,15 +47,16 @@ func TestDecodeClockEventReasons(t *testing.T) {
 }
 
 func TestReadTelemetry(t *testing.T) {
-	g := h100()
-	g.reasons = nvml.ClocksThrottleReasonHwThermalSlowdown | nvml.ClocksEventReasonSwPowerCap
+	g := set(h100(), func(s *fakenvml.State) {
+		s.ClocksEventReasons = nvml.ClocksThrottleReasonHwThermalSlowdown | nvml.ClocksEventReasonSwPowerCap
+	})
 	want := Telemetry{
 		SMClockMHz: 1980, MemClockMHz: 2619, TemperatureC: 41, PowerWatts: 412.345,
 		ThrottleReasons: 0x44, Throttled: true, ThrottleText: []string{"SW Power Cap", "HW Thermal Slowdown"},
 	}
 
 	// The current entry points: the deprecated throttle call must not be made.
-	d := g.device()
+	d := g.Device()
 	d.GetCurrentClocksThrottleReasonsFunc = nil
 	got, err := ReadTelemetry(d, Features{ClocksEventReasons: true, ClocksThrottleReasons: true, Temperature: true})
 	if err != nil || !reflect.DeepEqual(got, want) {
@@ -64,7 +67,7 @@ func TestReadTelemetry(t *testing.T) {
 	}
 
 	// A driver without ClocksEventReasons: the deprecated call.
-	d = g.device()
+	d = g.Device()
 	d.GetCurrentClocksEventReasonsFunc = nil
 	got, err = ReadTelemetry(d, Features{ClocksThrottleReasons: true, Temperature: true})
 	if err != nil || !reflect.DeepEqual(got, want) {
@@ -76,9 +79,8 @@ func TestReadTelemetry(t *testing.T) {
 }
 
 func TestReadTelemetryGaps(t *testing.T) {
-	g := h100()
-	g.returns = map[string]nvml.Return{"GetPowerUsage": nvml.ERROR_NOT_SUPPORTED}
-	d := g.device()
+	g := set(h100(), func(s *fakenvml.State) { s.Returns = map[string]nvml.Return{"GetPowerUsage": nvml.ERROR_NOT_SUPPORTED} })
+	d := g.Device()
 	d.GetTemperatureFunc = nil
 	d.GetCurrentClocksEventReasonsFunc = nil
 	d.GetCurrentClocksThrottleReasonsFunc = nil
@@ -96,8 +98,8 @@ func TestReadTelemetryGaps(t *testing.T) {
 		}
 	}
 
-	g.returns = map[string]nvml.Return{"GetClockInfo": nvml.ERROR_GPU_IS_LOST}
-	got, err = ReadTelemetry(g.device(), Features{ClocksEventReasons: true, Temperature: true})
+	g.Set(func(s *fakenvml.State) { s.Returns = map[string]nvml.Return{"GetClockInfo": nvml.ERROR_GPU_IS_LOST} })
+	got, err = ReadTelemetry(g.Device(), Features{ClocksEventReasons: true, Temperature: true})
 	if err == nil || !strings.Contains(err.Error(), "SM clock") {
 		t.Errorf("lost GPU: error %v", err)
 	}
@@ -107,7 +109,7 @@ func TestReadTelemetryGaps(t *testing.T) {
 }
 
 func TestDetectFeatures(t *testing.T) {
-	lib := fakeLib(nvml.SUCCESS, map[string]bool{"nvmlDeviceGetTemperatureV": true, "nvmlDeviceGetCurrentClocksThrottleReasons": true})
+	lib := fakeLib(nvml.SUCCESS, []string{"nvmlDeviceGetTemperatureV", "nvmlDeviceGetCurrentClocksThrottleReasons"})
 	want := Features{TemperatureV: true, ClocksThrottleReasons: true}
 	if got := DetectFeatures(lib); got != want {
 		t.Errorf("DetectFeatures = %+v, want %+v", got, want)

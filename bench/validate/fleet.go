@@ -2,14 +2,8 @@ package validate
 
 import (
 	"cmp"
-	"encoding/json"
-	"errors"
 	"fmt"
-	"io/fs"
 	"maps"
-	"os"
-	"path/filepath"
-	"regexp"
 	"slices"
 	"strings"
 	"time"
@@ -88,33 +82,6 @@ type BoxError struct {
 	Error string `json:"error"`
 }
 
-// IdentityConflict is an identity two cards share (or a card lacks), with every place it is.
-type IdentityConflict struct {
-	Kind    string      `json:"kind"` // "uuid", "empty_uuid", "serial" or "pci_bus_id"
-	Value   string      `json:"value"`
-	Places  []CardPlace `json:"places"`
-	Message string      `json:"message"`
-}
-
-// CardPlace is where a card reported from: its box, NVML index and bus id.
-type CardPlace struct {
-	Host     string `json:"host"`
-	Index    int    `json:"index"`
-	UUID     string `json:"uuid"`
-	PCIBusID string `json:"pci_bus_id"`
-}
-
-func (p CardPlace) String() string { return fmt.Sprintf("%s GPU %d (%s)", p.Host, p.Index, p.PCIBusID) }
-
-// UnreadableReport is a *.json file fleet could not take as a report, and why.
-type UnreadableReport struct {
-	File   string
-	Host   string // the host the file seems to be of (its "hostname", else its name), for a hostfile
-	Reason string
-}
-
-func (u UnreadableReport) String() string { return u.File + ": " + u.Reason }
-
 // GateDistribution summarizes one gate over the cards of one kind.
 type GateDistribution struct {
 	Gate   string  `json:"gate"`
@@ -186,88 +153,6 @@ type FleetOptions struct {
 type LoadedReport struct {
 	Path   string
 	Report Report
-}
-
-// LoadReports reads every *.json file under dirs (recursively, in lexical order) that is a
-// validate report. A fleet summary or a thresholds file is passed over; every other file
-// (not JSON, truncated by a job killed while writing, another version of the report schema, no
-// hostname, no verdict) is returned in unreadable with the reason. An error is returned only
-// when a directory cannot be walked.
-func LoadReports(dirs []string) (reports []LoadedReport, unreadable []UnreadableReport, err error) {
-	for _, dir := range dirs {
-		walkErr := filepath.WalkDir(dir, func(path string, d fs.DirEntry, err error) error {
-			if err != nil {
-				return err
-			}
-			if d.IsDir() || !strings.EqualFold(filepath.Ext(path), ".json") {
-				return nil
-			}
-			r, skip, reason := loadReport(path)
-			switch {
-			case skip:
-			case reason != "":
-				unreadable = append(unreadable, UnreadableReport{File: path, Host: reportHost(path), Reason: reason})
-			default:
-				reports = append(reports, LoadedReport{Path: path, Report: r})
-			}
-			return nil
-		})
-		if walkErr != nil {
-			return nil, nil, walkErr
-		}
-	}
-	return reports, unreadable, nil
-}
-
-// loadReport reads one file: a report, a file of another decodebench kind to pass over (skip),
-// or why it cannot be read.
-func loadReport(path string) (r Report, skip bool, reason string) {
-	data, err := os.ReadFile(path)
-	if err != nil {
-		return r, false, err.Error()
-	}
-	var head struct {
-		Schema string `json:"schema"`
-	}
-	if err := json.Unmarshal(data, &head); err != nil {
-		var typeErr *json.UnmarshalTypeError
-		if errors.As(err, &typeErr) {
-			return r, false, fmt.Sprintf("not a validate report: a JSON %s, not an object", typeErr.Value)
-		}
-		return r, false, fmt.Sprintf("not a whole JSON object (a report cut short, or another file): %v", err)
-	}
-	switch {
-	case head.Schema == FleetSchema || head.Schema == ThresholdSchema:
-		return r, true, ""
-	case head.Schema == "":
-		return r, false, fmt.Sprintf("not a validate report: no schema (a report says %q)", ReportSchema)
-	case head.Schema != ReportSchema:
-		return r, false, fmt.Sprintf("schema %q: this build reads %q (a report of another decodebench version?)", head.Schema, ReportSchema)
-	}
-	if err := json.Unmarshal(data, &r); err != nil {
-		return r, false, err.Error()
-	}
-	switch {
-	case strings.TrimSpace(r.Hostname) == "":
-		return r, false, "the report names no hostname"
-	case !r.Verdict.Valid() && r.Verdict != Interrupted:
-		return r, false, fmt.Sprintf("verdict %q: want PASS, WARN, FAIL or INTERRUPTED", r.Verdict)
-	}
-	return r, false, ""
-}
-
-// hostnameField finds the hostname in a report too damaged to decode.
-var hostnameField = regexp.MustCompile(`"hostname"\s*:\s*"([^"]+)"`)
-
-// reportHost is the host an unreadable report seems to be of: its hostname field where that
-// survived, else the file's name (the recipes write <node>.json).
-func reportHost(path string) string {
-	if data, err := os.ReadFile(path); err == nil {
-		if m := hostnameField.FindSubmatch(data); m != nil {
-			return string(m[1])
-		}
-	}
-	return strings.TrimSuffix(filepath.Base(path), filepath.Ext(path))
 }
 
 // shortHost is a host name without its domain, lower case, for matching a hostfile.
@@ -415,69 +300,6 @@ func (s *FleetSummary) missingNodes(reported []string, unreadable []UnreadableRe
 	}
 }
 
-// identityConflicts flags what makes a card's identity untrustworthy: a UUID on several cards
-// (in one box or across boxes: a cloned or misread identity), an empty UUID, and a serial or a
-// PCI bus id twice within one box. Baselines and outliers are keyed by these, so a duplicate
-// could otherwise hide a card.
-func (s *FleetSummary) identityConflicts() {
-	place := func(c FleetCard) CardPlace {
-		return CardPlace{Host: c.Host, Index: c.Index, UUID: c.UUID, PCIBusID: c.PCIBusID}
-	}
-	names := func(ps []CardPlace) string {
-		var out []string
-		for _, p := range ps {
-			out = append(out, p.String())
-		}
-		return strings.Join(out, " and ")
-	}
-	group := func(kind string, key func(FleetCard) string) {
-		by := map[string][]CardPlace{}
-		var order []string
-		for _, c := range s.Cards {
-			k := key(c)
-			if k == "" {
-				continue
-			}
-			if _, ok := by[k]; !ok {
-				order = append(order, k)
-			}
-			by[k] = append(by[k], place(c))
-		}
-		for _, k := range order {
-			ps := by[k]
-			if len(ps) < 2 {
-				continue
-			}
-			_, value, _ := strings.Cut(k, "\x00")
-			if kind == "uuid" {
-				value = k
-			}
-			s.IdentityConflicts = append(s.IdentityConflicts, IdentityConflict{Kind: kind, Value: value, Places: ps,
-				Message: fmt.Sprintf("%s %s is reported by %s: a card's identity is cloned or misread, so its results cannot be told apart; check each card with nvidia-smi -q", kind, value, names(ps))})
-		}
-	}
-	group("uuid", func(c FleetCard) string { return c.UUID })
-	for _, c := range s.Cards {
-		if strings.TrimSpace(c.UUID) == "" {
-			ps := []CardPlace{place(c)}
-			s.IdentityConflicts = append(s.IdentityConflicts, IdentityConflict{Kind: "empty_uuid", Places: ps,
-				Message: fmt.Sprintf("%s reports an empty UUID: its identity cannot be checked nor compared with a baseline; check it with nvidia-smi -q", names(ps))})
-		}
-	}
-	group("serial", func(c FleetCard) string {
-		if c.Serial == "" {
-			return ""
-		}
-		return c.Host + "\x00" + c.Serial
-	})
-	group("pci_bus_id", func(c FleetCard) string {
-		if c.PCIBusID == "" {
-			return ""
-		}
-		return c.Host + "\x00" + c.PCIBusID
-	})
-}
-
 // fleetOutliers compares every card with the fleet median of its kind on each gate.
 func (s *FleetSummary) fleetOutliers(o FleetOptions) {
 	for _, gate := range Gates {
@@ -594,55 +416,4 @@ func (s FleetSummary) verdict() Verdict {
 		return Warn
 	}
 	return Pass
-}
-
-// ReadFleetSummary reads a summary written by WriteFleetSummary (a --baseline).
-func ReadFleetSummary(path string) (FleetSummary, error) {
-	data, err := os.ReadFile(path)
-	if err != nil {
-		return FleetSummary{}, err
-	}
-	var head struct {
-		Schema string `json:"schema"`
-	}
-	if err := json.Unmarshal(data, &head); err != nil {
-		return FleetSummary{}, fmt.Errorf("%s: %w", path, err)
-	}
-	if head.Schema != FleetSchema {
-		return FleetSummary{}, fmt.Errorf("%s: schema %q is not a fleet summary (%q); write one with `decodebench fleet --summary FILE`", path, head.Schema, FleetSchema)
-	}
-	var s FleetSummary
-	if err := json.Unmarshal(data, &s); err != nil {
-		return FleetSummary{}, fmt.Errorf("%s: %w", path, err)
-	}
-	return s, nil
-}
-
-// WriteFleetSummary writes s as indented JSON.
-func WriteFleetSummary(path string, s FleetSummary) error {
-	data, err := json.MarshalIndent(s, "", "  ")
-	if err != nil {
-		return err
-	}
-	return WriteFileAtomic(path, append(data, '\n'))
-}
-
-// ReadHostfile reads one host name per line; blank lines and text after # are ignored
-// (`scontrol show hostnames "$SLURM_JOB_NODELIST"` writes such a file).
-func ReadHostfile(path string) ([]string, error) {
-	data, err := os.ReadFile(path)
-	if err != nil {
-		return nil, err
-	}
-	var hosts []string
-	for _, line := range strings.Split(string(data), "\n") {
-		line, _, _ = strings.Cut(line, "#")
-		if f := strings.Fields(line); len(f) > 0 {
-			hosts = append(hosts, f[0])
-		}
-	}
-	if len(hosts) == 0 {
-		return nil, errors.New(path + ": no host names")
-	}
-	return hosts, nil
 }

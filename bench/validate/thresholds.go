@@ -220,6 +220,9 @@ func ParseThresholds(data []byte, source string) (ThresholdSet, error) {
 	if len(bytes.TrimSpace(data)) == 0 {
 		return ThresholdSet{}, fmt.Errorf("%s is empty: a thresholds file is a JSON object (see docs/thresholds.example.json)", source)
 	}
+	if key := duplicateKey(data); key != "" {
+		return ThresholdSet{}, fmt.Errorf("%s: %s is given twice: JSON keeps only one of them, so say it once", source, key)
+	}
 	if err := strictDecode(data, &file); err != nil {
 		var typeErr *json.UnmarshalTypeError
 		if errors.As(err, &typeErr) && typeErr.Field == "" {
@@ -274,6 +277,53 @@ func ParseThresholds(data []byte, source string) (ThresholdSet, error) {
 		set.ByGPU[key] = t
 	}
 	return set, nil
+}
+
+// duplicateKey finds the first key given twice in one object of data, as a dotted path
+// ("default.read_bandwidth.min_fraction"); "" when there is none or data is not JSON (the
+// decoder then says what is wrong).
+func duplicateKey(data []byte) string {
+	dec := json.NewDecoder(bytes.NewReader(data))
+	var walk func(path string) (string, bool)
+	walk = func(path string) (string, bool) {
+		tok, err := dec.Token()
+		if err != nil {
+			return "", false
+		}
+		switch tok {
+		case json.Delim('{'):
+			seen := map[string]bool{}
+			for dec.More() {
+				keyTok, err := dec.Token()
+				if err != nil {
+					return "", false
+				}
+				key, _ := keyTok.(string)
+				full := key
+				if path != "" {
+					full = path + "." + key
+				}
+				if seen[key] {
+					return full, true
+				}
+				seen[key] = true
+				if dup, ok := walk(full); ok || dup != "" {
+					return dup, ok
+				}
+			}
+			dec.Token() // }
+		case json.Delim('['):
+			for i := 0; dec.More(); i++ {
+				if dup, ok := walk(fmt.Sprintf("%s[%d]", path, i)); ok {
+					return dup, ok
+				}
+			}
+			dec.Token() // ]
+		}
+		return "", false
+	}
+	dup, _ := walk("")
+	return dup
 }
 
 // strictDecode decodes data onto v, refusing unknown fields and trailing data.

@@ -79,7 +79,10 @@ func TestTensorGateOfMMASyncLimitedCards(t *testing.T) {
 
 func TestThresholdsFileShapes(t *testing.T) {
 	for in, want := range map[string]string{"": "t.json is empty: a thresholds file is a JSON object", "  \n": "is empty",
-		"[1, 2]": "t.json holds a JSON array: a thresholds file is a JSON object", `"x"`: "holds a JSON string"} {
+		"[1, 2]": "t.json holds a JSON array: a thresholds file is a JSON object", `"x"`: "holds a JSON string",
+		`{"default": {"read_bandwidth": {"min_fraction": 0.9}, "read_bandwidth": {"min_fraction": 0.5}}}`: "t.json: default.read_bandwidth is given twice",
+		`{"gpus": {"h100-sxm": {"tensor": {"min_fraction": 0.5, "min_fraction": 0.6}}}}`:                  "gpus.h100-sxm.tensor.min_fraction is given twice",
+		`{"schema": "decodebench.thresholds/v1", "schema": "decodebench.thresholds/v1"}`:                  "schema is given twice"} {
 		if _, err := ParseThresholds([]byte(in), "t.json"); err == nil || !strings.Contains(err.Error(), want) {
 			t.Errorf("%q: %v, want %q", in, err, want)
 		}

@@ -75,3 +75,76 @@ func TestSweepDeviceUnderCUDAVisibleDevices(t *testing.T) {
 		t.Errorf("a MIG instance: exit %d\n%s", code, out)
 	}
 }
+
+// info lists a lost card by what NVML still gives, and each card's CUDA device under
+// CUDA_VISIBLE_DEVICES, through the same map the CUDA commands use.
+func TestInfoLostCardAndCUDADevices(t *testing.T) {
+	hermetic(t, "")
+	gpus := []*fakenvml.GPU{fakenvml.H100(0), fakenvml.H100(1), fakenvml.H100(2)}
+	gpus[1].Set(func(s *fakenvml.State) { s.Lost = true })
+	old := nvmlHook
+	nvmlHook = func() nvml.Interface { return fakenvml.Library(gpus...) }
+	t.Cleanup(func() { nvmlHook = old })
+	t.Setenv("CUDA_DEVICE_ORDER", "")
+	t.Setenv("CUDA_VISIBLE_DEVICES", "2,0")
+
+	stdout, code, msg := runCLI(t, "info")
+	if code != 0 {
+		t.Fatalf("exit %d %s", code, msg)
+	}
+	lines := strings.Split(stdout, "\n")
+	find := func(prefix string) string {
+		for _, l := range lines {
+			if strings.HasPrefix(l, prefix) {
+				return strings.Join(strings.Fields(l), " ")
+			}
+		}
+		return ""
+	}
+	if l := find("0 "); !strings.HasPrefix(l, "0 1 NVIDIA H100") {
+		t.Errorf("GPU 0 line %q, want CUDA device 1", l)
+	}
+	if l := find("2 "); !strings.HasPrefix(l, "2 0 NVIDIA H100") {
+		t.Errorf("GPU 2 line %q, want CUDA device 0", l)
+	}
+	if l := find("1 "); !strings.HasPrefix(l, "1 - LOST: ") || !saysLost(l) {
+		t.Errorf("GPU 1 line %q, want it lost and hidden", l)
+	}
+	if !strings.Contains(stdout, gpus[1].UUID+" "+gpus[1].BusID) {
+		t.Errorf("the lost card is not named by UUID and bus id:\n%s", stdout)
+	}
+	stdout, code, _ = runCLI(t, "info", "--json")
+	var out struct {
+		CUDADevices []int `json:"cuda_devices"`
+		Devices     []struct {
+			Lost string `json:"lost"`
+		} `json:"devices"`
+	}
+	if err := json.Unmarshal([]byte(stdout), &out); err != nil || code != 0 || len(out.CUDADevices) != 2 || out.CUDADevices[0] != 2 ||
+		out.CUDADevices[1] != 0 || out.Devices[1].Lost == "" {
+		t.Errorf("--json: exit %d, %v, %+v", code, err, out)
+	}
+	t.Setenv("CUDA_VISIBLE_DEVICES", "MIG-1234")
+	if stdout, code, _ = runCLI(t, "info"); code != 0 || !strings.Contains(stdout, "CUDA devices: CUDA_VISIBLE_DEVICES names a MIG instance (MIG-1234)") {
+		t.Errorf("MIG: exit %d\n%s", code, stdout)
+	}
+}
+
+// verify names the card it ran on through the same map: GPU 2 under CUDA_VISIBLE_DEVICES=2.
+func TestVerifyDeviceUnderCUDAVisibleDevices(t *testing.T) {
+	hermetic(t, cgotest.FakeLibrary(t, "libdecodebench_cuda.so", `FAKE_BACKEND="cuda"`, "FAKE_DEVICES=1"))
+	gpus := identicalGPUs(3)
+	old := nvmlHook
+	nvmlHook = func() nvml.Interface { return fakenvml.Library(gpus...) }
+	t.Cleanup(func() { nvmlHook = old })
+	t.Setenv("CUDA_DEVICE_ORDER", "")
+	t.Setenv("CUDA_VISIBLE_DEVICES", "2")
+	stdout, code, msg := runCLI(t, "verify", "linear", "--backend", "cuda", "--batch", "1", "--n", "8", "--k", "16", "--json")
+	var rep struct {
+		UUID     string `json:"uuid"`
+		PCIBusID string `json:"pci_bus_id"`
+	}
+	if err := json.Unmarshal([]byte(stdout), &rep); err != nil || code != 0 || rep.UUID != gpus[2].UUID || rep.PCIBusID != gpus[2].BusID {
+		t.Errorf("exit %d %s, %v: ran on %+v, want GPU 2 (%s)\n%s", code, msg, err, rep, gpus[2].UUID, stdout)
+	}
+}

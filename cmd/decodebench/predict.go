@@ -141,10 +141,10 @@ func resolveGPU(name string) (roofline.GPU, string, error) {
 	if err != nil {
 		return fallback, fmt.Sprintf("no GPU detected (%v); predicting for an %s", err, fallback.Name), nil
 	}
-	if len(sys.Devices) == 0 {
+	if len(sys.Usable()) == 0 {
 		return fallback, "NVML sees no GPU; predicting for an " + fallback.Name, nil
 	}
-	d := sys.Devices[0]
+	d := sys.Usable()[0]
 	if g, ok := roofline.MatchNVML(d.Name, d.MemoryTotalBytes); ok {
 		return g, fmt.Sprintf("GPU 0 is %s: using the %s spec row", d.Name, g.Key), nil
 	}

@@ -6,14 +6,11 @@ import (
 	"fmt"
 	"io"
 	"os"
-	"os/signal"
 	"path/filepath"
 	"slices"
 	"strconv"
 	"strings"
 	"sync"
-	"syscall"
-	"text/tabwriter"
 	"time"
 
 	"github.com/NVIDIA/go-nvml/pkg/nvml"
@@ -42,8 +39,11 @@ func validateCommand() *cli.Command {
 			"its roofline bound. A card more than 5% below the median of its identical peers on a gate is\n" +
 			"flagged (WARN). Thresholds: docs/thresholds.example.json; report schema:\n" +
 			"docs/validate-schema.md.\n\n" +
+			"SIGINT or SIGTERM (scancel, a pod's deletion) stops it after the measurements in flight: the\n" +
+			"report's verdict is then INTERRUPTED (no verdict on the hardware) and it exits 130; a second\n" +
+			"signal stops it at once. A card NVML lost before the run fails by name; the others run.\n\n" +
 			"Exit status: 0 when every check passes (warnings allowed), 1 when any fails or the box\n" +
-			"cannot be validated (no driver, no GPU), 2 for a bad flag or value.",
+			"cannot be validated (no driver, no GPU), 130 when interrupted, 2 for a bad flag or value.",
 		Flags: []cli.Flag{
 			&cli.StringFlag{Name: "gpus", Value: "all", EnvVars: []string{"DECODEBENCH_GPUS"},
 				Usage: "cards to validate: all, or a comma-separated list of NVML indices and UUIDs"},
@@ -226,64 +226,6 @@ func validateAction(c *cli.Context) error {
 		return cli.Exit("", exitFailure) // the table said why
 	}
 	return nil
-}
-
-// interruptContext is cancelled by the first SIGINT or SIGTERM (what scancel and Kubernetes
-// send), which signalled then names; validate finishes the measurements in flight and writes
-// an INTERRUPTED report. A second signal ends the process at once (the report is written
-// atomically, so none is left half-written).
-func interruptContext(log io.Writer) (ctx context.Context, signalled func() string, stop func()) {
-	ctx, cancel := context.WithCancel(context.Background())
-	sigs := make(chan os.Signal, 2)
-	signal.Notify(sigs, os.Interrupt, syscall.SIGTERM)
-	var mu sync.Mutex
-	var name string
-	decided := false // the verdict is reached: a signal no longer changes it
-	done := make(chan struct{})
-	go func() {
-		select {
-		case sig := <-sigs:
-			mu.Lock()
-			if decided {
-				fmt.Fprintf(log, "validate: %s: the verdict is reached; writing the report (a second signal stops at once)\n", signalName(sig))
-			} else {
-				name = signalName(sig)
-				fmt.Fprintf(log, "validate: %s: stopping after the measurements in flight; the report will say INTERRUPTED (a second signal stops at once)\n", name)
-			}
-			mu.Unlock()
-			cancel()
-		case <-done:
-			return
-		}
-		select {
-		case sig := <-sigs:
-			fmt.Fprintf(log, "validate: %s again: stopping now\n", signalName(sig))
-			os.Exit(exitInterrupted)
-		case <-done:
-		}
-	}()
-	signalled = func() string {
-		mu.Lock()
-		defer mu.Unlock()
-		decided = true
-		return name
-	}
-	stop = func() {
-		signal.Stop(sigs)
-		close(done)
-		cancel()
-	}
-	return ctx, signalled, stop
-}
-
-func signalName(sig os.Signal) string {
-	switch sig {
-	case os.Interrupt:
-		return "SIGINT"
-	case syscall.SIGTERM:
-		return "SIGTERM"
-	}
-	return sig.String()
 }
 
 // reportWriteHook, when set, is called with the temporary file's name once the report is in it
@@ -504,104 +446,4 @@ var validateRunnerHook func(validate.Runner) validate.Runner
 func isAll(selection string) bool {
 	selection = strings.TrimSpace(selection)
 	return selection == "" || selection == "all"
-}
-
-// outcomeNote is one progress line's result.
-func outcomeNote(o validate.Outcome) string {
-	switch {
-	case o.Status != validate.StatusOK:
-		return fmt.Sprintf("%s: %s", o.Status, o.Reason)
-	case o.FLOPs > 0 && o.Bytes == 0:
-		return validate.FormatValue(o.FLOPsPerSec, validate.UnitFLOPsPerSec) + ", verified"
-	}
-	return fmt.Sprintf("%s in %s, verified", validate.FormatValue(o.BytesPerSec, validate.UnitBytesPerSec), micros(o.MedianSeconds))
-}
-
-// printReport prints the verdict: per card its identity and its warnings and failures (every
-// check with allChecks), then the box's.
-func printReport(w io.Writer, r validate.Report, allChecks bool) {
-	fmt.Fprintf(w, "\ndecodebench validate on %s: %d card(s), driver %s, %s backend, %s suite, %.0f s\n",
-		r.Hostname, len(r.Cards), orDash(r.Driver), orDash(r.Backend), r.Suite, r.Seconds)
-	if r.Emulated {
-		fmt.Fprintf(w, "*** %s ***\n", emulatedWarning)
-	}
-	tw := tabwriter.NewWriter(w, 0, 0, 2, ' ', 0)
-	for _, card := range r.Cards {
-		counts := validate.CountChecks(card.Checks)
-		fmt.Fprintf(tw, "\nGPU %d\t%s\t%s\tserial %s\t%s\t%s (%d pass, %d warn, %d fail)\n", card.Index, card.Name,
-			card.UUID, orDash(card.Serial), card.PCIBusID, card.Verdict, counts.Pass, counts.Warn, counts.Fail)
-		printChecks(tw, card.Checks, allChecks)
-	}
-	if slices.ContainsFunc(r.Checks, func(ch validate.Check) bool { return allChecks || ch.Verdict != validate.Pass }) {
-		fmt.Fprintf(tw, "\nbox\n")
-		printChecks(tw, r.Checks, allChecks)
-	}
-	tw.Flush()
-	if r.Verdict == validate.Interrupted {
-		cut := 0
-		for _, c := range r.Cards {
-			if c.CutShort {
-				cut++
-			}
-		}
-		fmt.Fprintf(w, "\nverdict: INTERRUPTED (%s): %d of %d card(s) cut short; what was measured is above and in the report, but it is no verdict on the hardware: run validate again\n",
-			r.Interrupted, cut, len(r.Cards))
-		return
-	}
-	if r.Error != "" {
-		fmt.Fprintf(w, "\nverdict: FAIL: cannot validate: %s\n", r.Error)
-		return
-	}
-	fmt.Fprintf(w, "\nverdict: %s (%d checks: %d pass, %d warn, %d fail)\n", r.Verdict,
-		r.Counts.Pass+r.Counts.Warn+r.Counts.Fail, r.Counts.Pass, r.Counts.Warn, r.Counts.Fail)
-}
-
-func printChecks(tw io.Writer, checks []validate.Check, all bool) {
-	for _, ch := range checks {
-		if ch.Verdict == validate.Pass && !all {
-			continue
-		}
-		fmt.Fprintf(tw, "  %s\t%s\t%s\t%s\n", ch.Verdict, ch.ID, checkValue(ch), ch.Message)
-	}
-}
-
-// checkValue is a check's measured value against its threshold, short.
-func checkValue(ch validate.Check) string {
-	value, threshold := ch.ValueText, ch.ThresholdText
-	if value == "" && ch.Value != nil {
-		value = shortNumber(*ch.Value, ch.Unit)
-	}
-	if threshold == "" && ch.Threshold != nil {
-		threshold = shortNumber(*ch.Threshold, ch.Unit)
-	}
-	switch {
-	case value == "":
-		return "-"
-	case threshold == "":
-		return value
-	}
-	cmp := ch.Compare
-	if cmp == "" {
-		cmp = "vs"
-	}
-	return value + " (" + cmp + " " + threshold + ")"
-}
-
-func shortNumber(v float64, unit string) string {
-	switch unit {
-	case validate.UnitBytesPerSec, validate.UnitFLOPsPerSec, validate.UnitTokensPerSec:
-		return validate.FormatValue(v, unit)
-	case "relative error":
-		return fmt.Sprintf("%.2g", v)
-	case "fraction of readings":
-		return fmt.Sprintf("%.0f%%", 100*v)
-	}
-	return strings.TrimSpace(fmt.Sprintf("%.4g %s", v, unit))
-}
-
-func orDash(s string) string {
-	if s == "" {
-		return "-"
-	}
-	return s
 }

@@ -238,6 +238,29 @@ func TestValidateInterruptedAtEveryPhase(t *testing.T) {
 		}
 	})
 
+	// A second signal does not wait for the measurement in flight.
+	t.Run("a second signal", func(t *testing.T) {
+		os.RemoveAll("out")
+		cmd, output, _ := startHeldValidate(t, "kernel", base...)
+		cmd.Process.Signal(syscall.SIGINT)
+		time.Sleep(100 * time.Millisecond)
+		cmd.Process.Signal(syscall.SIGINT)
+		done := make(chan error, 1)
+		go func() { done <- cmd.Wait() }()
+		select {
+		case err := <-done:
+			if code := exitCodeOf(err); code != exitInterrupted || !strings.Contains(output.String(), "SIGINT again: stopping now") {
+				t.Errorf("exit %d, want 130 at once:\n%s", code, output)
+			}
+		case <-time.After(20 * time.Second):
+			cmd.Process.Kill()
+			t.Fatalf("still running 20 s after the second SIGINT:\n%s", output)
+		}
+		if _, err := os.Stat(filepath.Join("out", "r.json")); err == nil {
+			t.Errorf("a report was written though the run stopped before its verdict")
+		}
+	})
+
 	// Killed outright while the report is written: the old report stands whole, and no half
 	// report takes its place.
 	t.Run("killed while the report is written", func(t *testing.T) {

@@ -131,6 +131,10 @@ func TestValidateUsageErrors(t *testing.T) {
 	validateEnv(t)
 	bad := filepath.Join(t.TempDir(), "th.json")
 	os.WriteFile(bad, []byte(`{"default": {"read_bandwith": {}}}`), 0o644)
+	empty, array, twice := filepath.Join(filepath.Dir(bad), "empty.json"), filepath.Join(filepath.Dir(bad), "array.json"), filepath.Join(filepath.Dir(bad), "twice.json")
+	os.WriteFile(empty, nil, 0o644)
+	os.WriteFile(array, []byte(`[{"default": {}}]`), 0o644)
+	os.WriteFile(twice, []byte(`{"default": {"tensor": {"min_fraction": 0.7}, "tensor": {"min_fraction": 0.1}}}`), 0o644)
 	for _, tt := range []struct {
 		args []string
 		want string
@@ -139,6 +143,9 @@ func TestValidateUsageErrors(t *testing.T) {
 		{[]string{"validate", "--expect", "h900"}, `unknown GPU "h900"`},
 		{[]string{"validate", "--thresholds", bad}, "read_bandwith"},
 		{[]string{"validate", "--thresholds", "missing.json"}, "missing.json"},
+		{[]string{"validate", "--thresholds", empty}, "empty.json is empty: a thresholds file is a JSON object"},
+		{[]string{"validate", "--thresholds", array}, "array.json holds a JSON array: a thresholds file is a JSON object"},
+		{[]string{"validate", "--thresholds", twice}, "twice.json: default.tensor is given twice"},
 		{[]string{"validate", "--backend", "rocm"}, "--backend"},
 		{[]string{"validate", "--suite", "huge"}, "unknown suite"},
 		{[]string{"validate", "--expect-count", "-1"}, "--expect-count"},

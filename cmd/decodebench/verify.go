@@ -121,12 +121,19 @@ type ranOn struct {
 	Library    string `json:"library"`
 	Device     int    `json:"device"`
 	DeviceName string `json:"device_name"`
+	// UUID and PCIBusID name the card, through the one CUDA-to-NVML device map; left out on
+	// the emulator and where NVML cannot tell.
+	UUID     string `json:"uuid,omitempty"`
+	PCIBusID string `json:"pci_bus_id,omitempty"`
 }
 
 func newRanOn(lib *cgo.Library, dev *cgo.Device) ranOn {
 	r := ranOn{Backend: lib.Name(), Library: lib.Path(), Device: dev.Index()}
 	if props, err := dev.Props(); err == nil {
 		r.DeviceName = props.Name
+	}
+	if m, err := matchCUDADevice(lib, dev.Index()); err == nil && m.dev != nil {
+		r.UUID, r.PCIBusID = m.dev.UUID, m.dev.PCIBusID
 	}
 	return r
 }

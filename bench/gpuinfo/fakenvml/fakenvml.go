@@ -44,8 +44,11 @@ type State struct {
 
 	TemperatureC, SlowdownC, ShutdownC, GPUMaxC        uint32
 	PowerMW, EnforcedPowerLimitMW, DefaultPowerLimitMW uint32
-	ClocksEventReasons                                 uint64
-	Processes                                          []nvml.ProcessInfo
+	// ManagementPowerLimitMW is nvmlDeviceGetPowerManagementLimit's answer (the limit set), the
+	// fallback for drivers without the enforced one.
+	ManagementPowerLimitMW uint32
+	ClocksEventReasons     uint64
+	Processes              []nvml.ProcessInfo
 
 	// Lost is a card that fell off the bus (Xid 79): every reading fails with
 	// ERROR_GPU_IS_LOST but the PCI info and the UUID, which the driver kept from when it
@@ -73,7 +76,7 @@ func H100(i int) *GPU {
 		PCIeGen: 5, PCIeWidth: 16, MaxPCIeGen: 5, MaxPCIeWidth: 16, GPUMaxPCIeGen: 5,
 		ECCSupported: true, ECC: true, ECCPending: true, RowRemapSupported: true,
 		TemperatureC: 38, SlowdownC: 87, ShutdownC: 92, GPUMaxC: 85,
-		PowerMW: 120000, EnforcedPowerLimitMW: 700000, DefaultPowerLimitMW: 700000,
+		PowerMW: 120000, EnforcedPowerLimitMW: 700000, DefaultPowerLimitMW: 700000, ManagementPowerLimitMW: 700000,
 		ClocksEventReasons: nvml.ClocksEventReasonGpuIdle,
 		Processes:          []nvml.ProcessInfo{},
 	}}
@@ -231,7 +234,7 @@ func (g *GPU) Device() *mock.Device {
 		},
 		GetPowerManagementLimitFunc: func() (uint32, nvml.Return) {
 			s, ret := g.read("GetPowerManagementLimit")
-			return s.EnforcedPowerLimitMW, ret
+			return s.ManagementPowerLimitMW, ret
 		},
 		GetPowerManagementDefaultLimitFunc: func() (uint32, nvml.Return) {
 			s, ret := g.read("GetPowerManagementDefaultLimit")
@@ -270,18 +273,41 @@ var Symbols = []string{
 	"nvmlDeviceGetPowerManagementDefaultLimit", "nvmlDeviceGetComputeRunningProcesses_v3",
 }
 
-// Library is an NVML library of these GPUs, driver 580.
-func Library(gpus ...*GPU) *mock.Interface {
+// Library is an NVML library of these GPUs, driver 580, exporting Symbols.
+func Library(gpus ...*GPU) *mock.Interface { return Driver{}.Library(gpus...) }
+
+// Driver is how the simulated driver differs from a current one that works.
+type Driver struct {
+	// Init is nvmlInit's answer: ERROR_LIBRARY_NOT_FOUND, ERROR_DRIVER_NOT_LOADED, ...
+	Init nvml.Return
+	// Symbols are the entry points it exports (nil: Symbols): an older driver lacks some, and
+	// bench/gpuinfo must not call those.
+	Symbols []string
+	// Edit, when set, changes the mock of GPU i after it is built: set a method nil to make
+	// the test panic if it is called.
+	Edit func(i int, d *mock.Device)
+}
+
+// Library is an NVML library of these GPUs, as d says.
+func (d Driver) Library(gpus ...*GPU) *mock.Interface {
 	devices := make([]nvml.Device, len(gpus))
 	for i, g := range gpus {
-		devices[i] = g.Device()
+		dev := g.Device()
+		if d.Edit != nil {
+			d.Edit(i, dev)
+		}
+		devices[i] = dev
+	}
+	symbols := d.Symbols
+	if symbols == nil {
+		symbols = Symbols
 	}
 	exported := map[string]bool{}
-	for _, s := range Symbols {
+	for _, s := range symbols {
 		exported[s] = true
 	}
 	return &mock.Interface{
-		InitFunc:                       func() nvml.Return { return nvml.SUCCESS },
+		InitFunc:                       func() nvml.Return { return d.Init },
 		ShutdownFunc:                   func() nvml.Return { return nvml.SUCCESS },
 		SystemGetDriverVersionFunc:     func() (string, nvml.Return) { return "580.159.03", nvml.SUCCESS },
 		SystemGetCudaDriverVersionFunc: func() (int, nvml.Return) { return 13000, nvml.SUCCESS },
