@@ -281,7 +281,7 @@ func compareAttention(got []float32, shape ref.AttentionShape, dtype ref.DType, 
 	v := Verification{Tolerance: ref.AttentionTolerance(dtype)}
 	d := shape.HeadDim
 	if count, first := nonFinite(got); count > 0 {
-		v.RelError, v.Checked = math.Inf(1), len(got)
+		v.NonFinite, v.Checked = count, len(got)
 		row := first / d
 		v.Reason = fmt.Sprintf("%d of %d outputs are NaN or infinite (first: sequence %d, head %d, dim %d = %v; NaN is the poison of an unwritten output)",
 			count, len(got), row/shape.QHeads, row%shape.QHeads, first%d, got[first])

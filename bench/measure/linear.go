@@ -179,7 +179,7 @@ func verifyLinear(dev *cgo.Device, plan cgo.LinearParams, y *cgo.Buffer, in ref.
 func compareLinear(got []float32, in ref.LinearInputs, rows []int) Verification {
 	v := Verification{Tolerance: ref.LinearTolerance(in.DType)}
 	if count, first := nonFinite(got); count > 0 {
-		v.RelError, v.Checked = math.Inf(1), len(got)
+		v.NonFinite, v.Checked = count, len(got)
 		v.Reason = fmt.Sprintf("%d of %d outputs are NaN or infinite (first: sequence %d, feature %d = %v; NaN is the poison of an unwritten output)",
 			count, len(got), first/in.N, first%in.N, got[first])
 		return v

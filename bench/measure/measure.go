@@ -10,6 +10,7 @@
 package measure
 
 import (
+	"encoding/json"
 	"errors"
 	"fmt"
 	"github.com/decodebench/decodebench/bench/units"
@@ -68,19 +69,67 @@ const (
 
 // Rotation says how the timed samples kept their operands out of L2.
 type Rotation struct {
-	Copies          int     // copies of the rotated operands (weights, KV caches), one per call in turn
-	WorkingSetBytes float64 // Copies x bytes of one copy's rotated operands
-	L2Bytes         float64
-	Method          string // e.g. "rotate 12 copies, 1.21 GB working set = 19x L2 (62.9 MB)"
+	Copies          int     `json:"copies"` // copies of the rotated operands (weights, KV caches), one per call in turn
+	WorkingSetBytes float64 `json:"working_set_bytes"`
+	L2Bytes         float64 `json:"l2_bytes"`
+	Method          string  `json:"method"` // e.g. "rotate 12 copies, 1.21 GB working set = 19x L2 (62.9 MB)"
 }
 
 // Verification is the check that came before the timing.
 type Verification struct {
-	Passed    bool
-	RelError  float64 // ‖out−ref‖₂/‖ref‖₂ over the elements checked against the reference
-	Tolerance float64
-	Checked   int    // elements (or words, or values) compared against the reference
-	Reason    string // why it failed, or what was sampled
+	Passed bool `json:"passed"`
+	// RelError is ‖out−ref‖₂/‖ref‖₂ over the elements checked against the reference; it is
+	// always finite. With NonFinite > 0 no error is defined: RelError is 0 and JSON has null.
+	RelError  float64 `json:"rel_error"`
+	Tolerance float64 `json:"tolerance"`
+	Checked   int     `json:"checked"` // elements (or words, or values) compared against the reference
+	// NonFinite counts the outputs that were NaN or infinite (0xFF poison of an unwritten
+	// output reads as NaN).
+	NonFinite int    `json:"non_finite,omitempty"`
+	Reason    string `json:"reason,omitempty"` // why it failed, or what was sampled
+}
+
+// verificationJSON is Verification with a rel_error that can be null.
+type verificationJSON struct {
+	Passed    bool     `json:"passed"`
+	RelError  *float64 `json:"rel_error"`
+	Tolerance float64  `json:"tolerance"`
+	Checked   int      `json:"checked"`
+	NonFinite int      `json:"non_finite,omitempty"`
+	Reason    string   `json:"reason,omitempty"`
+}
+
+// MarshalJSON writes rel_error null when it is undefined (non-finite outputs, or a
+// non-finite error), so that a failed verification can always be recorded.
+func (v Verification) MarshalJSON() ([]byte, error) {
+	j := verificationJSON{Passed: v.Passed, Tolerance: finiteOr0(v.Tolerance), Checked: v.Checked, NonFinite: v.NonFinite, Reason: v.Reason}
+	if v.NonFinite == 0 && isFinite(v.RelError) {
+		e := v.RelError
+		j.RelError = &e
+	}
+	return json.Marshal(j)
+}
+
+// UnmarshalJSON reads a null rel_error as 0.
+func (v *Verification) UnmarshalJSON(data []byte) error {
+	var j verificationJSON
+	if err := json.Unmarshal(data, &j); err != nil {
+		return err
+	}
+	*v = Verification{Passed: j.Passed, Tolerance: j.Tolerance, Checked: j.Checked, NonFinite: j.NonFinite, Reason: j.Reason}
+	if j.RelError != nil {
+		v.RelError = *j.RelError
+	}
+	return nil
+}
+
+func isFinite(x float64) bool { return !math.IsNaN(x) && !math.IsInf(x, 0) }
+
+func finiteOr0(x float64) float64 {
+	if isFinite(x) {
+		return x
+	}
+	return 0
 }
 
 // Outcome is one measurement.

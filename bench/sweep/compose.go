@@ -68,7 +68,7 @@ func Compose(cfg Config, measured map[string]Measurement, ceil Ceilings) Record 
 		e := KernelEntry{
 			Name: k.Name, Kind: k.Kind, Key: spec.Key(), Repeat: k.Repeat, Status: m.Status, Reason: m.Reason,
 			Bytes: k.Bytes, FLOPs: k.FLOPs, Throttled: m.Telemetry.Throttled, Rotation: m.Rotation.Method,
-			Verified: m.Verification.Passed, RelError: m.Verification.RelError,
+			Verified: m.Verification.Passed, RelError: m.Verification.RelError, NonFinite: m.Verification.NonFinite,
 		}
 		r.Emulated = r.Emulated || m.Emulated
 		windows = append(windows, m.Telemetry)

@@ -75,10 +75,7 @@ func fromOutcome(o measure.Outcome) Measurement {
 		Status: o.Status, Reason: o.Reason, Bytes: o.Bytes, FLOPs: o.FLOPs, Timing: o.Stats,
 		AchievedGBps: o.AchievedBytesPerSec / 1e9, AchievedTFLOPs: o.AchievedFLOPsPerSec / 1e12,
 		RepsPerSample: o.RepsPerSample,
-		Rotation: Rotation{Copies: o.Rotation.Copies, WorkingSetBytes: o.Rotation.WorkingSetBytes,
-			L2Bytes: o.Rotation.L2Bytes, Method: o.Rotation.Method},
-		Verification: Verification{Passed: o.Verification.Passed, RelError: o.Verification.RelError,
-			Tolerance: o.Verification.Tolerance, Checked: o.Verification.Checked, Reason: o.Verification.Reason},
+		Rotation:      o.Rotation, Verification: o.Verification,
 		Plan: o.Plan, Emulated: o.Emulated,
 	}
 }

@@ -8,6 +8,7 @@ import (
 	"time"
 
 	"github.com/decodebench/decodebench/bench/gpuinfo"
+	"github.com/decodebench/decodebench/bench/measure"
 	"github.com/decodebench/decodebench/bench/model"
 	"github.com/decodebench/decodebench/bench/roofline"
 	"github.com/decodebench/decodebench/bench/telemetry"
@@ -59,11 +60,11 @@ func (f *fakeMeasurer) Measure(s Spec) Measurement {
 			f.lost = true
 		}
 		return Measurement{Status: StatusFailed, Reason: "verification failed: rel error 0.5 > tolerance 0.01",
-			Verification: Verification{Passed: false, RelError: 0.5, Tolerance: 0.01}}
+			Verification: measure.Verification{Passed: false, RelError: 0.5, Tolerance: 0.01}}
 	case f.skip != "" && strings.Contains(key, f.skip):
 		return Measurement{Status: StatusSkipped, Reason: "unsupported shape"}
 	}
-	m := Measurement{Status: StatusOK, Bytes: s.Bytes, FLOPs: s.FLOPs, Verification: Verification{Passed: true, Checked: 10}}
+	m := Measurement{Status: StatusOK, Bytes: s.Bytes, FLOPs: s.FLOPs, Verification: measure.Verification{Passed: true, Checked: 10}}
 	var median float64
 	switch {
 	case s.Kind == KindProbe && s.Probe == ProbeRead:
@@ -79,7 +80,7 @@ func (f *fakeMeasurer) Measure(s Spec) Measurement {
 	m.Timing.Converged = true
 	m.AchievedGBps = m.Bytes / median / 1e9
 	m.AchievedTFLOPs = m.FLOPs / median / 1e12
-	m.Rotation = Rotation{Copies: 4, Method: "rotate 4 copies"}
+	m.Rotation = measure.Rotation{Copies: 4, Method: "rotate 4 copies"}
 	return m
 }
 

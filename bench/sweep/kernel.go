@@ -4,6 +4,7 @@ import (
 	"fmt"
 	"time"
 
+	"github.com/decodebench/decodebench/bench/measure"
 	"github.com/decodebench/decodebench/bench/model"
 	"github.com/decodebench/decodebench/bench/telemetry"
 	"github.com/decodebench/decodebench/bench/timing"
@@ -100,23 +101,6 @@ func (s Spec) Label() string {
 	return s.Kind
 }
 
-// Rotation says how the timed samples kept their operands out of L2 (bench/measure).
-type Rotation struct {
-	Copies          int     `json:"copies"`
-	WorkingSetBytes float64 `json:"working_set_bytes"`
-	L2Bytes         float64 `json:"l2_bytes"`
-	Method          string  `json:"method"`
-}
-
-// Verification is the check against bench/ref that came before the timing.
-type Verification struct {
-	Passed    bool    `json:"passed"`
-	RelError  float64 `json:"rel_error"`
-	Tolerance float64 `json:"tolerance"`
-	Checked   int     `json:"checked"`
-	Reason    string  `json:"reason,omitempty"`
-}
-
 // Measurement is one kernel shape measured on the device, a line of kernels.jsonl.
 type Measurement struct {
 	Key    string `json:"key"`
@@ -124,15 +108,15 @@ type Measurement struct {
 	Status string `json:"status"` // StatusOK, StatusFailed or StatusSkipped
 	Reason string `json:"reason,omitempty"`
 
-	Bytes          float64        `json:"bytes"` // per call, as the measurement counted them
-	FLOPs          float64        `json:"flops"`
-	Timing         timing.Stats   `json:"timing"` // seconds per call; every sample kept
-	AchievedGBps   float64        `json:"achieved_gbps"`
-	AchievedTFLOPs float64        `json:"achieved_tflops"`
-	RepsPerSample  int            `json:"reps_per_sample,omitempty"`
-	Rotation       Rotation       `json:"rotation"`
-	Verification   Verification   `json:"verification"`
-	Plan           map[string]any `json:"plan,omitempty"`
+	Bytes          float64              `json:"bytes"` // per call, as the measurement counted them
+	FLOPs          float64              `json:"flops"`
+	Timing         timing.Stats         `json:"timing"` // seconds per call; every sample kept
+	AchievedGBps   float64              `json:"achieved_gbps"`
+	AchievedTFLOPs float64              `json:"achieved_tflops"`
+	RepsPerSample  int                  `json:"reps_per_sample,omitempty"`
+	Rotation       measure.Rotation     `json:"rotation"`
+	Verification   measure.Verification `json:"verification"`
+	Plan           map[string]any       `json:"plan,omitempty"`
 	// Emulated: the CPU emulator ran the kernel; Timing is CPU time, never a speed.
 	Emulated bool `json:"emulated"`
 

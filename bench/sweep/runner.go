@@ -2,6 +2,7 @@ package sweep
 
 import (
 	"context"
+	"encoding/json"
 	"errors"
 	"fmt"
 	"github.com/decodebench/decodebench/bench/units"
@@ -250,6 +251,11 @@ func (s *state) measure(spec Spec) (Measurement, error) {
 			s.progress.Note(s.result.DeviceLost.Error())
 		}
 	}
+	if _, err := json.Marshal(m); err != nil {
+		// Whatever the kernel produced, the failure is recorded and the sweep goes on.
+		m = Measurement{Key: key, Spec: spec, Started: m.Started, WallSeconds: m.WallSeconds, Emulated: m.Emulated,
+			Status: StatusFailed, Reason: fmt.Sprintf("the measurement cannot be recorded (%v): %s", err, m.Reason)}
+	}
 	s.cache[key] = m
 	if err := s.Dir.AppendMeasurement(m); err != nil {
 		return m, err
@@ -347,6 +353,11 @@ func (s *state) stepFits(cfg Config) (bool, string) {
 }
 
 func (s *state) write(rec Record) error {
+	if _, err := json.Marshal(rec); err != nil {
+		rec = Record{Key: rec.Key, Model: rec.Model, ModelKey: rec.ModelKey, Batch: rec.Batch, Context: rec.Context,
+			DType: rec.DType, KVDType: rec.KVDType, TP: rec.TP, Emulated: rec.Emulated, RecordedAt: rec.RecordedAt,
+			Status: StatusFailed, Reason: fmt.Sprintf("the record cannot be written (%v): %s", err, rec.Reason)}
+	}
 	if err := s.Dir.AppendRecord(rec); err != nil {
 		return err
 	}

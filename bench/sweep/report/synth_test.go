@@ -5,6 +5,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/decodebench/decodebench/bench/measure"
 	"github.com/decodebench/decodebench/bench/model"
 	"github.com/decodebench/decodebench/bench/roofline"
 	"github.com/decodebench/decodebench/bench/sweep"
@@ -84,7 +85,7 @@ func (s synthRun) write(t *testing.T, dir string) {
 				m := sweep.Measurement{Key: spec.Key(), Spec: spec, Status: sweep.StatusOK, Bytes: k.Bytes, FLOPs: k.FLOPs,
 					Timing:   timing.Summarize([]float64{median, median * 1.002, median * 0.998}),
 					Emulated: s.emulated, AchievedGBps: k.Bytes / median / 1e9, AchievedTFLOPs: k.FLOPs / median / 1e12,
-					Verification: sweep.Verification{Passed: true}}
+					Verification: measure.Verification{Passed: true}}
 				m.Timing.Converged = true
 				if (s.failAt == [2]int{b, ctx}) && k.Kind == model.KindAttention {
 					m.Status, m.Reason = sweep.StatusFailed, "verification failed: 12 NaN outputs"
