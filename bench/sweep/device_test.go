@@ -24,7 +24,7 @@ func TestRunOnEmulator(t *testing.T) {
 
 	axes := Axes{Models: []model.Shape{tinyModel()}, Batches: []int{1, 4}, Contexts: []int{64, 128}}
 	dir := t.TempDir()
-	d, err := Create(dir)
+	d, err := Create(dir, RunInfo{})
 	if err != nil {
 		t.Fatal(err)
 	}

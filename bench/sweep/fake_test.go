@@ -130,7 +130,7 @@ func tinyModel() model.Shape {
 // newRun makes a run directory and a Runner on the fake.
 func newRun(t *testing.T, dir string, f *fakeMeasurer, clock *fakeClock, axes Axes) (*Runner, Prior) {
 	t.Helper()
-	d, err := Create(dir)
+	d, err := Create(dir, RunInfo{})
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -57,6 +57,8 @@ type Result struct {
 	Resumed     int      // configurations the directory already had
 	Dropped     []string // to fit the budget
 	Interrupted bool
+	// BudgetExhausted: once the probes had run, --budget left no configuration to measure.
+	BudgetExhausted bool
 	// DeviceLost is the error of a device that stopped working (a lost CUDA context): the
 	// sweep stopped there.
 	DeviceLost error
@@ -97,6 +99,67 @@ func (r *Runner) Run(ctx context.Context, configs []Config, prior Prior) (Result
 	res, err := s.run(ctx, configs)
 	progress.Stop()
 	return res, err
+}
+
+// ErrBudget is returned by CheckBudget for a budget that leaves nothing to measure.
+var ErrBudget = errors.New("the budget drops every configuration")
+
+// CheckBudget estimates, before anything is measured, whether BudgetSeconds keeps at least
+// one of the configurations that need a measurement, with the cost model on the datasheet
+// ceiling (the fastest the card can be, so the estimate is the least the sweep needs). A
+// budget that keeps none is ErrBudget, naming what the cheapest one needs.
+func (r *Runner) CheckBudget(configs []Config, prior Prior) error {
+	if r.BudgetSeconds <= 0 {
+		return nil
+	}
+	if r.Cost == nil {
+		r.Cost = &CostModel{SetupSeconds: DefaultSetupSeconds}
+	}
+	s := &state{Runner: r, done: map[string]bool{}}
+	measured := map[string]bool{}
+	for _, m := range prior.Kernels {
+		if m.Status != StatusFailed || !r.RetryFailed {
+			measured[m.Key] = true
+		}
+	}
+	for _, rec := range prior.Records {
+		if rec.Status != StatusFailed || !r.RetryFailed {
+			s.done[rec.Key] = true
+		}
+	}
+	s.useCeilingForCost()
+	var runnable []Config
+	for _, cfg := range configs {
+		if ok, _ := s.stepFits(cfg); ok && !s.done[cfg.Key()] {
+			runnable = append(runnable, cfg)
+		}
+	}
+	kept, dropped, _ := Plan(runnable, measured, r.Cost, r.BudgetSeconds)
+	if len(kept) > 0 || len(dropped) == 0 {
+		return nil
+	}
+	cheapest := math.Inf(1)
+	for _, cfg := range dropped {
+		_, _, need := Plan([]Config{cfg}, measured, r.Cost, math.Inf(1))
+		cheapest = min(cheapest, need)
+	}
+	return fmt.Errorf("--budget %s: %w (%d): the cheapest needs about %s; give a longer --budget, or none",
+		durationText(r.BudgetSeconds), ErrBudget, len(dropped), durationText(cheapest))
+}
+
+// durationText prints seconds as a duration, "more than 100 years" past what time.Duration
+// holds.
+func durationText(seconds float64) string {
+	const maxSeconds = 100 * 365.25 * 24 * 3600
+	switch {
+	case math.IsNaN(seconds) || seconds < 0:
+		return "unknown"
+	case seconds > maxSeconds:
+		return "more than 100 years"
+	case seconds < 1:
+		return time.Duration(seconds * 1e9).String()
+	}
+	return time.Duration(seconds * 1e9).Round(time.Second).String()
 }
 
 // state is one Run in progress.
@@ -145,6 +208,10 @@ func (s *state) run(ctx context.Context, configs []Config) (Result, error) {
 	if s.BudgetSeconds > 0 {
 		s.Info.Budget = &Budget{Seconds: s.BudgetSeconds, EstimatedSeconds: estimate, Planned: len(kept)}
 		s.drop(dropped, "")
+		if len(kept) == 0 && len(dropped) > 0 {
+			s.result.BudgetExhausted = true
+			return s.result, s.finish(nil)
+		}
 	}
 	if err := s.saveInfo(StateRunning, ""); err != nil {
 		return s.result, s.finish(err)
@@ -388,7 +455,7 @@ func (s *state) drop(cfgs []Config, when string) {
 		s.Info.Budget.Note = fmt.Sprintf("%d configurations dropped when %s: measurements took longer than estimated", len(cfgs), when)
 	}
 	s.progress.Note(fmt.Sprintf("--budget %s: %d configuration(s) dropped to fit (listed in run.json)",
-		time.Duration(s.BudgetSeconds*1e9).String(), len(cfgs)))
+		durationText(s.BudgetSeconds), len(cfgs)))
 }
 
 // measuredKeys are the kernel shapes whose measurement is known.

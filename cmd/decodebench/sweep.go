@@ -3,6 +3,7 @@ package main
 import (
 	"context"
 	"encoding/json"
+	"errors"
 	"fmt"
 	"os"
 	"os/signal"
@@ -30,7 +31,23 @@ import (
 var (
 	sweepMeasurerHook  func(sweep.Measurer) sweep.Measurer
 	sweepTelemetryHook func() telemetry.Source
+	// sweepPhaseHook hears the phases the fault-injection tests signal in: "run.json" (the
+	// directory locked, run.json not yet written), "probe" and "kernel" (before each
+	// measurement of a probe or of a configuration's kernel) and "report".
+	sweepPhaseHook func(phase string)
 )
+
+// phaseProgress tells sweepPhaseHook of each measurement.
+type phaseProgress struct{ sweep.Progress }
+
+func (p phaseProgress) Measuring(done, total int, what string, eta float64) {
+	if total == 0 {
+		sweepPhaseHook("probe")
+	} else {
+		sweepPhaseHook("kernel")
+	}
+	p.Progress.Measuring(done, total, what, eta)
+}
 
 func sweepCommand() *cli.Command {
 	return &cli.Command{
@@ -155,6 +172,11 @@ func parseSweep(c *cli.Context) (sweepRequest, error) {
 		return r, usageError("sweep takes no arguments (got %q); flags go before any argument", c.Args().First())
 	}
 	models, err := sweepModels(c)
+	if dir := c.String("resume"); err != nil && dir != "" {
+		if _, statErr := os.Stat(filepath.Join(dir, sweep.InfoFile)); statErr != nil {
+			return r, usageError("--resume %s holds no run yet (no %s, no results), so there is no model to continue: give the model flags to start one there (%v)", dir, sweep.InfoFile, err)
+		}
+	}
 	if err != nil {
 		return r, err
 	}
@@ -196,9 +218,6 @@ func parseSweep(c *cli.Context) (sweepRequest, error) {
 		if r.out != "" && filepath.Clean(r.out) != filepath.Clean(dir) {
 			return r, usageError("give --out DIR for a new run or --resume DIR to continue one, not both (got --out %q and --resume %q)", r.out, dir)
 		}
-		if _, err := os.Stat(filepath.Join(dir, sweep.InfoFile)); err != nil {
-			return r, usageError("--resume %s: no %s there: not a run directory of decodebench sweep", dir, sweep.InfoFile)
-		}
 		r.out, r.resume = dir, true
 	} else if r.retryFailed {
 		return r, usageError("--retry-failed goes with --resume DIR")
@@ -208,6 +227,9 @@ func parseSweep(c *cli.Context) (sweepRequest, error) {
 	}
 	if err := checkOutDir(r.out); err != nil {
 		return r, err
+	}
+	if err := sweep.Holder(r.out); err != nil {
+		return r, usageError("%v", err)
 	}
 	if !r.resume {
 		for _, name := range []string{sweep.InfoFile, sweep.ResultsFile} {
@@ -260,6 +282,26 @@ func sweepAction(c *cli.Context) error {
 	ctx, stop := signal.NotifyContext(context.Background(), os.Interrupt, syscall.SIGTERM)
 	defer stop()
 
+	// The lock comes first and is held to the end (the report included): a second writer is
+	// refused before it touches the device.
+	lock, err := sweep.Lock(req.out)
+	if err != nil {
+		var locked *sweep.LockedError
+		if errors.As(err, &locked) {
+			return usageError("%v", err)
+		}
+		return failure("%v", err)
+	}
+	var dir *sweep.RunDir
+	defer func() {
+		if dir == nil {
+			lock.Release()
+		}
+	}()
+	if lock.StalePID != 0 {
+		fmt.Fprintf(os.Stderr, "decodebench: %s was locked by pid %d, which ended without closing it; taken over\n", req.out, lock.StalePID)
+	}
+
 	target, err := openSweepTarget(req)
 	if err != nil {
 		return err
@@ -267,31 +309,39 @@ func sweepAction(c *cli.Context) error {
 	defer target.close()
 
 	info := target.runInfo(req, os.Args, setFlags(c))
-	var dir *sweep.RunDir
 	var prior sweep.Prior
 	if req.resume {
-		dir, prior, err = sweep.Resume(req.out)
+		d, p, err := lock.Resume()
 		if err != nil {
-			return failure("--resume %s: %v", req.out, err)
+			return usageError("--resume %s: %v", req.out, err)
 		}
-		if err := sweep.CheckResume(req.out, prior.Info, info); err != nil {
-			dir.Close()
-			return usageError("%v", err)
+		dir, prior = d, p
+		if prior.Empty {
+			fmt.Fprintf(os.Stderr, "decodebench: %s holds no run yet (no %s, no results): starting one there\n", req.out, sweep.InfoFile)
+		} else {
+			if err := sweep.CheckResume(req.out, prior.Info, info); err != nil {
+				return usageError("%v", err)
+			}
+			info = resumedInfo(prior.Info, info)
+			for _, name := range prior.Repaired {
+				fmt.Fprintf(os.Stderr, "decodebench: %s/%s had a torn last line (a crash mid-write); it was cut off and that measurement is repeated\n", req.out, name)
+			}
 		}
-		info = resumedInfo(prior.Info, info)
-		for _, name := range prior.Repaired {
-			fmt.Fprintf(os.Stderr, "decodebench: %s/%s had a torn last line (a crash mid-write); it was cut off and that measurement is repeated\n", req.out, name)
-		}
-	} else if dir, err = sweep.Create(req.out); err != nil {
-		return failure("%v", err)
 	}
-	defer dir.Close()
+	defer func() {
+		if dir != nil {
+			dir.Close()
+		}
+	}()
 
 	var measurer sweep.Measurer = sweep.DeviceMeasurer{Device: target.dev, Options: req.options}
 	if sweepMeasurerHook != nil {
 		measurer = sweepMeasurerHook(measurer)
 	}
 	progress := newProgress(req.progress, os.Stderr, target.lib.Emulated())
+	if sweepPhaseHook != nil {
+		progress = phaseProgress{progress}
+	}
 	finished := make(chan struct{})
 	defer close(finished) // before stop() cancels ctx: the goroutine below then says nothing
 	go func() {
@@ -309,7 +359,7 @@ func sweepAction(c *cli.Context) error {
 		progress.Note("interrupted: stopping after the measurement in flight (Ctrl-C again to quit at once)")
 	}()
 	runner := &sweep.Runner{
-		Dir: dir, Info: &info, Measurer: measurer,
+		Info: &info, Measurer: measurer,
 		Telemetry:       telemetry.Sampler{Source: target.telemetrySource(), Interval: req.telemetry},
 		Ceilings:        sweep.Ceilings{Datasheet: target.datasheet},
 		MemoryBytes:     info.Method.MemoryBytes,
@@ -323,11 +373,31 @@ func sweepAction(c *cli.Context) error {
 	if target.lib.Emulated() {
 		runner.Cost.SetupSeconds = 0.01 // tiny emulated shapes: the first measurements correct it
 	}
+	if err := runner.CheckBudget(req.axes.Configs(), prior); err != nil {
+		return usageError("%v", err)
+	}
+	if dir == nil {
+		if sweepPhaseHook != nil {
+			sweepPhaseHook("run.json")
+		}
+		if dir, err = lock.Create(info); err != nil {
+			if errors.Is(err, sweep.ErrHoldsRun) {
+				return usageError("%v", err)
+			}
+			return failure("%v", err)
+		}
+	} else if err := dir.WriteInfo(info); err != nil {
+		return failure("%v", err)
+	}
+	runner.Dir = dir
 	res, runErr := runner.Run(ctx, req.axes.Configs(), prior)
 	if runErr != nil {
 		return failure("sweep stopped: %v (the run directory %s is resumable)", runErr, req.out)
 	}
 
+	if sweepPhaseHook != nil {
+		sweepPhaseHook("report")
+	}
 	written, reportErr := report.Write(req.out)
 	summary := sweepSummary(res, req.out)
 	fmt.Fprintln(c.App.Writer, summary)
@@ -342,10 +412,14 @@ func sweepAction(c *cli.Context) error {
 		fmt.Fprintln(c.App.Writer, "EMULATED: the kernels ran on the CPU emulator; these times are not a speed.")
 	}
 	switch {
+	case res.BudgetExhausted:
+		return usageError("--budget %v: once the probes had run, every configuration was estimated to take longer than what was left; give a longer --budget (the probes' results are kept: --resume %s)", req.budget, req.out)
 	case res.Interrupted:
 		return cli.Exit(fmt.Sprintf("interrupted: %d configuration(s) measured; continue with `decodebench sweep --resume %s`", res.Records, req.out), exitInterrupted)
 	case res.DeviceLost != nil:
 		return failure("%v; the run directory %s is resumable on a healthy card", res.DeviceLost, req.out)
+	case ctx.Err() != nil:
+		return cli.Exit(fmt.Sprintf("interrupted while the report was written: the sweep had finished (%d configuration(s) recorded) and the report was completed; `decodebench report %s` redraws it", res.Records, req.out), exitInterrupted)
 	case res.Failed > 0:
 		return failure("%d configuration(s) failed (see %s)", res.Failed, filepath.Join(req.out, report.HTMLFile))
 	}
@@ -367,6 +441,10 @@ func sweepSummary(res sweep.Result, dir string) string {
 // to cover this run's, and a session is added.
 func resumedInfo(old, cur sweep.RunInfo) sweep.RunInfo {
 	info := old
+	info.Sessions = slices.Clone(old.Sessions)
+	if n := info.EndDeadSessions(); n > 0 {
+		fmt.Fprintf(os.Stderr, "decodebench: %d earlier session(s) of this directory ended without recording how (killed or crashed); run.json now says %q\n", n, sweep.StateDied)
+	}
 	for _, b := range cur.Axes.Batches {
 		if !slices.Contains(info.Axes.Batches, b) {
 			info.Axes.Batches = append(info.Axes.Batches, b)
@@ -397,9 +475,9 @@ func resumeFlags(c *cli.Context) error {
 	if dir == "" {
 		return nil
 	}
-	data, err := os.ReadFile(filepath.Join(dir, sweep.InfoFile))
-	if err != nil {
-		return nil // parseSweep says what is wrong with the directory
+	data, err := checkResumeDir(dir)
+	if err != nil || data == nil {
+		return err
 	}
 	var stored struct {
 		Flags []string `json:"flags"`
@@ -408,8 +486,8 @@ func resumeFlags(c *cli.Context) error {
 			Contexts []int `json:"contexts"`
 		} `json:"axes"`
 	}
-	if json.Unmarshal(data, &stored) != nil {
-		return nil
+	if err := json.Unmarshal(data, &stored); err != nil {
+		return usageError("--resume %s: its %s is not readable JSON (%v): damaged, or not decodebench's; move it away to start the directory afresh", dir, sweep.InfoFile, err)
 	}
 	// The axes as they stand now: an earlier resume may have grown them past the first flags.
 	for name, values := range map[string][]int{"batch": stored.Axes.Batches, "context": stored.Axes.Contexts} {
@@ -435,6 +513,35 @@ func resumeFlags(c *cli.Context) error {
 		}
 	}
 	return nil
+}
+
+// checkResumeDir says what is wrong with a --resume directory, before anything else is
+// parsed: missing, not a directory, or holding measurements without run.json. It returns
+// run.json's bytes, or nil for a directory that holds no run yet (a run killed before it
+// wrote anything), which --resume adopts.
+func checkResumeDir(dir string) ([]byte, error) {
+	fi, err := os.Stat(dir)
+	switch {
+	case errors.Is(err, os.ErrNotExist):
+		return nil, usageError("--resume %s: no such directory (start a run there with --out %s)", dir, dir)
+	case err != nil:
+		return nil, usageError("--resume %s: %v", dir, err)
+	case !fi.IsDir():
+		return nil, usageError("--resume %s: not a directory: give the run directory of a decodebench sweep", dir)
+	}
+	data, err := os.ReadFile(filepath.Join(dir, sweep.InfoFile))
+	if errors.Is(err, os.ErrNotExist) {
+		for _, name := range []string{sweep.ResultsFile, sweep.KernelsFile} {
+			if fi, err := os.Stat(filepath.Join(dir, name)); err == nil && fi.Size() > 0 {
+				return nil, usageError("--resume %s: it holds %s but no %s, so what produced them is unknown: not resumable; start a new run with --out", dir, name, sweep.InfoFile)
+			}
+		}
+		return nil, nil
+	}
+	if err != nil {
+		return nil, usageError("--resume %s: reading %s: %v", dir, sweep.InfoFile, err)
+	}
+	return data, nil
 }
 
 // setFlags lists every flag that has a value from the command line or a DECODEBENCH_*

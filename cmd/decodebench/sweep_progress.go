@@ -3,6 +3,7 @@ package main
 import (
 	"fmt"
 	"io"
+	"math"
 	"os"
 	"strconv"
 	"strings"
@@ -162,8 +163,15 @@ func recordLine(r sweep.Record, done, total int, eta float64) string {
 	return head + strings.ToUpper(r.Status) + ": " + r.Reason
 }
 
-// duration writes seconds as 1h02m, 3m10s or 12s.
+// duration writes seconds as 1h02m, 3m10s or 12s; past 10000 hours (or not a number) it says
+// so rather than overflow time.Duration into a negative time.
 func duration(seconds float64) string {
+	switch {
+	case math.IsNaN(seconds) || seconds < 0:
+		return "unknown"
+	case seconds >= 1e4*3600:
+		return "more than 10000h"
+	}
 	d := time.Duration(seconds * float64(time.Second)).Round(time.Second)
 	switch {
 	case d >= time.Hour:

@@ -40,7 +40,7 @@ func llama8b(t *testing.T) model.Shape {
 // write makes the run directory dir.
 func (s synthRun) write(t *testing.T, dir string) {
 	t.Helper()
-	d, err := sweep.Create(dir)
+	d, err := sweep.Create(dir, sweep.RunInfo{})
 	if err != nil {
 		t.Fatal(err)
 	}
