@@ -172,26 +172,42 @@ func (s *sampler) note() string {
 
 // calibrateReps finds R such that a sample of R calls spans minSampleSeconds. The first
 // sample is thrown away (the first launch of a kernel may load its module).
+//
+// Every sample must be a positive, finite time: a NaN, zero or negative one is a timer fault
+// (events never recorded, a broken timer, a kernel that did not run), refused at once rather
+// than read as "too short" and retried with ever more calls.
 func calibrateReps(sample func(reps int) (float64, error)) (int, error) {
-	if _, err := sample(1); err != nil {
+	first, err := sample(1)
+	if err != nil {
+		return 0, fmt.Errorf("first call: %w", err)
+	}
+	if err := checkSample(first, 1); err != nil {
 		return 0, fmt.Errorf("first call: %w", err)
 	}
 	reps := 1
 	for range 6 {
 		s, err := sample(reps)
+		if err == nil {
+			err = checkSample(s, reps)
+		}
 		if err != nil {
 			return 0, fmt.Errorf("calibrating calls per sample: %w", err)
 		}
 		if s >= minSampleSeconds || reps >= maxRepsPerSample {
 			return reps, nil
 		}
-		next := 16 * reps // a sample of 0 is below the timer's resolution
-		if s > 0 {
-			next = int(math.Ceil(float64(reps) * 1.2 * minSampleSeconds / s))
-		}
+		next := int(math.Ceil(float64(reps) * 1.2 * minSampleSeconds / s))
 		reps = min(max(next, reps+1), maxRepsPerSample)
 	}
 	return reps, nil
+}
+
+// checkSample refuses a sample that is not a positive finite time.
+func checkSample(seconds float64, reps int) error {
+	if seconds > 0 && !math.IsInf(seconds, 0) {
+		return nil
+	}
+	return fmt.Errorf("timer fault: a sample of %d call(s) took %g s: %w", reps, seconds, timing.ErrBadSample)
 }
 
 // deviceSampler is sampleDevice on a cgo.Device: the hold is the FMA probe on one warp (no
