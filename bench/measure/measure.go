@@ -5,8 +5,10 @@
 //
 // Every entry point returns an Outcome and never panics on a bad spec: a shape the kernels
 // cannot run or the card cannot hold is "skipped", a wrong result or a kernel error "failed",
-// and only an "ok" Outcome carries times. Under the emulator (Outcome.Emulated) the times are
-// the CPU's and must never be reported as speed.
+// and only an "ok" Outcome carries times as a result. A time faster than the card's datasheet
+// allows (PlausibleMargin) is "failed" with ImplausibleReason: the timer or the kernel is at
+// fault, and the times are kept only to show what the timer said. Under the emulator
+// (Outcome.Emulated) the times are the CPU's and must never be reported as speed.
 package measure
 
 import (
@@ -28,6 +30,9 @@ type Options struct {
 	MaxRotateBytes uint64        // cap on the rotated copies' memory (0 means 1/4 of free device memory)
 	Verify         bool          // verify before timing (the CLI always does)
 	Seed           uint64        // seed of the input hash
+	// Datasheet bounds what a measurement may claim (see PlausibleMargin); zero means the
+	// device's own spec row, found by its name.
+	Datasheet Datasheet
 }
 
 // DefaultRotateFactor: 4x L2 leaves under 1/4 of any copy's lines resident when the next call
@@ -278,11 +283,23 @@ func verifyThenTime(dev *cgo.Device, o Options, out Outcome, kernel string, veri
 	} else {
 		out.Verification.Reason = "not verified (Options.Verify is false)"
 	}
-	stats, reps, note, err := timeCalls(dev, o.Timing, call)
+	var ds Datasheet
+	if info, err := readDevice(dev); err == nil {
+		ds = o.datasheet(info)
+	}
+	bound := func(secondsPerCall float64) string { return implausible(out.Bytes, out.FLOPs, secondsPerCall, ds) }
+	stats, reps, note, err := timeCalls(dev, o.Timing, call, bound)
+	var unreal errImplausible
+	if errors.As(err, &unreal) {
+		return merge(out, failed(kernel, "%s", string(unreal)))
+	}
 	if err != nil {
 		return merge(out, failed(kernel, "timing: %v", err))
 	}
 	out.finish(stats, reps)
 	out.Plan["timer"] = note
+	if why := bound(stats.Median); why != "" {
+		out.Status, out.Reason = StatusFailed, why // the times stay, to show what the timer said
+	}
 	return out
 }

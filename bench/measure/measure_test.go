@@ -237,7 +237,7 @@ func TestCalibrateReps(t *testing.T) {
 	}{
 		{"a 1 ms call times alone", 1e-3, 1},
 		{"a 10 µs call: 24 a sample", 10e-6, 24},
-		{"a call below the timer's resolution doubles up to the cap", 0, maxRepsPerSample},
+		{"a 10 ns call: up to the cap", 10e-9, maxRepsPerSample},
 	}
 	for _, c := range cases {
 		calls := 0

@@ -56,13 +56,16 @@ type sampleDevice interface {
 // events on the context's stream, behind a hold (see above), R calibrated so that a sample
 // spans minSampleSeconds, and reports per-call seconds under the sampling rule cfg (whose
 // warm-up samples come first). The note says how the hold went.
-func timeCalls(dev *cgo.Device, cfg timing.Config, launch func(call int) error) (timing.Stats, int, string, error) {
+//
+// implausible (nil: none) says why a time per call is faster than the card can be: such a
+// sample fails the calibration at once instead of raising the calls per sample to the cap.
+func timeCalls(dev *cgo.Device, cfg timing.Config, launch func(call int) error, implausible func(secondsPerCall float64) string) (timing.Stats, int, string, error) {
 	sd, err := newDeviceSampler(dev)
 	if err != nil {
 		return timing.Stats{}, 0, "", err
 	}
 	defer sd.close()
-	return timeSamples(sd, time.Now, cfg, launch)
+	return timeSamples(sd, time.Now, cfg, launch, implausible)
 }
 
 // sampler runs the samples of one measurement.
@@ -78,9 +81,17 @@ type sampler struct {
 	longestHold            float64
 }
 
-func timeSamples(dev sampleDevice, now func() time.Time, cfg timing.Config, launch func(call int) error) (timing.Stats, int, string, error) {
+func timeSamples(dev sampleDevice, now func() time.Time, cfg timing.Config, launch func(call int) error, implausible func(float64) string) (timing.Stats, int, string, error) {
 	s := &sampler{dev: dev, now: now, launch: launch, hostPerCall: firstHostLaunch, holdScale: 1}
-	reps, err := calibrateReps(s.sample)
+	reps, err := calibrateReps(func(reps int) (float64, error) {
+		t, err := s.sample(reps)
+		if err == nil && implausible != nil {
+			if why := implausible(t / float64(reps)); why != "" {
+				return t, errImplausible(why)
+			}
+		}
+		return t, err
+	})
 	if err != nil {
 		return timing.Stats{}, 0, "", err
 	}

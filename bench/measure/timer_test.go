@@ -76,7 +76,7 @@ func TestHoldKeepsTheHostOutOfTheSample(t *testing.T) {
 		{"the hold lasts 3x what was asked", 8e-6, 3e-6, 3},
 	} {
 		d := &simDevice{canHold: true, hostLaunch: c.hostLaunch, kernel: c.kernel, holdScale: c.holdScale}
-		st, reps, note, err := timeSamples(d, d.now, simRule, d.launch)
+		st, reps, note, err := timeSamples(d, d.now, simRule, d.launch, nil)
 		if err != nil {
 			t.Fatalf("%s: %v", c.desc, err)
 		}
@@ -96,7 +96,7 @@ func TestHoldKeepsTheHostOutOfTheSample(t *testing.T) {
 // at the host's launch rate: the simulation shows the error the hold removes.
 func TestWithoutAHoldTheHostSetsTheTime(t *testing.T) {
 	d := &simDevice{canHold: false, hostLaunch: 8e-6, kernel: 3e-6, holdScale: 1}
-	st, _, note, err := timeSamples(d, d.now, simRule, d.launch)
+	st, _, note, err := timeSamples(d, d.now, simRule, d.launch, nil)
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -248,6 +248,12 @@ int db_probe_plan(db_context *ctx, db_probe_params *p) {
   p->blocks_used = p->blocks ? p->blocks : 4;
   p->threads_used = p->threads ? p->threads : 128;
   p->flops = p->kind >= DB_PROBE_FMA_F32 ? 2.0 * p->iterations * p->blocks_used * p->threads_used : 0;
+  switch (p->kind) {
+    case DB_PROBE_READ: case DB_PROBE_WRITE: p->bytes_moved = 4.0 * p->words; break;
+    case DB_PROBE_COPY: p->bytes_moved = 8.0 * p->words; break;
+    case DB_PROBE_TRIAD: p->bytes_moved = 12.0 * p->words; break;
+    default: p->bytes_moved = 0;
+  }
   return DB_OK;
 }
 

@@ -386,3 +386,22 @@ func TestNoteSaysThrottled(t *testing.T) {
 		t.Errorf("note %q", n)
 	}
 }
+
+// bench on a card with a datasheet (the fake named h200) and a timer that reports 1e-20 ms:
+// the impossible speeds are failed measurements, exit 1, never a result.
+func TestBenchImpossibleSpeedExits1(t *testing.T) {
+	benchEnv(t, cgotest.FakeLibrary(t, "libdecodebench_emu.so"))
+	t.Setenv("FAKEKERNELS_NAME", "h200")
+	t.Setenv("FAKEKERNELS_FAULT", "timer-tiny")
+	out := filepath.Join(t.TempDir(), "r.jsonl")
+	stdout, _, code, msg := runBench(t, append([]string{"bench", "linear", "--backend", "emu", "--n", "16", "--k", "16", "--batch", "1,2",
+		"--out", out}, fastTiming...)...)
+	if code != exitFailure || !strings.Contains(stdout, "implausible: timer or kernel fault") {
+		t.Fatalf("exit %d (%s):\n%s", code, msg, stdout)
+	}
+	for _, r := range readRecords(t, readFile(t, out)) {
+		if r["status"] != "failed" || !strings.Contains(r["reason"].(string), "implausible") {
+			t.Errorf("record %v: want failed as implausible", r)
+		}
+	}
+}

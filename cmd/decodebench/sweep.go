@@ -334,6 +334,9 @@ func sweepAction(c *cli.Context) error {
 		}
 	}()
 
+	if ds := target.datasheet; ds.BandwidthBytesPerSec > 0 || ds.FLOPsPerSec > 0 {
+		req.options.Datasheet = measure.Datasheet{BytesPerSec: ds.BandwidthBytesPerSec, FLOPsPerSec: ds.FLOPsPerSec, Source: target.dsSource}
+	}
 	var measurer sweep.Measurer = sweep.DeviceMeasurer{Device: target.dev, Options: req.options}
 	if sweepMeasurerHook != nil {
 		measurer = sweepMeasurerHook(measurer)

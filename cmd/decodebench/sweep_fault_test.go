@@ -334,3 +334,41 @@ func TestSweepOutHoldsARunExitsTwo(t *testing.T) {
 		t.Errorf("exit %d %q; want exit 2", code, msg)
 	}
 }
+
+// A timer that reports 1e-20 ms gives speeds no card reaches: every measurement, the probes
+// included, is failed as implausible, the sweep goes on and exits 1.
+func TestSweepFaultImpossibleSpeed(t *testing.T) {
+	fakeSweep(t, "timer-tiny")
+	_, code, msg := runSweepCLI(t, tinyFakeSweep("run")...)
+	if code != exitFailure || !strings.Contains(msg, "configuration(s) failed") {
+		t.Fatalf("exit %d %q; want exit 1", code, msg)
+	}
+	for _, r := range readSweepRecords(t, "run") {
+		if r.Status != sweep.StatusFailed || !strings.Contains(r.Reason, "implausible: timer or kernel fault") {
+			t.Errorf("record %s: %s %q; want failed as implausible", r.Key, r.Status, r.Reason)
+		}
+	}
+	info := readRunInfo(t, "run")
+	if info.Measured.BandwidthBytesPerSec != 0 || !strings.Contains(info.Measured.Source, "implausible") {
+		t.Errorf("the read probe's impossible bandwidth became the measured ceiling: %+v", info.Measured)
+	}
+}
+
+// A faulty timer (NaN, 0, negative) fails each measurement at its first sample as a timer fault.
+func TestSweepFaultBadTimer(t *testing.T) {
+	for _, fault := range []string{"timer-nan", "timer-zero", "timer-negative"} {
+		t.Run(fault, func(t *testing.T) {
+			fakeSweep(t, fault)
+			start := time.Now()
+			_, code, msg := runSweepCLI(t, tinyFakeSweep("run")...)
+			if code != exitFailure || time.Since(start) > 20*time.Second {
+				t.Fatalf("exit %d %q after %v; want exit 1, at once", code, msg, time.Since(start))
+			}
+			for _, r := range readSweepRecords(t, "run") {
+				if r.Status != sweep.StatusFailed || !strings.Contains(r.Reason, "timer fault") {
+					t.Errorf("record %s: %s %q; want failed naming the timer fault", r.Key, r.Status, r.Reason)
+				}
+			}
+		})
+	}
+}
