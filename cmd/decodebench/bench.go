@@ -330,7 +330,8 @@ type benchRecord struct {
 	RotationCopies  int            `json:"rotation_copies"`
 	WorkingSetBytes float64        `json:"working_set_bytes"`
 	Verified        bool           `json:"verified"`
-	RelError        jsonFloat      `json:"rel_error"`
+	RelError        *jsonFloat     `json:"rel_error"` // null when an output was NaN or infinite
+	NonFinite       int            `json:"non_finite,omitempty"`
 	Tolerance       float64        `json:"tolerance"`
 	VerifyChecked   int            `json:"verify_checked"`
 	VerifyNote      string         `json:"verify_note,omitempty"`
@@ -358,7 +359,7 @@ func (s *benchSession) record(kind, kernel string, o measure.Outcome, tel teleme
 		SamplesSeconds: st.Samples, Bytes: o.Bytes, FLOPs: o.FLOPs,
 		AchievedGBps: o.AchievedBytesPerSec / 1e9, AchievedTFLOPs: o.AchievedFLOPsPerSec / 1e12,
 		Rotation: o.Rotation.Method, RotationCopies: o.Rotation.Copies, WorkingSetBytes: o.Rotation.WorkingSetBytes,
-		Verified: o.Verification.Passed, RelError: jsonFloat(o.Verification.RelError), Tolerance: o.Verification.Tolerance,
+		Verified: o.Verification.Passed, RelError: benchRelError(o.Verification), NonFinite: o.Verification.NonFinite, Tolerance: o.Verification.Tolerance,
 		VerifyChecked: o.Verification.Checked, VerifyNote: o.Verification.Reason, Plan: o.Plan,
 		Emulated: o.Emulated, Backend: s.lib.Name(), Device: s.device, Seed: s.settings.opts.Seed,
 		Timing: fmt.Sprintf("warm-up %d; >= %d samples and %gs, then until spread < %g or %gs",
@@ -470,4 +471,13 @@ func percent(f float64) string {
 		return "-"
 	}
 	return fmt.Sprintf("%.1f%%", 100*f)
+}
+
+// benchRelError is a verification's relative error, nil where none is defined.
+func benchRelError(v measure.Verification) *jsonFloat {
+	if v.NonFinite > 0 {
+		return nil
+	}
+	e := jsonFloat(v.RelError)
+	return &e
 }

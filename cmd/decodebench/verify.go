@@ -151,7 +151,7 @@ func finishVerify(out io.Writer, asJSON bool, kernel string, rep any, passed boo
 type linearReport struct {
 	Passed         bool          `json:"passed"`
 	Reason         string        `json:"reason,omitempty"`
-	RelError       jsonFloat     `json:"rel_error"`
+	RelError       *jsonFloat    `json:"rel_error"` // null when an output is NaN or infinite
 	Tolerance      float64       `json:"tolerance"`
 	Worst          elementJSON   `json:"worst"`
 	NonFinite      int           `json:"non_finite"`
@@ -290,7 +290,7 @@ func runLinear(dev *cgo.Device, req linearRequest, out io.Writer, quiet bool) (l
 	want := ref.Linear(in)
 	cmp := ref.Compare(got, want.Want, want.ElementBounds(in.DType, in.K), ref.LinearTolerance(in.DType))
 	rep := linearReport{
-		Passed: cmp.Passed, Reason: cmp.Reason(), RelError: jsonFloat(cmp.RelError), Tolerance: cmp.Tolerance,
+		Passed: cmp.Passed, Reason: cmp.Reason(), RelError: relErrorOf(cmp), Tolerance: cmp.Tolerance,
 		Worst: toElementJSON(cmp.Worst, in.N), NonFinite: cmp.NonFinite, OutOfBound: cmp.OutOfBound,
 		Kernel: "linear", Variant: plan.Variant.String(), SplitK: plan.SplitK, WorkspaceBytes: workspace,
 		Batch: in.Batch, N: in.N, K: in.K, DType: in.DType.String(),
@@ -304,8 +304,8 @@ func runLinear(dev *cgo.Device, req linearRequest, out io.Writer, quiet bool) (l
 
 func printLinearReport(out io.Writer, r linearReport) {
 	w := r.Worst
-	fmt.Fprintf(out, "relative L2 error %.3g (tolerance %.3g); worst element %d (row %d, col %d): got %.7g, want %.7g, |error| %.3g (bound %.3g)\n",
-		float64(r.RelError), r.Tolerance, w.Index, w.Row, w.Col, float64(w.Got), w.Want, float64(w.AbsErr), w.Bound)
+	fmt.Fprintf(out, "%s; worst element %d (row %d, col %d): got %.7g, want %.7g, |error| %.3g (bound %.3g)\n",
+		relErrorText(r.RelError, r.Tolerance, r.NonFinite), w.Index, w.Row, w.Col, float64(w.Got), w.Want, float64(w.AbsErr), w.Bound)
 	if r.Passed {
 		fmt.Fprintln(out, "PASS")
 		return
@@ -318,6 +318,24 @@ func printLinearReport(out io.Writer, r linearReport) {
 }
 
 // ---- output ----------------------------------------------------------------------------------
+
+// relErrorOf is a comparison's relative error, or nil where it is undefined: with a NaN or
+// infinite output the error over the finite ones says nothing (0 when every output is NaN).
+func relErrorOf(c ref.Comparison) *jsonFloat {
+	if c.NonFinite > 0 || math.IsNaN(c.RelError) || math.IsInf(c.RelError, 0) {
+		return nil
+	}
+	e := jsonFloat(c.RelError)
+	return &e
+}
+
+// relErrorText says the relative error and its tolerance, or why there is none.
+func relErrorText(e *jsonFloat, tolerance float64, nonFinite int) string {
+	if e == nil {
+		return fmt.Sprintf("relative L2 error undefined: %d output(s) NaN or infinite (tolerance %.3g)", nonFinite, tolerance)
+	}
+	return fmt.Sprintf("relative L2 error %.3g (tolerance %.3g)", float64(*e), tolerance)
+}
 
 // jsonFloat writes NaN and infinities, which JSON numbers cannot hold, as strings.
 type jsonFloat float64

@@ -143,7 +143,7 @@ func parseAttentionRequest(c *cli.Context) (attentionRequest, error) {
 type attentionReport struct {
 	Passed         bool                   `json:"passed"`
 	Reason         string                 `json:"reason,omitempty"`
-	RelError       jsonFloat              `json:"rel_error"`
+	RelError       *jsonFloat             `json:"rel_error"` // null when an output is NaN or infinite
 	Tolerance      float64                `json:"tolerance"`
 	Worst          attentionElementJSON   `json:"worst"`
 	NonFinite      int                    `json:"non_finite"`
@@ -272,7 +272,7 @@ func runAttention(dev *cgo.Device, req attentionRequest, out io.Writer, quiet bo
 	}
 	cmp := ref.Compare(run.got, want.Want, bounds, ref.AttentionTolerance(req.dtype))
 	rep := attentionReport{
-		Passed: cmp.Passed, Reason: cmp.Reason(), RelError: jsonFloat(cmp.RelError), Tolerance: cmp.Tolerance,
+		Passed: cmp.Passed, Reason: cmp.Reason(), RelError: relErrorOf(cmp), Tolerance: cmp.Tolerance,
 		Worst: toAttentionElementJSON(cmp.Worst, s), NonFinite: cmp.NonFinite, OutOfBound: cmp.OutOfBound,
 		Kernel: "attention", Variant: run.plan.Variant.String(), Layout: s.Layout.String(), PageSize: s.PageSize,
 		Splits: run.plan.NumSplits, SplitTokens: run.plan.SplitTokens, WorkspaceBytes: run.workspace, Append: req.append,
@@ -438,8 +438,8 @@ func toInt32s(xs []int) []int32 {
 
 func printAttentionReport(out io.Writer, r attentionReport) {
 	w := r.Worst
-	fmt.Fprintf(out, "relative L2 error %.3g (tolerance %.3g); worst element %d (seq %d, head %d, dim %d): got %.7g, want %.7g, |error| %.3g (bound %.3g)\n",
-		float64(r.RelError), r.Tolerance, w.Index, w.Seq, w.Head, w.Dim, float64(w.Got), w.Want, float64(w.AbsErr), w.Bound)
+	fmt.Fprintf(out, "%s; worst element %d (seq %d, head %d, dim %d): got %.7g, want %.7g, |error| %.3g (bound %.3g)\n",
+		relErrorText(r.RelError, r.Tolerance, r.NonFinite), w.Index, w.Seq, w.Head, w.Dim, float64(w.Got), w.Want, float64(w.AbsErr), w.Bound)
 	if r.Passed {
 		fmt.Fprintln(out, "PASS")
 		return
