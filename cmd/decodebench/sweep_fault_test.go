@@ -4,6 +4,7 @@ import (
 	"bytes"
 	"encoding/json"
 	"errors"
+	"math"
 	"os"
 	"os/exec"
 	"os/signal"
@@ -370,5 +371,14 @@ func TestSweepFaultBadTimer(t *testing.T) {
 				}
 			}
 		})
+	}
+}
+
+// An ETA past what time.Duration holds is said, not wrapped into a negative time.
+func TestSweepETAOfAbsurdTimes(t *testing.T) {
+	for seconds, want := range map[float64]string{1e30: "more than 10000h", math.Inf(1): "more than 10000h", math.NaN(): "unknown", -1: "unknown", 3725: "1h02m", 42: "42s"} {
+		if got := duration(seconds); got != want {
+			t.Errorf("duration(%g) = %q, want %q", seconds, got, want)
+		}
 	}
 }
