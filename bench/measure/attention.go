@@ -111,8 +111,14 @@ func (s AttentionSpec) check() (status, reason string) {
 		return StatusFailed, fmt.Sprintf("invalid splits %d or page size %d: want 0 (auto, contiguous) or more", s.Splits, s.PageSize)
 	case s.DType != cgo.DTypeBF16 && s.DType != cgo.DTypeFP16:
 		return StatusSkipped, fmt.Sprintf("unsupported: dtype %v (the attention kernels take bf16 or fp16)", s.DType)
-	case s.Splits > ref.MaxSplits:
-		return StatusSkipped, fmt.Sprintf("unsupported: %d splits (at most %d)", s.Splits, ref.MaxSplits)
+	case s.Batch > cgo.MaxBatch:
+		return StatusSkipped, fmt.Sprintf("unsupported: batch %d (the attention kernels take 1..%d)", s.Batch, cgo.MaxBatch)
+	case s.Splits > cgo.MaxSplits:
+		return StatusSkipped, fmt.Sprintf("unsupported: %d splits (at most %d)", s.Splits, cgo.MaxSplits)
+	case !cgo.IsAttentionHeadDim(s.HeadDim):
+		return StatusSkipped, fmt.Sprintf("unsupported: head dim %d (the attention kernels are compiled for %v)", s.HeadDim, cgo.AttentionHeadDims)
+	case s.PageSize != 0 && !cgo.ValidPageSize(s.PageSize):
+		return StatusSkipped, fmt.Sprintf("unsupported: page size %d (a power of two, %d..%d tokens)", s.PageSize, cgo.MinPageSize, cgo.MaxPageSize)
 	}
 	longest := 0
 	for b, n := range s.Contexts {

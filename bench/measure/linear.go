@@ -56,10 +56,12 @@ func (s LinearSpec) check() (status, reason string) {
 		return StatusFailed, fmt.Sprintf("invalid split-k %d: want 0 (auto) or >= 1", s.SplitK)
 	case s.Variant < cgo.LinearAuto || s.Variant > cgo.LinearMMA:
 		return StatusFailed, fmt.Sprintf("invalid variant %v", s.Variant)
-	case s.Batch > 256:
-		return StatusSkipped, fmt.Sprintf("unsupported: batch %d (the linear kernels take 1..256)", s.Batch)
-	case s.K%8 != 0:
-		return StatusSkipped, fmt.Sprintf("unsupported: k %d is not a multiple of 8 (rows are read as 16-byte vectors)", s.K)
+	case s.Batch > cgo.MaxBatch:
+		return StatusSkipped, fmt.Sprintf("unsupported: batch %d (the linear kernels take 1..%d)", s.Batch, cgo.MaxBatch)
+	case s.K%cgo.LinearKMultiple != 0:
+		return StatusSkipped, fmt.Sprintf("unsupported: k %d is not a multiple of %d (rows are read as 16-byte vectors)", s.K, cgo.LinearKMultiple)
+	case s.SplitK > cgo.MaxSplitK:
+		return StatusSkipped, fmt.Sprintf("unsupported: split-k %d (at most %d)", s.SplitK, cgo.MaxSplitK)
 	case s.N > math.MaxInt32 || s.K > math.MaxInt32:
 		return StatusSkipped, fmt.Sprintf("unsupported: n %d or k %d above 2^31-1", s.N, s.K)
 	case s.DType != cgo.DTypeBF16 && s.DType != cgo.DTypeFP16:

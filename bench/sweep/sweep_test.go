@@ -29,7 +29,7 @@ func TestAxesValidate(t *testing.T) {
 		want string // "" = valid
 	}{
 		{"valid", Axes{Models: []model.Shape{tinyModel()}, Batches: []int{1, 256}, Contexts: []int{1, 1 << 20}}, ""},
-		{"batch too large", Axes{Models: []model.Shape{tinyModel()}, Batches: []int{1, 512}, Contexts: []int{64}}, "batch 512"},
+		{"batch too large", Axes{Models: []model.Shape{tinyModel()}, Batches: []int{1, 2048}, Contexts: []int{64}}, "batch 2048"},
 		{"no batches", Axes{Models: []model.Shape{tinyModel()}, Contexts: []int{64}}, "no batch"},
 		{"fp8 weights", Axes{Models: []model.Shape{fp8}, Batches: []int{1}, Contexts: []int{64}}, "weight dtype fp8"},
 		{"K not a multiple of 8", Axes{Models: []model.Shape{odd}, Batches: []int{1}, Contexts: []int{64}}, "K = 100"},

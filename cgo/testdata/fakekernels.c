@@ -204,7 +204,7 @@ int db_timer_elapsed_ms(db_timer *t, float *ms) {
 
 int db_linear_plan(db_context *ctx, db_linear_params *p, uint64_t *workspace_bytes) {
   (void)ctx;
-  if (p->batch < 1 || p->batch > 256) return fail(DB_ERR_UNSUPPORTED_SHAPE, "batch=%d outside 1..256", p->batch);
+  if (p->batch < 1 || p->batch > DB_MAX_BATCH) return fail(DB_ERR_UNSUPPORTED_SHAPE, "batch=%d outside 1..%d", p->batch, DB_MAX_BATCH);
   if (p->n < 1) return fail(DB_ERR_UNSUPPORTED_SHAPE, "n=%d < 1", p->n);
   if (p->k < 8 || p->k % 8) return fail(DB_ERR_UNSUPPORTED_SHAPE, "k=%d is not a positive multiple of 8", p->k);
   if (p->dtype != DB_DTYPE_BF16 && p->dtype != DB_DTYPE_FP16) return fail(DB_ERR_INVALID_ARGUMENT, "dtype=%d", p->dtype);

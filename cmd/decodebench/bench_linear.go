@@ -46,7 +46,7 @@ func parseBenchLinear(c *cli.Context) (jobs []linearJob, modelName string, tp in
 	if c.NArg() > 0 {
 		return nil, "", 0, usageError("bench linear takes no arguments (got %q)", c.Args().First())
 	}
-	batches, err := parseBatches(c, 256, "the linear kernels")
+	batches, err := parseBatches(c, cgo.MaxBatch, "the linear kernels")
 	if err != nil {
 		return nil, "", 0, err
 	}

@@ -98,7 +98,7 @@ func TestSweepUsageErrors(t *testing.T) {
 		want string
 	}{
 		{"zero batch", []string{"--model", "llama3-8b", "--batch", "0"}, `"0": values must be positive`},
-		{"batch past the kernels", []string{"--model", "llama3-8b", "--batch", "1,512"}, "batch 512"},
+		{"batch past the kernels", []string{"--model", "llama3-8b", "--batch", "1,2048"}, "batch 2048"},
 		{"bad context", []string{"--model", "llama3-8b", "--context", "1k-"}, "--context"},
 		{"unknown preset", []string{"--model", "llama9-1t"}, `unknown model "llama9-1t"`},
 		{"fp8", []string{"--model", "llama3-8b", "--dtype", "fp8"}, `--dtype "fp8"`},

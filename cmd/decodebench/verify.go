@@ -45,7 +45,7 @@ func verifyLinearCommand() *cli.Command {
 		Usage:     "check Y = X·Wᵀ (the decode linear layer) for one shape",
 		UsageText: "decodebench verify linear --batch B --n N --k K [--dtype bf16|fp16] [--variant auto|gemv|mma] [--split-k S] [--backend auto|cuda|emu] [--seed S] [--json]",
 		Flags: append([]cli.Flag{
-			&cli.IntFlag{Name: "batch", Usage: "sequences in the batch (rows of X and Y), 1..256"},
+			&cli.IntFlag{Name: "batch", Usage: fmt.Sprintf("sequences in the batch (rows of X and Y), 1..%d", cgo.MaxBatch)},
 			&cli.IntFlag{Name: "n", Usage: "output features (rows of W), >= 1"},
 			&cli.IntFlag{Name: "k", Usage: "input features, a positive multiple of 8"},
 			&cli.StringFlag{Name: "dtype", Value: "bf16", Usage: "element type of X, W and Y: bf16 or fp16"},
@@ -80,12 +80,12 @@ func parseLinearRequest(c *cli.Context) (linearRequest, error) {
 	}
 	batch, n, k := c.Int("batch"), c.Int("n"), c.Int("k")
 	switch {
-	case batch < 1 || batch > 256:
-		return r, usageError("--batch %d: the linear kernels take a batch of 1..256", batch)
+	case batch < 1 || batch > cgo.MaxBatch:
+		return r, usageError("--batch %d: the linear kernels take a batch of 1..%d", batch, cgo.MaxBatch)
 	case n < 1 || n > math.MaxInt32:
 		return r, usageError("--n %d: want 1..%d output features", n, math.MaxInt32)
-	case k < 8 || k%8 != 0 || k > math.MaxInt32:
-		return r, usageError("--k %d: want a positive multiple of 8 (rows are read as 16-byte vectors)", k)
+	case k < cgo.LinearKMultiple || k%cgo.LinearKMultiple != 0 || k > math.MaxInt32:
+		return r, usageError("--k %d: want a positive multiple of %d (rows are read as 16-byte vectors)", k, cgo.LinearKMultiple)
 	}
 	dtype, err := ref.ParseDType(c.String("dtype"))
 	if err != nil || (dtype != ref.BF16 && dtype != ref.FP16) {

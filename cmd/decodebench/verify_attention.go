@@ -33,10 +33,10 @@ func verifyAttentionCommand() *cli.Command {
 			"[pages, kv_heads, page_size, head_dim] through a shuffled page table. With --append the last\n" +
 			"token of every sequence is written by the KV append kernel first, so the check also covers it.",
 		Flags: append([]cli.Flag{
-			&cli.IntFlag{Name: "batch", Usage: "sequences in the batch, 1..65536"},
+			&cli.IntFlag{Name: "batch", Usage: fmt.Sprintf("sequences in the batch, 1..%d", cgo.MaxBatch)},
 			&cli.IntFlag{Name: "q-heads", Usage: "query heads, a multiple of --kv-heads"},
 			&cli.IntFlag{Name: "kv-heads", Usage: "KV heads (the group size is q-heads / kv-heads; 1 is multi-query)"},
-			&cli.IntFlag{Name: "head-dim", Usage: "head dimension: 64, 80, 96, 128 or 256"},
+			&cli.IntFlag{Name: "head-dim", Usage: "head dimension: " + headDimsText()},
 			&cli.StringFlag{Name: "context", Usage: "tokens of each sequence (>= 1): one value for all, or one per sequence"},
 			&cli.IntFlag{Name: "page-size", Usage: "tokens per page of a paged cache, a power of two from 16 to 256; 0 = contiguous"},
 			&cli.IntFlag{Name: "splits", Usage: "KV splits per sequence, 1..1024; 0 lets the kernel choose from the shape and the SM count"},
@@ -73,8 +73,8 @@ func parseContextList(s string) ([]int, error) {
 			return nil, err
 		}
 		out = append(out, values...)
-		if len(out) > ref.MaxBatch {
-			return nil, fmt.Errorf("%q gives more than %d lengths", s, ref.MaxBatch)
+		if len(out) > cgo.MaxBatch {
+			return nil, fmt.Errorf("%q gives more than %d lengths", s, cgo.MaxBatch)
 		}
 	}
 	return out, nil
@@ -91,8 +91,8 @@ func parseAttentionRequest(c *cli.Context) (attentionRequest, error) {
 		}
 	}
 	batch := c.Int("batch")
-	if batch < 1 || batch > ref.MaxBatch {
-		return r, usageError("--batch %d: want 1..%d sequences", batch, ref.MaxBatch)
+	if batch < 1 || batch > cgo.MaxBatch {
+		return r, usageError("--batch %d: want 1..%d sequences", batch, cgo.MaxBatch)
 	}
 	lens, err := parseContextList(c.String("context"))
 	if err != nil {
@@ -126,8 +126,8 @@ func parseAttentionRequest(c *cli.Context) (attentionRequest, error) {
 	if r.dtype, err = ref.ParseDType(c.String("dtype")); err != nil || (r.dtype != ref.BF16 && r.dtype != ref.FP16) {
 		return r, usageError("--dtype %q: the attention kernels take bf16 or fp16", c.String("dtype"))
 	}
-	if r.splits = c.Int("splits"); r.splits < 0 || r.splits > ref.MaxSplits {
-		return r, usageError("--splits %d: want 0 (the kernel chooses) or 1..%d", r.splits, ref.MaxSplits)
+	if r.splits = c.Int("splits"); r.splits < 0 || r.splits > cgo.MaxSplits {
+		return r, usageError("--splits %d: want 0 (the kernel chooses) or 1..%d", r.splits, cgo.MaxSplits)
 	}
 	if r.variant, err = cgo.ParseAttentionVariant(c.String("variant")); err != nil {
 		return r, usageError("--variant: %v", err)

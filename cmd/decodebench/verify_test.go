@@ -177,7 +177,7 @@ func TestVerifyUsageErrors(t *testing.T) {
 		{"k not a multiple of 8", append(linear, "--batch", "1", "--n", "8", "--k", "1001"), "--k 1001"},
 		{"k zero", append(linear, "--batch", "1", "--n", "8", "--k", "0"), "--k 0"},
 		{"batch 0", append(linear, "--batch", "0", "--n", "8", "--k", "8"), "--batch 0"},
-		{"batch 257", append(linear, "--batch", "257", "--n", "8", "--k", "8"), "--batch 257"},
+		{"batch past the limit", append(linear, "--batch", "1025", "--n", "8", "--k", "8"), "--batch 1025"},
 		{"dtype fp32", append(linear, "--batch", "1", "--n", "8", "--k", "8", "--dtype", "fp32"), `"fp32"`},
 		{"n 0", append(linear, "--batch", "1", "--n", "0", "--k", "8"), "--n 0"},
 		{"unknown variant", append(linear, "--batch", "1", "--n", "8", "--k", "8", "--variant", "wmma"), `"wmma"`},
