@@ -11,12 +11,15 @@ import (
 // AttentionSpec is one decode-attention call: one new query token per sequence against its
 // KV cache.
 type AttentionSpec struct {
-	Batch, QHeads, KVHeads, HeadDim int
-	Contexts                        []int // tokens of each sequence: one per sequence, or one for all
-	PageSize                        int   // tokens per page of a paged cache; 0 = contiguous
-	Splits                          int   // KV splits per sequence; 0 lets the kernel choose
-	DType                           cgo.DType
-	Variant                         cgo.AttentionVariant // AttentionAuto lets the plan choose
+	Batch    int                  `json:"batch"`
+	QHeads   int                  `json:"q_heads"`
+	KVHeads  int                  `json:"kv_heads"`
+	HeadDim  int                  `json:"head_dim"`
+	Contexts []int                `json:"contexts"`            // tokens of each sequence: one per sequence, or one for all
+	PageSize int                  `json:"page_size,omitempty"` // tokens per page of a paged cache; 0 = contiguous
+	Splits   int                  `json:"splits,omitempty"`    // KV splits per sequence; 0 lets the kernel choose
+	DType    cgo.DType            `json:"dtype"`
+	Variant  cgo.AttentionVariant `json:"variant"` // AttentionAuto lets the plan choose
 }
 
 // The float64 reference of a large attention call is computed for a sample of (sequence, KV
@@ -105,7 +108,7 @@ func (s AttentionSpec) check() (status, reason string) {
 		return StatusFailed, fmt.Sprintf("invalid shape: q heads %d is not a multiple of kv heads %d", s.QHeads, s.KVHeads)
 	case len(s.Contexts) != 1 && len(s.Contexts) != s.Batch:
 		return StatusFailed, fmt.Sprintf("invalid contexts: %d lengths for a batch of %d (want one for all or one per sequence)", len(s.Contexts), s.Batch)
-	case s.Variant < cgo.AttentionAuto || s.Variant > cgo.AttentionMMA:
+	case !knownAttentionVariant(s.Variant):
 		return StatusFailed, fmt.Sprintf("invalid variant %v", s.Variant)
 	case s.Splits < 0 || s.PageSize < 0:
 		return StatusFailed, fmt.Sprintf("invalid splits %d or page size %d: want 0 (auto, contiguous) or more", s.Splits, s.PageSize)
@@ -138,9 +141,21 @@ func (s AttentionSpec) check() (status, reason string) {
 	return "", ""
 }
 
+// knownAttentionVariant reports whether the seam names v.
+func knownAttentionVariant(v cgo.AttentionVariant) bool {
+	_, err := cgo.ParseAttentionVariant(v.String())
+	return err == nil
+}
+
 // Attention verifies, then times, decode attention. The K and V caches rotate through enough
 // copies that the timed calls read them from HBM; Q, the output and the page table stay put.
 func Attention(dev *cgo.Device, s AttentionSpec, o Options) Outcome {
+	out := attention(dev, s, o)
+	out.Spec = s.Spec()
+	return out
+}
+
+func attention(dev *cgo.Device, s AttentionSpec, o Options) Outcome {
 	const kernel = "attention"
 	o = o.withDefaults()
 	if err := o.validate(); err != nil {
@@ -166,10 +181,10 @@ func Attention(dev *cgo.Device, s AttentionSpec, o Options) Outcome {
 	if err != nil {
 		return merge(out, fromError(kernel, "planning", err))
 	}
-	out.Plan = map[string]any{"variant": plan.Variant.String(), "layout": shape.Layout.String(), "splits": plan.NumSplits,
-		"split_tokens": plan.SplitTokens, "workspace_bytes": workspace}
+	out.Plan = Plan{Variant: plan.Variant.String(), Layout: shape.Layout.String(), Splits: plan.NumSplits,
+		SplitTokens: plan.SplitTokens, WorkspaceBytes: workspace}
 	if shape.Layout == ref.KVPaged {
-		out.Plan["page_size"] = shape.PageSize
+		out.Plan.PageSize = shape.PageSize
 	}
 
 	elem := s.DType.Bytes()

@@ -10,10 +10,12 @@ import (
 
 // LinearSpec is one decode linear layer: Y[Batch x N] = X[Batch x K] · Wᵀ, W row-major N x K.
 type LinearSpec struct {
-	Batch, N, K int
-	DType       cgo.DType         // bf16 or fp16
-	Variant     cgo.LinearVariant // LinearAuto lets the kernel choose
-	SplitK      int               // 0 lets the kernel choose (GEMV only)
+	Batch   int               `json:"batch"`
+	N       int               `json:"n"`
+	K       int               `json:"k"`
+	DType   cgo.DType         `json:"dtype"`             // bf16 or fp16
+	Variant cgo.LinearVariant `json:"variant"`           // LinearAuto lets the kernel choose
+	SplitK  int               `json:"split_k,omitempty"` // 0 lets the kernel choose (GEMV only)
 }
 
 // maxLinearRefRows is how many output features (rows of W) the float64 reference computes,
@@ -54,7 +56,7 @@ func (s LinearSpec) check() (status, reason string) {
 		return StatusFailed, fmt.Sprintf("invalid shape batch %d, n %d, k %d: each must be >= 1", s.Batch, s.N, s.K)
 	case s.SplitK < 0:
 		return StatusFailed, fmt.Sprintf("invalid split-k %d: want 0 (auto) or >= 1", s.SplitK)
-	case s.Variant < cgo.LinearAuto || s.Variant > cgo.LinearMMA:
+	case !knownLinearVariant(s.Variant):
 		return StatusFailed, fmt.Sprintf("invalid variant %v", s.Variant)
 	case s.Batch > cgo.MaxBatch:
 		return StatusSkipped, fmt.Sprintf("unsupported: batch %d (the linear kernels take 1..%d)", s.Batch, cgo.MaxBatch)
@@ -82,9 +84,21 @@ func linearInputs(s LinearSpec, seed uint64) ref.LinearInputs {
 	}
 }
 
+// knownLinearVariant reports whether the seam names v (every DB_LINEAR_* it knows).
+func knownLinearVariant(v cgo.LinearVariant) bool {
+	_, err := cgo.ParseLinearVariant(v.String())
+	return err == nil
+}
+
 // Linear verifies, then times, one decode linear layer. W rotates through enough copies that
 // the timed calls read it from HBM; X and Y stay put, as activations do between layers.
 func Linear(dev *cgo.Device, s LinearSpec, o Options) Outcome {
+	out := linear(dev, s, o)
+	out.Spec = s.Spec()
+	return out
+}
+
+func linear(dev *cgo.Device, s LinearSpec, o Options) Outcome {
 	const kernel = "linear"
 	o = o.withDefaults()
 	if err := o.validate(); err != nil {
@@ -104,7 +118,7 @@ func Linear(dev *cgo.Device, s LinearSpec, o Options) Outcome {
 	if err != nil {
 		return merge(out, fromError(kernel, "planning", err))
 	}
-	out.Plan = map[string]any{"variant": plan.Variant.String(), "split_k": plan.SplitK, "workspace_bytes": workspace}
+	out.Plan = Plan{Variant: plan.Variant.String(), SplitK: plan.SplitK, WorkspaceBytes: workspace}
 
 	elem := s.DType.Bytes()
 	wBytes := uint64(s.N) * uint64(s.K) * elem

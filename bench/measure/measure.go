@@ -12,7 +12,6 @@
 package measure
 
 import (
-	"encoding/json"
 	"errors"
 	"fmt"
 	"github.com/decodebench/decodebench/bench/units"
@@ -63,97 +62,6 @@ func (o Options) validate() error {
 		return fmt.Errorf("rotate factor %g: want a finite number > 0", o.RotateFactor)
 	}
 	return nil
-}
-
-// Statuses of an Outcome.
-const (
-	StatusOK      = "ok"
-	StatusFailed  = "failed"  // verification failed, or the kernel or the device returned an error
-	StatusSkipped = "skipped" // the shape does not fit or is not supported: nothing ran
-)
-
-// Rotation says how the timed samples kept their operands out of L2.
-type Rotation struct {
-	Copies          int     `json:"copies"` // copies of the rotated operands (weights, KV caches), one per call in turn
-	WorkingSetBytes float64 `json:"working_set_bytes"`
-	L2Bytes         float64 `json:"l2_bytes"`
-	Method          string  `json:"method"` // e.g. "rotate 12 copies, 1.21 GB working set = 19x L2 (62.9 MB)"
-}
-
-// Verification is the check that came before the timing.
-type Verification struct {
-	Passed bool `json:"passed"`
-	// RelError is ‖out−ref‖₂/‖ref‖₂ over the elements checked against the reference; it is
-	// always finite. With NonFinite > 0 no error is defined: RelError is 0 and JSON has null.
-	RelError  float64 `json:"rel_error"`
-	Tolerance float64 `json:"tolerance"`
-	Checked   int     `json:"checked"` // elements (or words, or values) compared against the reference
-	// NonFinite counts the outputs that were NaN or infinite (0xFF poison of an unwritten
-	// output reads as NaN).
-	NonFinite int    `json:"non_finite,omitempty"`
-	Reason    string `json:"reason,omitempty"` // why it failed, or what was sampled
-}
-
-// verificationJSON is Verification with a rel_error that can be null.
-type verificationJSON struct {
-	Passed    bool     `json:"passed"`
-	RelError  *float64 `json:"rel_error"`
-	Tolerance float64  `json:"tolerance"`
-	Checked   int      `json:"checked"`
-	NonFinite int      `json:"non_finite,omitempty"`
-	Reason    string   `json:"reason,omitempty"`
-}
-
-// MarshalJSON writes rel_error null when it is undefined (non-finite outputs, or a
-// non-finite error), so that a failed verification can always be recorded.
-func (v Verification) MarshalJSON() ([]byte, error) {
-	j := verificationJSON{Passed: v.Passed, Tolerance: finiteOr0(v.Tolerance), Checked: v.Checked, NonFinite: v.NonFinite, Reason: v.Reason}
-	if v.NonFinite == 0 && isFinite(v.RelError) {
-		e := v.RelError
-		j.RelError = &e
-	}
-	return json.Marshal(j)
-}
-
-// UnmarshalJSON reads a null rel_error as 0.
-func (v *Verification) UnmarshalJSON(data []byte) error {
-	var j verificationJSON
-	if err := json.Unmarshal(data, &j); err != nil {
-		return err
-	}
-	*v = Verification{Passed: j.Passed, Tolerance: j.Tolerance, Checked: j.Checked, NonFinite: j.NonFinite, Reason: j.Reason}
-	if j.RelError != nil {
-		v.RelError = *j.RelError
-	}
-	return nil
-}
-
-func isFinite(x float64) bool { return !math.IsNaN(x) && !math.IsInf(x, 0) }
-
-func finiteOr0(x float64) float64 {
-	if isFinite(x) {
-		return x
-	}
-	return 0
-}
-
-// Outcome is one measurement.
-type Outcome struct {
-	Kernel string // "linear", "attention", "probe:read", ...
-	Status string // StatusOK, StatusFailed or StatusSkipped
-	Reason string // why not ok
-
-	Bytes, FLOPs float64      // minimum per call: each input read once, each output written once
-	Stats        timing.Stats // per-call seconds
-	// From the median: Bytes / median and FLOPs / median (decimal units are the caller's).
-	AchievedBytesPerSec, AchievedFLOPsPerSec float64
-	RepsPerSample                            int // calls timed back to back in one sample
-	Rotation                                 Rotation
-	Verification                             Verification
-	Plan                                     map[string]any // the resolved variant, split-K, splits, blocks, ...
-	// Emulated: the kernels ran in the CPU emulator; Stats are CPU time and say nothing about
-	// any GPU. Never report them as speed.
-	Emulated bool
 }
 
 func skipped(kernel, format string, a ...any) Outcome {
@@ -297,7 +205,7 @@ func verifyThenTime(dev *cgo.Device, o Options, out Outcome, kernel string, veri
 		return merge(out, failed(kernel, "timing: %v", err))
 	}
 	out.finish(stats, reps)
-	out.Plan["timer"] = note
+	out.Plan.Timer = note
 	if why := bound(stats.Median); why != "" {
 		out.Status, out.Reason = StatusFailed, why // the times stay, to show what the timer said
 	}

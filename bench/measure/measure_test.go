@@ -83,10 +83,10 @@ func TestLinearOnTheEmulator(t *testing.T) {
 		if out.Kernel != "linear" || out.Bytes != s.Bytes() || out.FLOPs != 2*float64(s.Batch*s.N*s.K) {
 			t.Errorf("%+v: kernel %q bytes %g flops %g", s, out.Kernel, out.Bytes, out.FLOPs)
 		}
-		if s.Variant != cgo.LinearAuto && out.Plan["variant"] != s.Variant.String() {
+		if s.Variant != cgo.LinearAuto && out.Plan.Variant != s.Variant.String() {
 			t.Errorf("%+v: plan %v", s, out.Plan)
 		}
-		if s.SplitK > 0 && out.Plan["split_k"] != s.SplitK {
+		if s.SplitK > 0 && out.Plan.SplitK != s.SplitK {
 			t.Errorf("%+v: plan %v", s, out.Plan)
 		}
 		// 256 kB of copies at most: how many fit.
@@ -129,18 +129,18 @@ func TestAttentionOnTheEmulator(t *testing.T) {
 		if out.Kernel != "attention" || out.Bytes != s.Bytes() || out.FLOPs != s.FLOPs() {
 			t.Errorf("%+v: kernel %q bytes %g flops %g", s, out.Kernel, out.Bytes, out.FLOPs)
 		}
-		if s.Splits > 0 && out.Plan["splits"] != s.Splits {
+		if s.Splits > 0 && out.Plan.Splits != s.Splits {
 			t.Errorf("%+v: plan %v", s, out.Plan)
 		}
-		if (s.PageSize > 0) != (out.Plan["layout"] == "paged") {
+		if (s.PageSize > 0) != (out.Plan.Layout == "paged") {
 			t.Errorf("%+v: plan %v", s, out.Plan)
 		}
 		wantVariant := s.Variant.String()
 		if s.Variant == cgo.AttentionAuto {
 			wantVariant = "simt" // until a card has timed both
 		}
-		if out.Plan["variant"] != wantVariant {
-			t.Errorf("%+v: plan variant %v, want %s", s, out.Plan["variant"], wantVariant)
+		if out.Plan.Variant != wantVariant {
+			t.Errorf("%+v: plan variant %v, want %s", s, out.Plan.Variant, wantVariant)
 		}
 	}
 	// KV read: 2 sequences x 40 tokens x 2 heads x 64 x 2 bytes, K and V.
@@ -161,12 +161,12 @@ func TestProbesOnTheEmulator(t *testing.T) {
 		if kind.Memory() && out.Bytes != float64(probeBuffers(kind)*(64<<10)) {
 			t.Errorf("%v moves %g bytes", kind, out.Bytes)
 		}
-		if !kind.Memory() && (out.FLOPs <= 0 || out.Plan["iterations"] != emuProbeIterations) {
+		if !kind.Memory() && (out.FLOPs <= 0 || out.Plan.Iterations != emuProbeIterations) {
 			t.Errorf("%v: %g FLOPs, plan %v", kind, out.FLOPs, out.Plan)
 		}
 	}
 	// Auto size under the emulator: small, and said in the plan.
-	if out := Probe(dev, ProbeSpec{Kind: cgo.ProbeRead}, o); out.Status != StatusOK || out.Plan["buffer_bytes"] != uint64(emuProbeBytes) {
+	if out := Probe(dev, ProbeSpec{Kind: cgo.ProbeRead}, o); out.Status != StatusOK || out.Plan.BufferBytes != uint64(emuProbeBytes) {
 		t.Errorf("auto read probe: %s %s %v", out.Status, out.Reason, out.Plan)
 	}
 }

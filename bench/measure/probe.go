@@ -10,15 +10,16 @@ import (
 
 // ProbeSpec is one bandwidth or compute probe: a measured ceiling of the roofline.
 type ProbeSpec struct {
-	Kind cgo.ProbeKind
+	Kind cgo.ProbeKind `json:"probe"`
 	// Memory probes: bytes of each buffer, a multiple of 16; 0 = auto: max(32x L2, 1 GiB),
 	// within half the free memory across the probe's buffers (1 MiB under the emulator).
-	Bytes uint64
+	Bytes uint64 `json:"bytes,omitempty"`
 	// Compute probes: loop trips per thread; 0 = auto (DefaultComputeIterations, 2 under the
 	// emulator).
-	Iterations int
+	Iterations int `json:"iterations,omitempty"`
 	// Launch shape; 0 lets the kernel choose (enough bytes in flight, or every SM full).
-	Blocks, Threads int
+	Blocks  int `json:"blocks,omitempty"`
+	Threads int `json:"threads,omitempty"`
 }
 
 const (
@@ -62,6 +63,12 @@ func autoProbeBytes(k cgo.ProbeKind, info deviceInfo) uint64 {
 // Probe verifies, then times, one probe. Memory probes stream buffers far larger than L2, so
 // one copy is enough; compute probes keep everything in registers.
 func Probe(dev *cgo.Device, s ProbeSpec, o Options) Outcome {
+	out := probe(dev, s, o)
+	out.Spec = s.Spec()
+	return out
+}
+
+func probe(dev *cgo.Device, s ProbeSpec, o Options) Outcome {
 	kernel := "probe:" + s.Kind.String()
 	o = o.withDefaults()
 	if err := o.validate(); err != nil {
@@ -140,7 +147,7 @@ func memoryProbe(dev *cgo.Device, s ProbeSpec, o Options, info deviceInfo) Outco
 		return merge(out, fromError(kernel, "planning", err))
 	}
 	out.Bytes, out.FLOPs = plan.BytesMoved, plan.FLOPs
-	out.Plan = map[string]any{"buffer_bytes": bytes, "words": words, "blocks": plan.BlocksUsed, "threads": plan.ThreadsUsed}
+	out.Plan = Plan{BufferBytes: bytes, Words: words, Blocks: plan.BlocksUsed, Threads: plan.ThreadsUsed}
 	out.Rotation = describeRotation(1, plan.BytesMoved, float64(info.props.L2Bytes), o.RotateFactor, 0)
 
 	return verifyThenTime(dev, o, out, kernel,
@@ -296,7 +303,7 @@ func computeProbe(dev *cgo.Device, s ProbeSpec, o Options, info deviceInfo) Outc
 	p.Blocks, p.Threads = plan.BlocksUsed, plan.ThreadsUsed
 	threads := uint64(plan.BlocksUsed) * uint64(plan.ThreadsUsed)
 	out.Bytes, out.FLOPs = plan.BytesMoved, plan.FLOPs
-	out.Plan = map[string]any{"iterations": iterations, "blocks": plan.BlocksUsed, "threads": plan.ThreadsUsed}
+	out.Plan = Plan{Iterations: iterations, Blocks: plan.BlocksUsed, Threads: plan.ThreadsUsed}
 	out.Rotation = Rotation{Copies: 1, L2Bytes: float64(info.props.L2Bytes), Method: "no memory operands: every chain lives in registers"}
 	if ok, why := Fits(dev, 4*threads); !ok {
 		return merge(out, skipped(kernel, "does not fit: %s", why))

@@ -3,6 +3,8 @@ package sweep
 import (
 	"math"
 
+	"github.com/decodebench/decodebench/bench/measure"
+
 	"github.com/decodebench/decodebench/bench/timing"
 )
 
@@ -42,17 +44,17 @@ const (
 )
 
 // Kernel estimates the wall seconds of measuring s.
-func (c *CostModel) Kernel(s Spec) float64 {
+func (c *CostModel) Kernel(s measure.Spec) float64 {
 	return c.unscaled(s) * c.scale()
 }
 
-func (c *CostModel) unscaled(s Spec) float64 {
+func (c *CostModel) unscaled(s measure.Spec) float64 {
 	call := MinCallSeconds
 	if c.BytesPerSec > 0 {
-		call = math.Max(call, s.Bytes/c.BytesPerSec)
+		call = math.Max(call, s.Bytes()/c.BytesPerSec)
 	}
 	if c.FLOPsPerSec > 0 {
-		call = math.Max(call, s.FLOPs/c.FLOPsPerSec)
+		call = math.Max(call, s.FLOPs()/c.FLOPsPerSec)
 	}
 	t := c.Timing
 	sampling := math.Max(t.MinSeconds, float64(t.MinSamples)*call) + float64(t.Warmup)*call
@@ -68,7 +70,7 @@ func (c *CostModel) scale() float64 {
 
 // Observe learns from a measurement of s that took wallSeconds: Scale becomes the ratio of
 // everything observed to everything estimated so far.
-func (c *CostModel) Observe(s Spec, wallSeconds float64) {
+func (c *CostModel) Observe(s measure.Spec, wallSeconds float64) {
 	if !(wallSeconds > 0) {
 		return
 	}
@@ -86,12 +88,12 @@ func (c *CostModel) Observe(s Spec, wallSeconds float64) {
 func Plan(configs []Config, measured map[string]bool, cost *CostModel, limitSeconds float64) (kept, dropped []Config, estimate float64) {
 	planned := map[string]bool{}
 	for _, cfg := range configs {
-		newKernels := map[string]Spec{}
+		newKernels := map[string]measure.Spec{}
 		var extra float64
 		for _, k := range cfg.Model.Kernels(cfg.Batch, cfg.Context) {
 			spec := SpecOf(k, cfg.Model)
 			key := spec.Key()
-			if measured[key] || planned[key] || newKernels[key] != (Spec{}) {
+			if _, seen := newKernels[key]; measured[key] || planned[key] || seen {
 				continue
 			}
 			newKernels[key] = spec

@@ -44,7 +44,7 @@ func TestRunOnEmulator(t *testing.T) {
 		t.Fatal(err)
 	}
 	for _, k := range p.Kernels {
-		if k.Status != StatusOK || !k.Emulated || !k.Verification.Passed {
+		if k.Status != measure.StatusOK || !k.Emulated || !k.Verification.Passed {
 			t.Errorf("%s: %s %q (emulated %v, verified %v)", k.Key, k.Status, k.Reason, k.Emulated, k.Verification.Passed)
 		}
 	}

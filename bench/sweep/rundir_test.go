@@ -109,3 +109,15 @@ func TestEndDeadSessions(t *testing.T) {
 		t.Errorf("%d ended: %+v", n, info)
 	}
 }
+
+// A kernels.jsonl line of an earlier version (rates in GB/s and TFLOP/s) reads with its rates.
+func TestMeasurementReadsEarlierLines(t *testing.T) {
+	line := `{"key":"probe read 1048576 B","spec":{"kind":"probe","probe":"read","probe_bytes":1048576},"status":"ok","achieved_gbps":2000,"achieved_tflops":0.5,"timing":{"median_seconds":5e-7}}`
+	var m Measurement
+	if err := json.Unmarshal([]byte(line), &m); err != nil {
+		t.Fatal(err)
+	}
+	if m.Key != "probe read 1048576 B" || m.AchievedBytesPerSec != 2e12 || m.AchievedFLOPsPerSec != 0.5e12 || !m.OK() {
+		t.Errorf("%+v", m)
+	}
+}

@@ -5,6 +5,7 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
+	"github.com/decodebench/decodebench/bench/measure"
 	"github.com/decodebench/decodebench/bench/units"
 	"math"
 	"time"
@@ -85,13 +86,13 @@ func (r *Runner) Run(ctx context.Context, configs []Config, prior Prior) (Result
 	}
 	s := &state{Runner: r, progress: progress, cache: map[string]Measurement{}, done: map[string]bool{}}
 	for _, m := range prior.Kernels {
-		if m.Status == StatusFailed && r.RetryFailed {
+		if m.Status == measure.StatusFailed && r.RetryFailed {
 			continue
 		}
 		s.cache[m.Key] = m
 	}
 	for _, rec := range prior.Records {
-		if rec.Status == StatusFailed && r.RetryFailed {
+		if rec.Status == measure.StatusFailed && r.RetryFailed {
 			continue
 		}
 		s.done[rec.Key] = true
@@ -118,12 +119,12 @@ func (r *Runner) CheckBudget(configs []Config, prior Prior) error {
 	s := &state{Runner: r, done: map[string]bool{}}
 	measured := map[string]bool{}
 	for _, m := range prior.Kernels {
-		if m.Status != StatusFailed || !r.RetryFailed {
+		if m.Status != measure.StatusFailed || !r.RetryFailed {
 			measured[m.Key] = true
 		}
 	}
 	for _, rec := range prior.Records {
-		if rec.Status != StatusFailed || !r.RetryFailed {
+		if rec.Status != measure.StatusFailed || !r.RetryFailed {
 			s.done[rec.Key] = true
 		}
 	}
@@ -285,7 +286,7 @@ func (s *state) config(ctx context.Context, cfg Config, done, total int, rest []
 	}
 	rec = Compose(cfg, s.cache, s.Ceilings)
 	rec.MeasuredSeconds = wall
-	if s.result.DeviceLost != nil && rec.Status != StatusOK {
+	if s.result.DeviceLost != nil && rec.Status != measure.StatusOK {
 		rec.Reason += "; the device stopped working: " + s.result.DeviceLost.Error()
 	}
 	return rec, false, nil
@@ -293,26 +294,26 @@ func (s *state) config(ctx context.Context, cfg Config, done, total int, rest []
 
 // measure runs one kernel shape with telemetry, appends it to kernels.jsonl and caches it. A
 // failure is followed by a health check of the device.
-func (s *state) measure(spec Spec) (Measurement, error) {
+func (s *state) measure(spec measure.Spec) (Measurement, error) {
 	key := spec.Key()
 	started := s.Now()
 	var m Measurement
 	if ok, why := s.Measurer.Fits(spec); !ok {
-		m = Measurement{Status: StatusSkipped, Reason: "does not fit: " + why}
+		m.Outcome = measure.Outcome{Spec: spec, Kernel: spec.Kind, Status: measure.StatusSkipped, Reason: "does not fit: " + why}
 	} else {
 		window := s.Telemetry.Start()
-		m = s.Measurer.Measure(spec)
+		m.Outcome = s.Measurer.Measure(spec)
 		m.Telemetry = window.Stop()
 	}
 	m.Key, m.Spec, m.Started = key, spec, started.UTC()
 	m.WallSeconds = s.Now().Sub(started).Seconds()
 	if m.Status == "" {
-		m.Status, m.Reason = StatusFailed, "the measurement returned no status"
+		m.Status, m.Reason = measure.StatusFailed, "the measurement returned no status"
 	}
-	if m.Status == StatusOK {
+	if m.Status == measure.StatusOK {
 		s.Cost.Observe(spec, m.WallSeconds)
 	}
-	if m.Status == StatusFailed {
+	if m.Status == measure.StatusFailed {
 		if err := s.Measurer.Healthy(); err != nil {
 			s.result.DeviceLost = fmt.Errorf("%w after %s: %v", ErrDeviceLost, spec.Label(), err)
 			s.progress.Note(s.result.DeviceLost.Error())
@@ -320,8 +321,8 @@ func (s *state) measure(spec Spec) (Measurement, error) {
 	}
 	if _, err := json.Marshal(m); err != nil {
 		// Whatever the kernel produced, the failure is recorded and the sweep goes on.
-		m = Measurement{Key: key, Spec: spec, Started: m.Started, WallSeconds: m.WallSeconds, Emulated: m.Emulated,
-			Status: StatusFailed, Reason: fmt.Sprintf("the measurement cannot be recorded (%v): %s", err, m.Reason)}
+		m.Outcome = measure.Outcome{Spec: spec, Kernel: m.Kernel, Emulated: m.Emulated, Status: measure.StatusFailed,
+			Reason: fmt.Sprintf("the measurement cannot be recorded (%v): %s", err, m.Reason)}
 	}
 	s.cache[key] = m
 	if err := s.Dir.AppendMeasurement(m); err != nil {
@@ -338,14 +339,10 @@ func (s *state) probes(ctx context.Context) error {
 		s.useCeilingForCost()
 		return nil
 	}
-	specs := []Spec{
-		{Kind: KindProbe, Probe: ProbeRead, ProbeBytes: s.ProbeBytes, Bytes: float64(s.ProbeBytes)},
-		{Kind: KindProbe, Probe: ProbeMMA},
-	}
-	found := map[string]Measurement{}
-	for _, spec := range specs {
+	var found [2]Measurement // the read probe, the mma probe
+	for i, spec := range []measure.Spec{readProbe(s.ProbeBytes), mmaProbe()} {
 		if m, ok := s.cache[spec.Key()]; ok {
-			found[spec.Probe] = m
+			found[i] = m
 			continue
 		}
 		if ctx.Err() != nil {
@@ -357,21 +354,21 @@ func (s *state) probes(ctx context.Context) error {
 		if err != nil {
 			return err
 		}
-		found[spec.Probe] = m
+		found[i] = m
 		if s.result.DeviceLost != nil {
 			return nil
 		}
 	}
-	read, mma := found[ProbeRead], found[ProbeMMA]
+	read, mma := found[0], found[1]
 	info := CeilingInfo{Probes: []string{read.Key, mma.Key}}
 	var notes []string
 	if read.OK() {
-		info.BandwidthBytesPerSec = read.AchievedGBps * 1e9
+		info.BandwidthBytesPerSec = read.AchievedBytesPerSec
 	} else {
 		notes = append(notes, "read probe "+read.Status+": "+read.Reason)
 	}
 	if mma.OK() {
-		info.FLOPsPerSec = mma.AchievedTFLOPs * 1e12
+		info.FLOPsPerSec = mma.AchievedFLOPsPerSec
 	} else {
 		notes = append(notes, "mma probe "+mma.Status+": "+mma.Reason)
 	}
@@ -423,7 +420,7 @@ func (s *state) write(rec Record) error {
 	if _, err := json.Marshal(rec); err != nil {
 		rec = Record{Key: rec.Key, Model: rec.Model, ModelKey: rec.ModelKey, Batch: rec.Batch, Context: rec.Context,
 			DType: rec.DType, KVDType: rec.KVDType, TP: rec.TP, Emulated: rec.Emulated, RecordedAt: rec.RecordedAt,
-			Status: StatusFailed, Reason: fmt.Sprintf("the record cannot be written (%v): %s", err, rec.Reason)}
+			Status: measure.StatusFailed, Reason: fmt.Sprintf("the record cannot be written (%v): %s", err, rec.Reason)}
 	}
 	if err := s.Dir.AppendRecord(rec); err != nil {
 		return err
@@ -432,9 +429,9 @@ func (s *state) write(rec Record) error {
 	s.result.Records++
 	s.session.Measured++
 	switch rec.Status {
-	case StatusOK:
+	case measure.StatusOK:
 		s.result.OK++
-	case StatusFailed:
+	case measure.StatusFailed:
 		s.result.Failed++
 	default:
 		s.result.Skipped++

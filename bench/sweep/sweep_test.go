@@ -3,6 +3,7 @@ package sweep
 import (
 	"context"
 	"errors"
+	"github.com/decodebench/decodebench/bench/measure"
 	"math"
 	"os"
 	"path/filepath"
@@ -87,13 +88,11 @@ func TestComposeStep(t *testing.T) {
 	measured := map[string]Measurement{}
 	for _, k := range s.Kernels(cfg.Batch, cfg.Context) {
 		spec := SpecOf(k, s)
-		m := f.Measure(spec)
-		m.Key = spec.Key()
-		measured[spec.Key()] = m
+		measured[spec.Key()] = Measurement{Key: spec.Key(), Outcome: f.Measure(spec)}
 	}
 	ceil := Ceilings{Datasheet: datasheetH200(), Measured: roofline.Ceiling{Name: "measured", BandwidthBytesPerSec: 4e12, FLOPsPerSec: 700e12}}
 	r := Compose(cfg, measured, ceil)
-	if r.Status != StatusOK {
+	if r.Status != measure.StatusOK {
 		t.Fatalf("status %s: %s", r.Status, r.Reason)
 	}
 	var kernels float64
@@ -125,10 +124,10 @@ func TestComposeStep(t *testing.T) {
 	// A failed kernel fails the step and keeps its reason; nothing is a speed.
 	attn := SpecOf(s.Kernels(cfg.Batch, cfg.Context)[1], s).Key()
 	bad := measured[attn]
-	bad.Status, bad.Reason = StatusFailed, "verification failed: NaN at 3"
+	bad.Status, bad.Reason = measure.StatusFailed, "verification failed: NaN at 3"
 	measured[attn] = bad
 	r = Compose(cfg, measured, ceil)
-	if r.Status != StatusFailed || !strings.Contains(r.Reason, "attention") || !strings.Contains(r.Reason, "NaN at 3") {
+	if r.Status != measure.StatusFailed || !strings.Contains(r.Reason, "attention") || !strings.Contains(r.Reason, "NaN at 3") {
 		t.Errorf("failed record: %s %q", r.Status, r.Reason)
 	}
 	if r.StepSeconds != 0 || r.PerServerTokensPerSec != 0 || r.RooflineFraction != 0 {
@@ -233,11 +232,11 @@ func TestRunFailureSkipAndDeviceLost(t *testing.T) {
 		for _, rec := range p.Records {
 			switch rec.Key {
 			case Config{tinyModel(), 2, 256}.Key():
-				if rec.Status != StatusFailed || !strings.Contains(rec.Reason, "verification failed") {
+				if rec.Status != measure.StatusFailed || !strings.Contains(rec.Reason, "verification failed") {
 					t.Errorf("failed record %s %q", rec.Status, rec.Reason)
 				}
 			case Config{tinyModel(), 1, 256}.Key():
-				if rec.Status != StatusSkipped || !strings.Contains(rec.Reason, "does not fit") {
+				if rec.Status != measure.StatusSkipped || !strings.Contains(rec.Reason, "does not fit") {
 					t.Errorf("skipped record %s %q", rec.Status, rec.Reason)
 				}
 			}
@@ -263,7 +262,7 @@ func TestRunFailureSkipAndDeviceLost(t *testing.T) {
 		}
 		p, _ := Load(r.Dir.Path)
 		for _, rec := range p.Records {
-			if rec.Status == StatusSkipped && (!strings.Contains(rec.Reason, "does not fit in memory") || !strings.Contains(rec.Reason, "at most batch 1")) {
+			if rec.Status == measure.StatusSkipped && (!strings.Contains(rec.Reason, "does not fit in memory") || !strings.Contains(rec.Reason, "at most batch 1")) {
 				t.Errorf("reason %q", rec.Reason)
 			}
 		}
@@ -489,7 +488,7 @@ func TestResumeRetryFailed(t *testing.T) {
 	}
 	p, _ := Load(dir)
 	for _, rec := range p.Records {
-		if rec.Status != StatusOK {
+		if rec.Status != measure.StatusOK {
 			t.Errorf("%s: %s after the retry (the newest record of a configuration holds)", rec.Key, rec.Status)
 		}
 	}

@@ -149,11 +149,11 @@ func benchAttentionAction(c *cli.Context) error {
 		r.Model, r.TP, r.Batch, r.QHeads, r.KVHeads, r.HeadDim, r.Context = modelName, tp, a.Batch, a.QHeads, a.KVHeads, a.HeadDim, j.context
 		r.PageSize, r.DType, r.KVBytes = a.PageSize, a.DType.String(), a.KVBytes()
 		r.Splits, r.Variant = a.Splits, a.Variant.String()
-		if n, ok := o.Plan["splits"].(int); ok {
-			r.Splits = n
+		if o.Plan.Splits > 0 {
+			r.Splits = o.Plan.Splits
 		}
-		if v, ok := o.Plan["variant"].(string); ok { // auto, resolved by the plan
-			r.Variant = v
+		if o.Plan.Variant != "" { // auto, resolved by the plan
+			r.Variant = o.Plan.Variant
 		}
 		if err := s.emit(r, "attention "+shape); err != nil {
 			return err

@@ -166,11 +166,11 @@ func benchLinearAction(c *cli.Context) error {
 			r.StepBatch = j.stepBatch
 		}
 		r.Variant, r.SplitK = j.spec.Variant.String(), j.spec.SplitK
-		if v, ok := o.Plan["variant"].(string); ok {
-			r.Variant = v
+		if o.Plan.Variant != "" { // auto, resolved by the plan
+			r.Variant = o.Plan.Variant
 		}
-		if k, ok := o.Plan["split_k"].(int); ok {
-			r.SplitK = k
+		if o.Plan.SplitK > 0 {
+			r.SplitK = o.Plan.SplitK
 		}
 		if err := s.emit(r, label); err != nil {
 			return err

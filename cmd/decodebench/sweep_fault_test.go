@@ -4,6 +4,7 @@ import (
 	"bytes"
 	"encoding/json"
 	"errors"
+	"github.com/decodebench/decodebench/bench/measure"
 	"math"
 	"os"
 	"os/exec"
@@ -71,7 +72,7 @@ func TestSweepFaultNaNOutput(t *testing.T) {
 				t.Fatalf("%d records, want 2 (the sweep goes on after a failure)", len(records))
 			}
 			for _, r := range records {
-				if r.Status != sweep.StatusFailed || !strings.Contains(r.Reason, "NaN") {
+				if r.Status != measure.StatusFailed || !strings.Contains(r.Reason, "NaN") {
 					t.Errorf("record %s: %s %q; want failed naming NaN", r.Key, r.Status, r.Reason)
 				}
 			}
@@ -345,7 +346,7 @@ func TestSweepFaultImpossibleSpeed(t *testing.T) {
 		t.Fatalf("exit %d %q; want exit 1", code, msg)
 	}
 	for _, r := range readSweepRecords(t, "run") {
-		if r.Status != sweep.StatusFailed || !strings.Contains(r.Reason, "implausible: timer or kernel fault") {
+		if r.Status != measure.StatusFailed || !strings.Contains(r.Reason, "implausible: timer or kernel fault") {
 			t.Errorf("record %s: %s %q; want failed as implausible", r.Key, r.Status, r.Reason)
 		}
 	}
@@ -366,7 +367,7 @@ func TestSweepFaultBadTimer(t *testing.T) {
 				t.Fatalf("exit %d %q after %v; want exit 1, at once", code, msg, time.Since(start))
 			}
 			for _, r := range readSweepRecords(t, "run") {
-				if r.Status != sweep.StatusFailed || !strings.Contains(r.Reason, "timer fault") {
+				if r.Status != measure.StatusFailed || !strings.Contains(r.Reason, "timer fault") {
 					t.Errorf("record %s: %s %q; want failed naming the timer fault", r.Key, r.Status, r.Reason)
 				}
 			}

@@ -2,6 +2,7 @@ package main
 
 import (
 	"fmt"
+	"github.com/decodebench/decodebench/bench/measure"
 	"io"
 	"math"
 	"os"
@@ -87,7 +88,7 @@ func (p *progress) Recorded(r sweep.Record, done, total int, eta float64) {
 		return
 	}
 	if p.bar {
-		if r.Status != sweep.StatusOK || r.Throttled {
+		if r.Status != measure.StatusOK || r.Throttled {
 			p.line(recordLine(r, done, total, eta))
 		}
 		p.draw()
@@ -147,7 +148,7 @@ func (p *progress) draw() {
 func recordLine(r sweep.Record, done, total int, eta float64) string {
 	head := fmt.Sprintf("[%d/%d] %s B=%d S=%d: ", done, total, r.Model, r.Batch, r.Context)
 	switch r.Status {
-	case sweep.StatusOK:
+	case measure.StatusOK:
 		s := fmt.Sprintf("%sstep %.4g ms, %.4g tok/s per request, %.4g tok/s per server", head, r.StepSeconds*1e3, r.PerRequestTokensPerSec, r.PerServerTokensPerSec)
 		if r.RooflineFraction > 0 {
 			s += fmt.Sprintf(", %.0f%% of the roofline", r.RooflineFraction*100)

@@ -5,6 +5,7 @@ import (
 	"bytes"
 	"encoding/json"
 	"errors"
+	"github.com/decodebench/decodebench/bench/measure"
 	"os"
 	"os/exec"
 	"path/filepath"
@@ -180,7 +181,7 @@ func TestSweepEmulatedEndToEnd(t *testing.T) {
 		t.Fatalf("%d records, want 6", len(records))
 	}
 	for _, r := range records {
-		if r.Status != sweep.StatusOK || !r.Emulated || r.PerServerTokensPerSec != float64(r.Batch)*r.PerRequestTokensPerSec ||
+		if r.Status != measure.StatusOK || !r.Emulated || r.PerServerTokensPerSec != float64(r.Batch)*r.PerRequestTokensPerSec ||
 			r.RooflineFraction != r.RooflineFractionMeasured || len(r.Kernels) != 6 || r.Throttled {
 			t.Errorf("record %s: %+v", r.Key, r)
 		}
@@ -251,9 +252,9 @@ type failingMeasurer struct {
 	substr string
 }
 
-func (f failingMeasurer) Measure(s sweep.Spec) sweep.Measurement {
+func (f failingMeasurer) Measure(s measure.Spec) measure.Outcome {
 	if strings.Contains(s.Key(), f.substr) {
-		return sweep.Measurement{Status: sweep.StatusFailed, Reason: "injected: verification failed, 3 NaN outputs"}
+		return measure.Outcome{Spec: s, Status: measure.StatusFailed, Reason: "injected: verification failed, 3 NaN outputs"}
 	}
 	return f.Measurer.Measure(s)
 }
@@ -295,12 +296,12 @@ func TestSweepInjectedFailureSkipAndThrottle(t *testing.T) {
 	var failed, skipped, throttled int
 	for _, r := range byKey {
 		switch r.Status {
-		case sweep.StatusFailed:
+		case measure.StatusFailed:
 			failed++
 			if !strings.Contains(r.Reason, "injected") || r.StepSeconds != 0 || r.PerServerTokensPerSec != 0 {
 				t.Errorf("failed record %+v", r)
 			}
-		case sweep.StatusSkipped:
+		case measure.StatusSkipped:
 			skipped++
 			if !strings.Contains(r.Reason, "does not fit in memory") {
 				t.Errorf("skipped record reason %q", r.Reason)
