@@ -32,6 +32,9 @@ type Options struct {
 	// Datasheet bounds what a measurement may claim (see PlausibleMargin); zero means the
 	// device's own spec row, found by its name.
 	Datasheet Datasheet
+
+	// checkOnly (Verify): one copy of the operands, every output compared, nothing timed.
+	checkOnly bool
 }
 
 // DefaultRotateFactor: 4x L2 leaves under 1/4 of any copy's lines resident when the next call
@@ -181,15 +184,21 @@ const planAddress = 1 << 16
 
 // verifyThenTime ends every measurement: verification first (with Options.Verify; a failed
 // kernel is recorded and never timed), then timeCalls, where call(i) launches the i-th timed
-// call (on the i-th rotated copy).
-func verifyThenTime(dev *cgo.Device, o Options, out Outcome, kernel string, verify func() Verification, call func(int) error) Outcome {
-	if o.Verify {
-		out.Verification = verify()
+// call (on the i-th rotated copy). Under Verify (checkOnly) it stops after the verification.
+func verifyThenTime(dev *cgo.Device, o Options, out Outcome, kernel string, verify func() Check, call func(int) error) (Outcome, Check) {
+	c := Check{Worst: noElement}
+	if o.Verify || o.checkOnly {
+		c = verify()
+		out.Verification = c.Verification
 		if !out.Verification.Passed {
-			return merge(out, failed(kernel, "verification: %s", out.Verification.Reason))
+			return merge(out, failed(kernel, "verification: %s", out.Verification.Reason)), c
 		}
 	} else {
 		out.Verification.Reason = "not verified (Options.Verify is false)"
+	}
+	if o.checkOnly {
+		out.Status = StatusOK
+		return out, c
 	}
 	var ds Datasheet
 	if info, err := readDevice(dev); err == nil {
@@ -199,15 +208,15 @@ func verifyThenTime(dev *cgo.Device, o Options, out Outcome, kernel string, veri
 	stats, reps, note, err := timeCalls(dev, o.Timing, call, bound)
 	var unreal errImplausible
 	if errors.As(err, &unreal) {
-		return merge(out, failed(kernel, "%s", string(unreal)))
+		return merge(out, failed(kernel, "%s", string(unreal))), c
 	}
 	if err != nil {
-		return merge(out, failed(kernel, "timing: %v", err))
+		return merge(out, failed(kernel, "timing: %v", err)), c
 	}
 	out.finish(stats, reps)
 	out.Plan.Timer = note
 	if why := bound(stats.Median); why != "" {
 		out.Status, out.Reason = StatusFailed, why // the times stay, to show what the timer said
 	}
-	return out
+	return out, c
 }

@@ -63,28 +63,33 @@ func autoProbeBytes(k cgo.ProbeKind, info deviceInfo) uint64 {
 // Probe verifies, then times, one probe. Memory probes stream buffers far larger than L2, so
 // one copy is enough; compute probes keep everything in registers.
 func Probe(dev *cgo.Device, s ProbeSpec, o Options) Outcome {
-	out := probe(dev, s, o)
-	out.Spec = s.Spec()
+	out, _ := probe(dev, s, o)
 	return out
 }
 
-func probe(dev *cgo.Device, s ProbeSpec, o Options) Outcome {
+func probe(dev *cgo.Device, s ProbeSpec, o Options) (Outcome, Check) {
+	out, c := probeRun(dev, s, o)
+	out.Spec = s.Spec()
+	return out, c
+}
+
+func probeRun(dev *cgo.Device, s ProbeSpec, o Options) (Outcome, Check) {
 	kernel := "probe:" + s.Kind.String()
 	o = o.withDefaults()
 	if err := o.validate(); err != nil {
-		return failed(kernel, "options: %v", err)
+		return failed(kernel, "options: %v", err), noCheck
 	}
 	switch {
 	case s.Kind < cgo.ProbeRead || s.Kind > cgo.ProbeMMABF16:
-		return failed(kernel, "invalid probe kind %d", int32(s.Kind))
+		return failed(kernel, "invalid probe kind %d", int32(s.Kind)), noCheck
 	case s.Bytes%16 != 0:
-		return failed(kernel, "invalid size %d bytes: want a multiple of 16 (the probes move 16-byte vectors)", s.Bytes)
+		return failed(kernel, "invalid size %d bytes: want a multiple of 16 (the probes move 16-byte vectors)", s.Bytes), noCheck
 	case s.Iterations < 0 || s.Blocks < 0 || s.Threads < 0:
-		return failed(kernel, "invalid iterations %d, blocks %d or threads %d: want 0 (auto) or more", s.Iterations, s.Blocks, s.Threads)
+		return failed(kernel, "invalid iterations %d, blocks %d or threads %d: want 0 (auto) or more", s.Iterations, s.Blocks, s.Threads), noCheck
 	}
 	info, err := readDevice(dev)
 	if err != nil {
-		return failed(kernel, "%v", err)
+		return failed(kernel, "%v", err), noCheck
 	}
 	if s.Kind.Memory() {
 		return memoryProbe(dev, s, o, info)
@@ -92,7 +97,7 @@ func probe(dev *cgo.Device, s ProbeSpec, o Options) Outcome {
 	return computeProbe(dev, s, o, info)
 }
 
-func memoryProbe(dev *cgo.Device, s ProbeSpec, o Options, info deviceInfo) Outcome {
+func memoryProbe(dev *cgo.Device, s ProbeSpec, o Options, info deviceInfo) (Outcome, Check) {
 	kernel := "probe:" + s.Kind.String()
 	out := Outcome{Kernel: kernel, Emulated: info.emulated}
 	bytes := s.Bytes
@@ -100,11 +105,11 @@ func memoryProbe(dev *cgo.Device, s ProbeSpec, o Options, info deviceInfo) Outco
 		bytes = autoProbeBytes(s.Kind, info)
 	}
 	if bytes < 16 {
-		return skipped(kernel, "does not fit: too little free memory for the probe's buffers")
+		return skipped(kernel, "does not fit: too little free memory for the probe's buffers"), noCheck
 	}
 	words := bytes / 4
 	if ok, why := Fits(dev, probeBuffers(s.Kind)*bytes+4); !ok {
-		return merge(out, skipped(kernel, "does not fit: %s", why))
+		return merge(out, skipped(kernel, "does not fit: %s", why)), noCheck
 	}
 	bufs := &buffers{dev: dev}
 	defer bufs.close()
@@ -128,7 +133,7 @@ func memoryProbe(dev *cgo.Device, s ProbeSpec, o Options, info deviceInfo) Outco
 		alloc(&c, "c", bytes)
 	}
 	if err != nil {
-		return merge(out, fromError(kernel, "allocating", err))
+		return merge(out, fromError(kernel, "allocating", err)), noCheck
 	}
 	p.A, p.B, p.C, p.Result = ptrOf(a), ptrOf(b), ptrOf(c), ptrOf(result)
 	switch s.Kind {
@@ -140,20 +145,20 @@ func memoryProbe(dev *cgo.Device, s ProbeSpec, o Options, info deviceInfo) Outco
 		}
 	}
 	if err != nil {
-		return merge(out, failed(kernel, "filling the inputs: %v", err))
+		return merge(out, failed(kernel, "filling the inputs: %v", err)), noCheck
 	}
 	plan, err := dev.ProbePlan(p)
 	if err != nil {
-		return merge(out, fromError(kernel, "planning", err))
+		return merge(out, fromError(kernel, "planning", err)), noCheck
 	}
 	out.Bytes, out.FLOPs = plan.BytesMoved, plan.FLOPs
 	out.Plan = Plan{BufferBytes: bytes, Words: words, Blocks: plan.BlocksUsed, Threads: plan.ThreadsUsed}
 	out.Rotation = describeRotation(1, plan.BytesMoved, float64(info.props.L2Bytes), o.RotateFactor, 0)
 
 	return verifyThenTime(dev, o, out, kernel,
-		func() Verification {
+		func() Check {
 			written := map[cgo.ProbeKind]*cgo.Buffer{cgo.ProbeRead: result, cgo.ProbeWrite: a, cgo.ProbeCopy: b, cgo.ProbeTriad: a}[s.Kind]
-			return verifyMemoryProbe(dev, p, written, seedA, seedB, seedC)
+			return checkOf(verifyMemoryProbe(dev, p, written, seedA, seedB, seedC))
 		},
 		func(int) error { _, err := dev.Probe(p); return err })
 }
@@ -284,7 +289,7 @@ func readSum(seed, words uint64) uint32 {
 	return total
 }
 
-func computeProbe(dev *cgo.Device, s ProbeSpec, o Options, info deviceInfo) Outcome {
+func computeProbe(dev *cgo.Device, s ProbeSpec, o Options, info deviceInfo) (Outcome, Check) {
 	kernel := "probe:" + s.Kind.String()
 	out := Outcome{Kernel: kernel, Emulated: info.emulated}
 	iterations := s.Iterations
@@ -297,7 +302,7 @@ func computeProbe(dev *cgo.Device, s ProbeSpec, o Options, info deviceInfo) Outc
 	p := cgo.ProbeParams{Kind: s.Kind, Result: planAddress, Blocks: s.Blocks, Threads: s.Threads, Iterations: iterations}
 	plan, err := dev.ProbePlan(p)
 	if err != nil {
-		return merge(out, fromError(kernel, "planning", err))
+		return merge(out, fromError(kernel, "planning", err)), noCheck
 	}
 	// Verify and time the same launch shape, whatever auto chose.
 	p.Blocks, p.Threads = plan.BlocksUsed, plan.ThreadsUsed
@@ -306,18 +311,18 @@ func computeProbe(dev *cgo.Device, s ProbeSpec, o Options, info deviceInfo) Outc
 	out.Plan = Plan{Iterations: iterations, Blocks: plan.BlocksUsed, Threads: plan.ThreadsUsed}
 	out.Rotation = Rotation{Copies: 1, L2Bytes: float64(info.props.L2Bytes), Method: "no memory operands: every chain lives in registers"}
 	if ok, why := Fits(dev, 4*threads); !ok {
-		return merge(out, skipped(kernel, "does not fit: %s", why))
+		return merge(out, skipped(kernel, "does not fit: %s", why)), noCheck
 	}
 	bufs := &buffers{dev: dev}
 	defer bufs.close()
 	result, err := bufs.alloc("the result", 4*threads)
 	if err != nil {
-		return merge(out, fromError(kernel, "allocating", err))
+		return merge(out, fromError(kernel, "allocating", err)), noCheck
 	}
 	p.Result = result.Ptr
 
 	return verifyThenTime(dev, o, out, kernel,
-		func() Verification { return verifyComputeProbe(dev, p, result) },
+		func() Check { return checkOf(verifyComputeProbe(dev, p, result)) },
 		func(int) error { _, err := dev.Probe(p); return err })
 }
 

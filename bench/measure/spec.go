@@ -97,6 +97,12 @@ func (s Spec) Key() string {
 		if a.Variant != cgo.AttentionAuto {
 			fmt.Fprintf(&b, " variant=%s", a.Variant)
 		}
+		if a.Scale != 0 {
+			fmt.Fprintf(&b, " scale=%g", a.Scale)
+		}
+		if a.Append {
+			b.WriteString(" append")
+		}
 	case KindProbe:
 		p := s.Probe
 		fmt.Fprintf(&b, "probe %s", p.Kind)
