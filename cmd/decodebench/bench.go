@@ -359,7 +359,7 @@ func (s *benchSession) record(kind, kernel string, o measure.Outcome, tel teleme
 		SamplesSeconds: st.Samples, Bytes: o.Bytes, FLOPs: o.FLOPs,
 		AchievedGBps: o.AchievedBytesPerSec / 1e9, AchievedTFLOPs: o.AchievedFLOPsPerSec / 1e12,
 		Rotation: o.Rotation.Method, RotationCopies: o.Rotation.Copies, WorkingSetBytes: o.Rotation.WorkingSetBytes,
-		Verified: o.Verification.Passed, RelError: benchRelError(o.Verification), NonFinite: o.Verification.NonFinite, Tolerance: o.Verification.Tolerance,
+		Verified: o.Verification.Passed, RelError: relErrorOf(o.Verification), NonFinite: o.Verification.NonFinite, Tolerance: o.Verification.Tolerance,
 		VerifyChecked: o.Verification.Checked, VerifyNote: o.Verification.Reason, Plan: planOf(o),
 		Emulated: o.Emulated, Backend: s.lib.Name(), Device: s.device, Seed: s.settings.opts.Seed,
 		Timing: fmt.Sprintf("warm-up %d; >= %d samples and %gs, then until spread < %g or %gs",
@@ -471,15 +471,6 @@ func percent(f float64) string {
 		return "-"
 	}
 	return fmt.Sprintf("%.1f%%", 100*f)
-}
-
-// benchRelError is a verification's relative error, nil where none is defined.
-func benchRelError(v measure.Verification) *jsonFloat {
-	if v.NonFinite > 0 {
-		return nil
-	}
-	e := jsonFloat(v.RelError)
-	return &e
 }
 
 // planOf is the outcome's plan, nil when nothing was planned.

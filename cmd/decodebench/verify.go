@@ -1,7 +1,6 @@
 package main
 
 import (
-	"errors"
 	"fmt"
 	"io"
 	"math"
@@ -9,6 +8,7 @@ import (
 
 	"github.com/urfave/cli/v2"
 
+	"github.com/decodebench/decodebench/bench/measure"
 	"github.com/decodebench/decodebench/bench/ref"
 	"github.com/decodebench/decodebench/cgo"
 )
@@ -212,94 +212,50 @@ func verifyLinearAction(c *cli.Context) error {
 	return finishVerify(out, asJSON, "linear", rep, rep.Passed, rep.Reason, func() { printLinearReport(out, rep) })
 }
 
-// runLinear allocates and fills the inputs, poisons Y, plans, runs and compares.
+// runLinear is measure.Verify of the requested call; it only turns the Check into the report.
 func runLinear(dev *cgo.Device, req linearRequest, out io.Writer, quiet bool) (linearReport, error) {
 	in := req.in
-	dt := cgo.DType(in.DType)
-	elem := dt.Bytes()
-	var bufs []*cgo.Buffer
-	defer func() {
-		for _, b := range bufs {
-			b.Close()
-		}
-	}()
-	alloc := func(what string, bytes uint64) (*cgo.Buffer, error) {
-		b, err := dev.Alloc(bytes)
-		if err != nil {
-			return nil, failure("allocating %s (%d bytes): %v", what, bytes, err)
-		}
-		bufs = append(bufs, b)
-		return b, nil
-	}
-	batch, n, k := uint64(in.Batch), uint64(in.N), uint64(in.K)
-	x, err := alloc("X", batch*k*elem)
-	if err != nil {
+	spec := measure.LinearSpec{Batch: in.Batch, N: in.N, K: in.K, DType: cgo.DType(in.DType), Variant: req.variant, SplitK: req.splitK}
+	c := measure.Verify(dev, spec.Spec(), verifyOptions(req.seed))
+	if err := checkRan(c, "the linear kernels refuse this shape"); err != nil {
 		return linearReport{}, err
-	}
-	w, err := alloc("W", n*k*elem)
-	if err != nil {
-		return linearReport{}, err
-	}
-	y, err := alloc("Y", batch*n*elem)
-	if err != nil {
-		return linearReport{}, err
-	}
-	if err := x.FillHash(dt, batch*k, in.SeedX, in.ScaleX); err != nil {
-		return linearReport{}, failure("filling X: %v", err)
-	}
-	if err := w.FillHash(dt, n*k, in.SeedW, in.ScaleW); err != nil {
-		return linearReport{}, failure("filling W: %v", err)
-	}
-	if err := y.Memset(0xFF); err != nil { // NaN: an element the kernel skips cannot pass
-		return linearReport{}, failure("poisoning Y: %v", err)
-	}
-
-	params := cgo.LinearParams{X: x.Ptr, W: w.Ptr, Y: y.Ptr, Batch: in.Batch, N: in.N, K: in.K,
-		DType: dt, Variant: req.variant, SplitK: req.splitK}
-	plan, workspace, err := dev.LinearPlan(params)
-	if errors.Is(err, cgo.ErrUnsupportedShape) || errors.Is(err, cgo.ErrInvalidArgument) {
-		return linearReport{}, usageError("the linear kernels refuse this shape: %v", err)
-	} else if err != nil {
-		return linearReport{}, failure("%v", err)
 	}
 	if !quiet {
-		fmt.Fprintf(out, "plan: variant %s, split-k %d, workspace %d bytes\n", plan.Variant, plan.SplitK, workspace)
+		fmt.Fprintf(out, "plan: variant %s, split-k %d, workspace %d bytes\n", c.Plan.Variant, c.Plan.SplitK, c.Plan.WorkspaceBytes)
 	}
-	if workspace > 0 {
-		ws, err := alloc("the split-K workspace", workspace)
-		if err != nil {
-			return linearReport{}, err
-		}
-		plan.Workspace, plan.WorkspaceBytes = ws.Ptr, ws.Bytes
-	}
-	if err := dev.Linear(plan); err != nil {
-		return linearReport{}, failure("%v", err)
-	}
-	if err := dev.Synchronize(); err != nil {
-		return linearReport{}, failure("%v", err)
-	}
-	raw := make([]byte, batch*n*elem)
-	if err := y.CopyToHost(raw); err != nil {
-		return linearReport{}, failure("copying Y back: %v", err)
-	}
-	got, err := ref.Decode(in.DType, raw)
-	if err != nil {
-		return linearReport{}, failure("%v", err)
-	}
-
-	want := ref.Linear(in)
-	cmp := ref.Compare(got, want.Want, want.ElementBounds(in.DType, in.K), ref.LinearTolerance(in.DType))
 	rep := linearReport{
-		Passed: cmp.Passed, Reason: cmp.Reason(), RelError: relErrorOf(cmp), Tolerance: cmp.Tolerance,
-		Worst: toElementJSON(cmp.Worst, in.N), NonFinite: cmp.NonFinite, OutOfBound: cmp.OutOfBound,
-		Kernel: "linear", Variant: plan.Variant.String(), SplitK: plan.SplitK, WorkspaceBytes: workspace,
+		Passed: c.Passed, Reason: c.Reason, RelError: relErrorOf(c.Verification), Tolerance: c.Tolerance,
+		Worst: toElementJSON(c.Worst, in.N), NonFinite: c.NonFinite, OutOfBound: c.OutOfBound,
+		Kernel: "linear", Variant: c.Plan.Variant, SplitK: max(c.Plan.SplitK, 1), WorkspaceBytes: c.Plan.WorkspaceBytes,
 		Batch: in.Batch, N: in.N, K: in.K, DType: in.DType.String(),
 		Seed: req.seed, SeedX: in.SeedX, SeedW: in.SeedW, ScaleW: in.ScaleW,
 	}
-	for _, m := range cmp.Mismatches {
+	if c.Passed {
+		rep.Reason = ""
+	}
+	for _, m := range c.Mismatches {
 		rep.Mismatches = append(rep.Mismatches, toElementJSON(m, in.N))
 	}
 	return rep, nil
+}
+
+// verifyOptions are the measurement options of a verify command: the seed given.
+func verifyOptions(seed uint64) measure.Options {
+	o := measure.DefaultOptions()
+	o.Seed = seed
+	return o
+}
+
+// checkRan turns a check that could not run into the command's error: a shape the kernels
+// refuse is a usage error (exit 2), anything else a failure (exit 1).
+func checkRan(c measure.Check, refused string) error {
+	switch c.Status {
+	case measure.StatusOK:
+		return nil
+	case measure.StatusSkipped:
+		return usageError("%s: %s", refused, c.Reason)
+	}
+	return failure("%s", c.Reason)
 }
 
 func printLinearReport(out io.Writer, r linearReport) {
@@ -319,13 +275,13 @@ func printLinearReport(out io.Writer, r linearReport) {
 
 // ---- output ----------------------------------------------------------------------------------
 
-// relErrorOf is a comparison's relative error, or nil where it is undefined: with a NaN or
+// relErrorOf is a verification's relative error, or nil where it is undefined: with a NaN or
 // infinite output the error over the finite ones says nothing (0 when every output is NaN).
-func relErrorOf(c ref.Comparison) *jsonFloat {
-	if c.NonFinite > 0 || math.IsNaN(c.RelError) || math.IsInf(c.RelError, 0) {
+func relErrorOf(v measure.Verification) *jsonFloat {
+	if v.NonFinite > 0 || math.IsNaN(v.RelError) || math.IsInf(v.RelError, 0) {
 		return nil
 	}
-	e := jsonFloat(c.RelError)
+	e := jsonFloat(v.RelError)
 	return &e
 }
 
