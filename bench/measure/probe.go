@@ -158,7 +158,7 @@ func memoryProbe(dev *cgo.Device, s ProbeSpec, o Options, info deviceInfo) (Outc
 	return verifyThenTime(dev, o, out, kernel,
 		func() Check {
 			written := map[cgo.ProbeKind]*cgo.Buffer{cgo.ProbeRead: result, cgo.ProbeWrite: a, cgo.ProbeCopy: b, cgo.ProbeTriad: a}[s.Kind]
-			return checkOf(verifyMemoryProbe(dev, p, written, seedA, seedB, seedC))
+			return verifyMemoryProbe(dev, p, written, seedA, seedB, seedC)
 		},
 		func(int) error { _, err := dev.Probe(p); return err })
 }
@@ -172,38 +172,39 @@ func ptrOf(b *cgo.Buffer) uint64 {
 
 // verifyMemoryProbe poisons what the probe writes, runs it once and checks every word it
 // wrote exactly (or the read probe's sum). RelError is the fraction of words that differ.
-func verifyMemoryProbe(dev *cgo.Device, p cgo.ProbeParams, written *cgo.Buffer, seedA, seedB, seedC uint64) Verification {
-	var v Verification
+func verifyMemoryProbe(dev *cgo.Device, p cgo.ProbeParams, written *cgo.Buffer, seedA, seedB, seedC uint64) Check {
+	c := checkOf(Verification{})
+	v := &c.Verification
 	if err := written.Memset(0xFF); err != nil {
 		v.Reason = fmt.Sprintf("poisoning: %v", err)
-		return v
+		return c
 	}
 	if _, err := dev.Probe(p); err != nil {
 		v.Reason = fmt.Sprintf("running: %v", err)
-		return v
+		return c
 	}
 	if err := dev.Synchronize(); err != nil {
 		v.Reason = fmt.Sprintf("running: %v", err)
-		return v
+		return c
 	}
 	if p.Kind == cgo.ProbeRead {
 		got := make([]uint32, 1)
 		if err := cgo.Read(written, got); err != nil {
 			v.Reason = fmt.Sprintf("copying the result back: %v", err)
-			return v
+			return c
 		}
 		want := readSum(seedA, p.Words)
 		v.Checked, v.Passed = 1, got[0] == want
 		if !v.Passed {
-			v.RelError = 1
+			v.RelError, c.OutOfBound = 1, 1
 			v.Reason = fmt.Sprintf("sum of %d words is %#08x, want %#08x", p.Words, got[0], want)
 		}
-		return v
+		return c
 	}
 	got := make([]uint32, p.Words)
 	if err := cgo.Read(written, got); err != nil {
 		v.Reason = fmt.Sprintf("copying the output back: %v", err)
-		return v
+		return c
 	}
 	var want func(i uint64) uint32
 	switch p.Kind {
@@ -219,8 +220,9 @@ func verifyMemoryProbe(dev *cgo.Device, p cgo.ProbeParams, written *cgo.Buffer, 
 	return compareWords(got, want)
 }
 
-// compareWords checks every word of got against want(i), on every core.
-func compareWords(got []uint32, want func(i uint64) uint32) Verification {
+// compareWords checks every word of got against want(i), on every core; OutOfBound counts the
+// words that differ.
+func compareWords(got []uint32, want func(i uint64) uint32) Check {
 	n := uint64(len(got))
 	var mismatches []uint64 // per range
 	firsts := map[uint64]uint64{}
@@ -254,7 +256,9 @@ func compareWords(got []uint32, want func(i uint64) uint32) Verification {
 	for _, m := range mismatches {
 		total += m
 	}
-	v := Verification{Checked: len(got), Passed: total == 0}
+	c := checkOf(Verification{Checked: len(got), Passed: total == 0})
+	c.OutOfBound = int(total)
+	v := &c.Verification
 	if total > 0 {
 		first := n
 		for _, f := range firsts {
@@ -263,7 +267,7 @@ func compareWords(got []uint32, want func(i uint64) uint32) Verification {
 		v.RelError = float64(total) / float64(n)
 		v.Reason = fmt.Sprintf("%d of %d words differ (first: word %d = %#08x, want %#08x)", total, n, first, got[first], want(first))
 	}
-	return v
+	return c
 }
 
 // readSum is ref.ReadSum on every core: a wrap-around sum is the same in any order.
@@ -322,21 +326,22 @@ func computeProbe(dev *cgo.Device, s ProbeSpec, o Options, info deviceInfo) (Out
 	p.Result = result.Ptr
 
 	return verifyThenTime(dev, o, out, kernel,
-		func() Check { return checkOf(verifyComputeProbe(dev, p, result)) },
+		func() Check { return verifyComputeProbe(dev, p, result) },
 		func(int) error { _, err := dev.Probe(p); return err })
 }
 
 // verifyComputeProbe runs the timed launch shape at a few iterations, where every thread's
 // chain has an exact reference, and compares every thread's value bit for bit.
-func verifyComputeProbe(dev *cgo.Device, p cgo.ProbeParams, result *cgo.Buffer) Verification {
-	var v Verification
+func verifyComputeProbe(dev *cgo.Device, p cgo.ProbeParams, result *cgo.Buffer) Check {
+	c := checkOf(Verification{})
+	v := &c.Verification
 	p.Iterations = verifyFMAIterations
 	if p.Kind == cgo.ProbeMMABF16 {
 		p.Iterations = verifyMMAIterations
 	}
 	if err := result.Memset(0xFF); err != nil {
 		v.Reason = fmt.Sprintf("poisoning: %v", err)
-		return v
+		return c
 	}
 	res, err := dev.Probe(p)
 	if err == nil {
@@ -344,12 +349,12 @@ func verifyComputeProbe(dev *cgo.Device, p cgo.ProbeParams, result *cgo.Buffer) 
 	}
 	if err != nil {
 		v.Reason = fmt.Sprintf("running: %v", err)
-		return v
+		return c
 	}
 	got := make([]uint32, uint64(res.BlocksUsed)*uint64(res.ThreadsUsed))
 	if err := cgo.Read(result, got); err != nil {
 		v.Reason = fmt.Sprintf("copying the result back: %v", err)
-		return v
+		return c
 	}
 	perThread := make([]uint32, res.ThreadsUsed) // a thread's value depends on threadIdx only
 	for t := range perThread {
@@ -361,9 +366,9 @@ func verifyComputeProbe(dev *cgo.Device, p cgo.ProbeParams, result *cgo.Buffer) 
 		}
 		perThread[t] = math.Float32bits(f)
 	}
-	v = compareWords(got, func(i uint64) uint32 { return perThread[i%uint64(res.ThreadsUsed)] })
-	if v.Passed {
-		v.Reason = fmt.Sprintf("every thread's chains checked exactly at %d iterations, timed at more", p.Iterations)
+	c = compareWords(got, func(i uint64) uint32 { return perThread[i%uint64(res.ThreadsUsed)] })
+	if c.Passed {
+		c.Reason = fmt.Sprintf("every thread's chains checked exactly at %d iterations, timed at more", p.Iterations)
 	}
-	return v
+	return c
 }
