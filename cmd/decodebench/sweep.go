@@ -284,6 +284,8 @@ func sweepAction(c *cli.Context) error {
 
 	// The lock comes first and is held to the end (the report included): a second writer is
 	// refused before it touches the device.
+	_, statErr := os.Stat(req.out)
+	madeDir := errors.Is(statErr, os.ErrNotExist)
 	lock, err := sweep.Lock(req.out)
 	if err != nil {
 		var locked *sweep.LockedError
@@ -296,6 +298,10 @@ func sweepAction(c *cli.Context) error {
 	defer func() {
 		if dir == nil {
 			lock.Release()
+			if madeDir { // refused before run.json: leave no empty directory behind
+				os.Remove(filepath.Join(req.out, sweep.LockFile))
+				os.Remove(req.out)
+			}
 		}
 	}()
 	if lock.StalePID != 0 {
