@@ -24,10 +24,10 @@ type LinearSpec struct {
 // NaN and for the poison of an unwritten one.
 const maxLinearRefRows = 64
 
-// Bytes is the least a call moves: W, X and Y once each. Review (2026): confirmed minimal. X and Y
-// are not rotated (activations stay in L2 between layers in a real step too), so at batch 256 up
-// to ~10% of the bytes counted for a 4096x4096 W may come from L2 rather than HBM; the design's
-// rule counts every input once and every output once wherever it comes from.
+// Bytes is the least a call moves: W, X and Y once each. X and Y are not rotated (activations
+// stay in L2 between layers in a real step too), so at batch 256 up to ~10% of the bytes counted
+// for a 4096x4096 W may come from L2 rather than HBM; every input counts once and every output
+// once, wherever it comes from.
 func (s LinearSpec) Bytes() float64 {
 	e := float64(s.DType.Bytes())
 	b, n, k := float64(s.Batch), float64(s.N), float64(s.K)

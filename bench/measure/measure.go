@@ -1,7 +1,12 @@
-// Package measure times kernels on a device the way design.md ("Measuring honestly") asks:
-// validate the spec, allocate, fill the inputs with the device hash, verify the output against
-// bench/ref before any timing, then time with device events after warm-up, with the operands
-// rotated through enough copies that every sample reads them from HBM, not L2.
+// Package measure is the one vocabulary of a measurement: a Spec says which kernel call (linear,
+// attention or a probe), Measure verifies and times it into an Outcome, Verify checks it alone
+// into a Check, and the status words are StatusOK, StatusFailed, StatusSkipped (and
+// StatusNotMeasured for what a composition never ran). sweep, validate, bench and verify all
+// speak it.
+//
+// A measurement validates the spec, allocates, fills the inputs with the device hash, verifies
+// the output against bench/ref before any timing, then times with device events after warm-up,
+// with the operands rotated through enough copies that every sample reads them from HBM, not L2.
 //
 // Every entry point returns an Outcome and never panics on a bad spec: a shape the kernels
 // cannot run or the card cannot hold is "skipped", a wrong result or a kernel error "failed",
@@ -41,7 +46,7 @@ type Options struct {
 // on it comes round, for an LRU-like L2.
 const DefaultRotateFactor = 4
 
-// DefaultOptions is the method of design.md: timing.Default, working sets of 4x L2, verify.
+// DefaultOptions is the measurement method: timing.Default, working sets of 4x L2, verify.
 func DefaultOptions() Options {
 	return Options{Timing: timing.Default, RotateFactor: DefaultRotateFactor, Verify: true, Seed: 1}
 }

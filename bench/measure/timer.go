@@ -17,7 +17,7 @@ const minSampleSeconds = 200e-6
 // maxRepsPerSample bounds R: a 2 µs kernel reaches 200 µs at R = 100.
 const maxRepsPerSample = 1 << 14
 
-// The hold (corrected, review 2026): events time the device, but the device can only run what
+// The hold: events time the device, but the device can only run what
 // the host has queued. Without a hold the start event fires as soon as it is queued, the first
 // call reaches the device one host launch later (a few µs through cgo and cudaLaunchKernel), and
 // a kernel shorter than the host's launch cost (short-context attention, which is two launches,

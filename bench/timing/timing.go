@@ -1,5 +1,5 @@
 // Package timing decides how long to sample a measurement and summarises the samples: the
-// sampling rule of design.md ("Measuring honestly") in plain Go, independent of any device.
+// sampling rule of every decodebench measurement, in plain Go, independent of any device.
 //
 // Rule: take at least MinSamples samples and at least MinSeconds of wall time, then keep going
 // until the relative spread (interquartile range / median) falls under TargetSpread, or the
@@ -25,7 +25,7 @@ type Config struct {
 	MaxSamples   int     // hard cap on samples kept (memory), 0 = 100000
 }
 
-// Default is the rule of design.md: 10 samples and 0.5 s, then spread under 0.5%, 10 s at most.
+// Default is the rule: 10 samples and 0.5 s, then spread under 0.5%, 10 s at most.
 var Default = Config{Warmup: 3, MinSamples: 10, MinSeconds: 0.5, TargetSpread: 0.005, MaxSeconds: 10}
 
 // Validate reports a rule that cannot terminate or makes no sense.

@@ -25,7 +25,7 @@ import (
 
 // `decodebench bench`: every measurement verifies the kernel against bench/ref, then times it
 // with bench/measure (device events, operands rotated past L2, the sampling rule of
-// design.md), prints a table row and appends a JSON Lines record as soon as it is done.
+// bench/timing), prints a table row and appends a JSON Lines record as soon as it is done.
 // This file holds the command, the shared flags and the session (device, records, printing);
 // bench_linear.go, bench_attention.go and bench_probe.go hold the subcommands.
 

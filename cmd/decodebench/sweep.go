@@ -128,7 +128,7 @@ func sweepFlags() []cli.Flag {
 			Usage: "trim the sweep to fit this time (e.g. 5m), the finest grid points first; run.json lists what was dropped"},
 		&cli.StringFlag{Name: "progress", Value: "auto", EnvVars: env("PROGRESS"), Category: "output",
 			Usage: "auto (a bar when stderr is a terminal, lines otherwise), bar, lines or none"},
-		// The method: fixed by design.md, adjustable for tests and experts, recorded in run.json.
+		// The method: fixed defaults, adjustable for tests and experts, recorded in run.json.
 		hidden(&cli.IntFlag{Name: "warmup", Value: timing.Default.Warmup, EnvVars: env("WARMUP")}),
 		hidden(&cli.IntFlag{Name: "min-samples", Value: timing.Default.MinSamples, EnvVars: env("MIN_SAMPLES")}),
 		hidden(&cli.DurationFlag{Name: "min-time", Value: seconds(timing.Default.MinSeconds), EnvVars: env("MIN_TIME")}),
