@@ -102,67 +102,6 @@ func (r *Runner) Run(ctx context.Context, configs []Config, prior Prior) (Result
 	return res, err
 }
 
-// ErrBudget is returned by CheckBudget for a budget that leaves nothing to measure.
-var ErrBudget = errors.New("the budget drops every configuration")
-
-// CheckBudget estimates, before anything is measured, whether BudgetSeconds keeps at least
-// one of the configurations that need a measurement, with the cost model on the datasheet
-// ceiling (the fastest the card can be, so the estimate is the least the sweep needs). A
-// budget that keeps none is ErrBudget, naming what the cheapest one needs.
-func (r *Runner) CheckBudget(configs []Config, prior Prior) error {
-	if r.BudgetSeconds <= 0 {
-		return nil
-	}
-	if r.Cost == nil {
-		r.Cost = &CostModel{SetupSeconds: DefaultSetupSeconds}
-	}
-	s := &state{Runner: r, done: map[string]bool{}}
-	measured := map[string]bool{}
-	for _, m := range prior.Kernels {
-		if m.Status != measure.StatusFailed || !r.RetryFailed {
-			measured[m.Key] = true
-		}
-	}
-	for _, rec := range prior.Records {
-		if rec.Status != measure.StatusFailed || !r.RetryFailed {
-			s.done[rec.Key] = true
-		}
-	}
-	s.useCeilingForCost()
-	var runnable []Config
-	for _, cfg := range configs {
-		if ok, _ := s.stepFits(cfg); ok && !s.done[cfg.Key()] {
-			runnable = append(runnable, cfg)
-		}
-	}
-	kept, dropped, _ := Plan(runnable, measured, r.Cost, r.BudgetSeconds)
-	if len(kept) > 0 || len(dropped) == 0 {
-		return nil
-	}
-	cheapest := math.Inf(1)
-	for _, cfg := range dropped {
-		_, _, need := Plan([]Config{cfg}, measured, r.Cost, math.Inf(1))
-		cheapest = min(cheapest, need)
-	}
-	return fmt.Errorf("--budget %s: %w (%d): the cheapest needs about %s; give a longer --budget, or none",
-		durationText(r.BudgetSeconds), ErrBudget, len(dropped), durationText(cheapest))
-}
-
-// durationText prints seconds as a duration, "more than 100 years" past what time.Duration
-// holds.
-func durationText(seconds float64) string {
-	const maxSeconds = 100 * 365.25 * 24 * 3600
-	switch {
-	case math.IsNaN(seconds) || seconds < 0:
-		return "unknown"
-	case seconds > maxSeconds:
-		return "more than 100 years"
-	case seconds < 1:
-		return time.Duration(seconds * 1e9).String()
-	}
-	return time.Duration(seconds * 1e9).Round(time.Second).String()
-}
-
 // state is one Run in progress.
 type state struct {
 	*Runner
