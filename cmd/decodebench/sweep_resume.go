@@ -124,4 +124,3 @@ func checkResumeDir(dir string) ([]byte, error) {
 	}
 	return data, nil
 }
-
