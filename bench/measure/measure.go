@@ -209,7 +209,10 @@ func verifyThenTime(dev *cgo.Device, o Options, out Outcome, kernel string, veri
 	if info, err := readDevice(dev); err == nil {
 		ds = o.datasheet(info)
 	}
-	bound := func(secondsPerCall float64) string { return implausible(out.Bytes, out.FLOPs, secondsPerCall, ds) }
+	inL2 := mayHitL2(out.Rotation)
+	bound := func(secondsPerCall float64) string {
+		return implausible(out.Bytes, out.FLOPs, secondsPerCall, ds, inL2)
+	}
 	stats, reps, note, err := timeCalls(dev, o.Timing, call, bound)
 	var unreal errImplausible
 	if errors.As(err, &unreal) {

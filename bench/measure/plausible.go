@@ -20,6 +20,11 @@ type Datasheet struct {
 // datasheet's rounding give a few percent, never more.
 const PlausibleMargin = 1.05
 
+// L2Margin replaces PlausibleMargin for the bandwidth of a call whose rotated operands could
+// not be kept out of L2 (a working set under twice L2, which its Rotation says): L2 serves a
+// few times HBM's bandwidth, so only a rate beyond any cache (10x HBM) is a fault there.
+const L2Margin = 10
+
 // ImplausibleReason starts the reason of an Outcome failed for a speed no card reaches.
 const ImplausibleReason = "implausible: timer or kernel fault"
 
@@ -44,16 +49,23 @@ func (o Options) datasheet(info deviceInfo) Datasheet {
 	return DatasheetOf(info.props.Name, info.props.MemTotalBytes)
 }
 
+// mayHitL2 reports whether r left the operands small enough for L2 to serve them.
+func mayHitL2(r Rotation) bool { return r.L2Bytes > 0 && r.WorkingSetBytes < 2*r.L2Bytes }
+
 // implausible says why bytes and flops moved in secondsPerCall cannot be true of a card with
-// datasheet d ("" if they can, or d is unknown).
-func implausible(bytes, flops, secondsPerCall float64, d Datasheet) string {
+// datasheet d ("" if they can, or d is unknown); inL2: the operands may come from L2.
+func implausible(bytes, flops, secondsPerCall float64, d Datasheet, inL2 bool) string {
 	if !(secondsPerCall > 0) {
 		return ""
 	}
 	bw, rate := bytes/secondsPerCall, flops/secondsPerCall
+	margin := PlausibleMargin
+	if inL2 {
+		margin = L2Margin
+	}
 	var why string
 	switch {
-	case d.BytesPerSec > 0 && bw > PlausibleMargin*d.BytesPerSec:
+	case d.BytesPerSec > 0 && bw > margin*d.BytesPerSec:
 		why = fmt.Sprintf("%s/s is %.3gx the datasheet's %s/s", units.Bytes(bw), bw/d.BytesPerSec, units.Bytes(d.BytesPerSec))
 	case d.FLOPsPerSec > 0 && rate > PlausibleMargin*d.FLOPsPerSec:
 		why = fmt.Sprintf("%.3g FLOP/s is %.3gx the datasheet's %.3g FLOP/s", rate, rate/d.FLOPsPerSec, d.FLOPsPerSec)

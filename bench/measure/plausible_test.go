@@ -54,3 +54,33 @@ func TestImplausibleSpeedFails(t *testing.T) {
 		}
 	}
 }
+
+// The bound: 1.05x the datasheet; 10x for bandwidth where the operands may come from L2
+// (its working set under twice L2), never for arithmetic.
+func TestImplausibleBound(t *testing.T) {
+	d := Datasheet{BytesPerSec: 4.8e12, FLOPsPerSec: 989e12, Source: "h200"}
+	tests := []struct {
+		bytes, flops, seconds float64
+		inL2, want            bool
+	}{
+		{4.8e12, 0, 1, false, false},
+		{5.1e12, 0, 1, false, true},
+		{5.1e12, 0, 1, true, false}, // L2 serves more than HBM
+		{4.9e13, 0, 1, true, true},  // no cache does 10x
+		{0, 1.1e15, 1, true, true},  // arithmetic has no cache
+		{1, 0, 1e-23, false, true},  // a timer that says 1e-20 ms
+		{1e30, 0, 1, false, false},  /* unknown card */
+	}
+	for i, tc := range tests {
+		ds := d
+		if i == len(tests)-1 {
+			ds = Datasheet{}
+		}
+		if got := implausible(tc.bytes, tc.flops, tc.seconds, ds, tc.inL2) != ""; got != tc.want {
+			t.Errorf("%g B, %g FLOP in %g s (L2 %v): implausible %v, want %v", tc.bytes, tc.flops, tc.seconds, tc.inL2, got, tc.want)
+		}
+	}
+	if !mayHitL2(Rotation{WorkingSetBytes: 1e6, L2Bytes: 60e6}) || mayHitL2(Rotation{WorkingSetBytes: 240e6, L2Bytes: 60e6}) {
+		t.Error("mayHitL2")
+	}
+}
