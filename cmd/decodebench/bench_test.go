@@ -405,3 +405,26 @@ func TestBenchImpossibleSpeedExits1(t *testing.T) {
 		}
 	}
 }
+
+// A kernel that writes NaN: bench records it as failed, rel_error null with the count of bad
+// outputs (an encoder that met +Inf would have lost the record), exit 1.
+func TestBenchNaNOutputIsRecorded(t *testing.T) {
+	benchEnv(t, cgotest.FakeLibrary(t, "libdecodebench_emu.so"))
+	t.Setenv("FAKEKERNELS_FAULT", "nan")
+	out := filepath.Join(t.TempDir(), "r.jsonl")
+	_, _, code, msg := runBench(t, append([]string{"bench", "linear", "--backend", "emu", "--n", "16", "--k", "16", "--batch", "1,2",
+		"--out", out}, fastTiming...)...)
+	if code != exitFailure {
+		t.Fatalf("exit %d (%s)", code, msg)
+	}
+	text := readFile(t, out)
+	recs := readRecords(t, text)
+	if len(recs) != 3 || strings.Count(text, `"rel_error":null`) != 2 || strings.Count(text, `"non_finite":1`) != 2 {
+		t.Fatalf("records:\n%s", text)
+	}
+	for _, r := range recs[1:] {
+		if r["status"] != "failed" || !strings.Contains(r["reason"].(string), "NaN") {
+			t.Errorf("record %v", r)
+		}
+	}
+}
