@@ -493,3 +493,29 @@ func TestResumeRetryFailed(t *testing.T) {
 		}
 	}
 }
+
+// A budget that nothing fits: CheckBudget says so before any measurement, naming what the
+// cheapest configuration needs; one that the probes use up leaves Run with BudgetExhausted
+// and no record.
+func TestBudgetThatKeepsNothing(t *testing.T) {
+	axes := Axes{Models: []model.Shape{tinyModel()}, Batches: []int{1, 2}, Contexts: []int{128}}
+	clock := newClock()
+	f := newFake(clock)
+	r, prior := newRun(t, t.TempDir(), f, clock, axes)
+	r.BudgetSeconds = 1e-9
+	if err := r.CheckBudget(axes.Configs(), prior); !errors.Is(err, ErrBudget) || !strings.Contains(err.Error(), "the cheapest needs about") {
+		t.Fatalf("CheckBudget: %v", err)
+	}
+	if len(f.order) != 0 {
+		t.Errorf("CheckBudget measured %v", f.order)
+	}
+	r.BudgetSeconds = 10
+	if err := r.CheckBudget(axes.Configs(), prior); err != nil {
+		t.Fatalf("a budget that fits: %v", err)
+	}
+	f.wallSeconds = 20 // the probes alone outlast the budget
+	res, err := r.Run(context.Background(), axes.Configs(), prior)
+	if err != nil || !res.BudgetExhausted || res.Records != 0 || len(res.Dropped) != 2 {
+		t.Fatalf("result %+v, %v", res, err)
+	}
+}
