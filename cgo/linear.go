@@ -17,10 +17,6 @@ const (
 	LinearMMA  LinearVariant = C.DB_LINEAR_MMA  // tensor-core skinny GEMM, mma.sync m16n8k16
 )
 
-// MaxSplitK is the most K splits the GEMV variant takes (kMaxSplitK in kernels/linear.cu), so
-// that a command refuses a larger --split-k before it opens a device.
-const MaxSplitK = 64
-
 var linearVariantNames = []string{"auto", "gemv", "mma"}
 
 func (v LinearVariant) String() string {
@@ -46,7 +42,7 @@ type LinearParams struct {
 	X, W, Y        uint64 // device addresses
 	Workspace      uint64 // fp32 split-K partials, WorkspaceBytes long (see LinearPlan)
 	WorkspaceBytes uint64
-	Batch, N, K    int // 1 <= Batch <= 256, N >= 1, K >= 8 and K % 8 == 0
+	Batch, N, K    int // 1 <= Batch <= MaxBatch, N >= 1, K >= 8 and K % LinearKMultiple == 0
 	DType          DType
 	Variant        LinearVariant
 	SplitK         int // 0 = auto; else 1.. (GEMV only)

@@ -23,6 +23,24 @@ extern "C" {
 
 #define DB_ABI_VERSION 1
 
+/* ---- the kernels' limits ---------------------------------------------------------------------
+ * The one definition of every shape limit the kernels have: the planners check them, and Go
+ * reads them through cgo (cgo.MaxBatch, ...), so a bad value is refused before any device work
+ * with the same numbers. */
+#define DB_MAX_BATCH 1024        /* sequences of one linear, attention or KV append call */
+#define DB_LINEAR_K_MULTIPLE 8   /* linear k: rows of X and W are read as 16-byte vectors */
+#define DB_MAX_SPLIT_K 64        /* K splits of the GEMV linear */
+#define DB_MAX_SPLITS 1024       /* KV splits of one attention sequence */
+#define DB_MIN_PAGE_SIZE 16      /* tokens per page of a paged KV cache: a power of two */
+#define DB_MAX_PAGE_SIZE 256
+/* The attention head dims the kernels are compiled for, smallest first. */
+#define DB_NUM_HEAD_DIMS 5
+#define DB_HEAD_DIM_0 64
+#define DB_HEAD_DIM_1 80
+#define DB_HEAD_DIM_2 96
+#define DB_HEAD_DIM_3 128
+#define DB_HEAD_DIM_4 256
+
 /* Status codes. Keep in step with db_status_string and cgo/status.go. */
 enum {
   DB_OK = 0,
@@ -117,7 +135,7 @@ typedef struct {
   uint64_t x, w, y;       /* device addresses; x, w, y all of dtype */
   uint64_t workspace;     /* fp32 split-K partials; see db_linear_plan */
   uint64_t workspace_bytes;
-  int32_t batch, n, k;    /* 1 <= batch <= 256, n >= 1, k >= 8 and k % 8 == 0 */
+  int32_t batch, n, k;    /* 1 <= batch <= DB_MAX_BATCH, n >= 1, k >= 8, k % DB_LINEAR_K_MULTIPLE == 0 */
   int32_t dtype;          /* DB_DTYPE_BF16 or DB_DTYPE_FP16; fp32 accumulation */
   int32_t variant;        /* DB_LINEAR_* */
   int32_t split_k;        /* 0 = auto; else 1.. (GEMV only) */
@@ -192,9 +210,9 @@ typedef struct {
   int32_t layout;         /* DB_KV_* */
   int32_t dtype;          /* DB_DTYPE_BF16 or DB_DTYPE_FP16 */
   int32_t kv_heads;       /* >= 1 */
-  int32_t head_dim;       /* 64, 80, 96, 128 or 256 */
+  int32_t head_dim;       /* DB_HEAD_DIM_0 .. DB_HEAD_DIM_{DB_NUM_HEAD_DIMS-1} */
   int32_t capacity;       /* CONTIGUOUS: tokens per (sequence, kv head) the cache holds */
-  int32_t page_size;      /* PAGED: tokens per page, a power of two from 16 to 256 */
+  int32_t page_size;      /* PAGED: tokens per page, a power of two, DB_MIN_PAGE_SIZE..DB_MAX_PAGE_SIZE */
   int32_t num_pages;      /* PAGED: pages in the cache */
   int32_t pages_per_seq;  /* PAGED: the page table's row length */
 } db_kv_cache;

@@ -11,12 +11,19 @@ import (
 // AttentionSpec is one decode-attention call: one new query token per sequence against its
 // KV cache.
 type AttentionSpec struct {
-	Batch, QHeads, KVHeads, HeadDim int
-	Contexts                        []int // tokens of each sequence: one per sequence, or one for all
-	PageSize                        int   // tokens per page of a paged cache; 0 = contiguous
-	Splits                          int   // KV splits per sequence; 0 lets the kernel choose
-	DType                           cgo.DType
-	Variant                         cgo.AttentionVariant // AttentionAuto lets the plan choose
+	Batch    int                  `json:"batch"`
+	QHeads   int                  `json:"q_heads"`
+	KVHeads  int                  `json:"kv_heads"`
+	HeadDim  int                  `json:"head_dim"`
+	Contexts []int                `json:"contexts"`            // tokens of each sequence: one per sequence, or one for all
+	PageSize int                  `json:"page_size,omitempty"` // tokens per page of a paged cache; 0 = contiguous
+	Splits   int                  `json:"splits,omitempty"`    // KV splits per sequence; 0 lets the kernel choose
+	DType    cgo.DType            `json:"dtype"`
+	Variant  cgo.AttentionVariant `json:"variant"`         // AttentionAuto lets the plan choose
+	Scale    float64              `json:"scale,omitempty"` // softmax scale; 0 = 1/sqrt(HeadDim)
+	// Append writes each sequence's last token with the KV append kernel first (new K and V
+	// from the hash), as a decode step does, so that the verification covers the append too.
+	Append bool `json:"append,omitempty"`
 }
 
 // The float64 reference of a large attention call is computed for a sample of (sequence, KV
@@ -42,7 +49,7 @@ func (s AttentionSpec) contexts() []int {
 
 // shape is the spec as bench/ref describes it, with the cache sized for the longest sequence.
 func (s AttentionSpec) shape() ref.AttentionShape {
-	shape := ref.AttentionShape{Batch: s.Batch, QHeads: s.QHeads, KVHeads: s.KVHeads, HeadDim: s.HeadDim, Context: s.contexts()}
+	shape := ref.AttentionShape{Batch: s.Batch, QHeads: s.QHeads, KVHeads: s.KVHeads, HeadDim: s.HeadDim, Context: s.contexts(), Scale: s.Scale}
 	if s.PageSize != 0 {
 		shape.Layout, shape.PageSize = ref.KVPaged, s.PageSize
 	}
@@ -105,14 +112,20 @@ func (s AttentionSpec) check() (status, reason string) {
 		return StatusFailed, fmt.Sprintf("invalid shape: q heads %d is not a multiple of kv heads %d", s.QHeads, s.KVHeads)
 	case len(s.Contexts) != 1 && len(s.Contexts) != s.Batch:
 		return StatusFailed, fmt.Sprintf("invalid contexts: %d lengths for a batch of %d (want one for all or one per sequence)", len(s.Contexts), s.Batch)
-	case s.Variant < cgo.AttentionAuto || s.Variant > cgo.AttentionMMA:
+	case !knownAttentionVariant(s.Variant):
 		return StatusFailed, fmt.Sprintf("invalid variant %v", s.Variant)
 	case s.Splits < 0 || s.PageSize < 0:
 		return StatusFailed, fmt.Sprintf("invalid splits %d or page size %d: want 0 (auto, contiguous) or more", s.Splits, s.PageSize)
 	case s.DType != cgo.DTypeBF16 && s.DType != cgo.DTypeFP16:
 		return StatusSkipped, fmt.Sprintf("unsupported: dtype %v (the attention kernels take bf16 or fp16)", s.DType)
-	case s.Splits > ref.MaxSplits:
-		return StatusSkipped, fmt.Sprintf("unsupported: %d splits (at most %d)", s.Splits, ref.MaxSplits)
+	case s.Batch > cgo.MaxBatch:
+		return StatusSkipped, fmt.Sprintf("unsupported: batch %d (the attention kernels take 1..%d)", s.Batch, cgo.MaxBatch)
+	case s.Splits > cgo.MaxSplits:
+		return StatusSkipped, fmt.Sprintf("unsupported: %d splits (at most %d)", s.Splits, cgo.MaxSplits)
+	case !cgo.IsAttentionHeadDim(s.HeadDim):
+		return StatusSkipped, fmt.Sprintf("unsupported: head dim %d (the attention kernels are compiled for %v)", s.HeadDim, cgo.AttentionHeadDims)
+	case s.PageSize != 0 && !cgo.ValidPageSize(s.PageSize):
+		return StatusSkipped, fmt.Sprintf("unsupported: page size %d (a power of two, %d..%d tokens)", s.PageSize, cgo.MinPageSize, cgo.MaxPageSize)
 	}
 	longest := 0
 	for b, n := range s.Contexts {
@@ -132,20 +145,37 @@ func (s AttentionSpec) check() (status, reason string) {
 	return "", ""
 }
 
+// knownAttentionVariant reports whether the seam names v.
+func knownAttentionVariant(v cgo.AttentionVariant) bool {
+	_, err := cgo.ParseAttentionVariant(v.String())
+	return err == nil
+}
+
 // Attention verifies, then times, decode attention. The K and V caches rotate through enough
 // copies that the timed calls read them from HBM; Q, the output and the page table stay put.
 func Attention(dev *cgo.Device, s AttentionSpec, o Options) Outcome {
+	out, _ := attention(dev, s, o)
+	return out
+}
+
+func attention(dev *cgo.Device, s AttentionSpec, o Options) (Outcome, Check) {
+	out, c := attentionRun(dev, s, o)
+	out.Spec = s.Spec()
+	return out, c
+}
+
+func attentionRun(dev *cgo.Device, s AttentionSpec, o Options) (Outcome, Check) {
 	const kernel = "attention"
 	o = o.withDefaults()
 	if err := o.validate(); err != nil {
-		return failed(kernel, "options: %v", err)
+		return failed(kernel, "options: %v", err), noCheck
 	}
 	if status, why := s.check(); status != "" {
-		return Outcome{Kernel: kernel, Status: status, Reason: why}
+		return Outcome{Kernel: kernel, Status: status, Reason: why}, noCheck
 	}
 	info, err := readDevice(dev)
 	if err != nil {
-		return failed(kernel, "%v", err)
+		return failed(kernel, "%v", err), noCheck
 	}
 	out := Outcome{Kernel: kernel, Emulated: info.emulated, Bytes: s.Bytes(), FLOPs: s.FLOPs()}
 	shape, seeds := s.shape(), ref.NewAttentionSeeds(o.Seed)
@@ -156,14 +186,14 @@ func Attention(dev *cgo.Device, s AttentionSpec, o Options) Outcome {
 		cache.PageTable, cache.PageSize, cache.NumPages, cache.PagesPerSeq = planAddress, shape.PageSize, shape.NumPages, shape.PagesPerSeq
 	}
 	plan, workspace, err := dev.AttentionPlan(cgo.AttentionParams{Q: planAddress, Out: planAddress, ContextLens: planAddress,
-		Cache: cache, Batch: s.Batch, QHeads: s.QHeads, MaxContext: shape.MaxContext(), NumSplits: s.Splits, Variant: s.Variant})
+		Cache: cache, Batch: s.Batch, QHeads: s.QHeads, MaxContext: shape.MaxContext(), Scale: float32(s.Scale), NumSplits: s.Splits, Variant: s.Variant})
 	if err != nil {
-		return merge(out, fromError(kernel, "planning", err))
+		return merge(out, fromError(kernel, "planning", err)), noCheck
 	}
-	out.Plan = map[string]any{"variant": plan.Variant.String(), "layout": shape.Layout.String(), "splits": plan.NumSplits,
-		"split_tokens": plan.SplitTokens, "workspace_bytes": workspace}
+	out.Plan = Plan{Variant: plan.Variant.String(), Layout: shape.Layout.String(), Splits: plan.NumSplits,
+		SplitTokens: plan.SplitTokens, WorkspaceBytes: workspace}
 	if shape.Layout == ref.KVPaged {
-		out.Plan["page_size"] = shape.PageSize
+		out.Plan.PageSize = shape.PageSize
 	}
 
 	elem := s.DType.Bytes()
@@ -172,7 +202,7 @@ func Attention(dev *cgo.Device, s AttentionSpec, o Options) Outcome {
 	cacheStride := roundUp(cacheBytes, copyAlign)
 	other := 2*qBytes + 4*uint64(s.Batch) + 4*uint64(s.Batch)*uint64(shape.PagesPerSeq) + workspace
 	if ok, why := Fits(dev, 2*cacheStride+other); !ok {
-		return merge(out, skipped(kernel, "does not fit: %s", why))
+		return merge(out, skipped(kernel, "does not fit: %s", why)), noCheck
 	}
 	out.Rotation = planRotation(s.KVBytes(), float64(2*cacheStride), float64(info.props.L2Bytes),
 		o.RotateFactor, rotateCap(o, info, other))
@@ -192,7 +222,7 @@ func Attention(dev *cgo.Device, s AttentionSpec, o Options) Outcome {
 	} {
 		b, err := bufs.alloc(a.what, a.bytes)
 		if err != nil {
-			return merge(out, fromError(kernel, a.what, err))
+			return merge(out, fromError(kernel, a.what, err)), noCheck
 		}
 		*a.dst = b
 	}
@@ -203,11 +233,11 @@ func Attention(dev *cgo.Device, s AttentionSpec, o Options) Outcome {
 		seed uint64
 	}{{q, "Q", seeds.Q}, {k, "the K cache", seeds.K}, {v, "the V cache", seeds.V}} {
 		if err := f.b.FillHash(s.DType, f.b.Bytes/elem, f.seed, 1); err != nil {
-			return merge(out, failed(kernel, "filling %s: %v", f.what, err))
+			return merge(out, failed(kernel, "filling %s: %v", f.what, err)), noCheck
 		}
 	}
 	if err := cgo.Write(lens, int32s(shape.Context)); err != nil {
-		return merge(out, failed(kernel, "copying the context lengths: %v", err))
+		return merge(out, failed(kernel, "copying the context lengths: %v", err)), noCheck
 	}
 	cache.K, cache.V = k.Ptr, v.Ptr
 	var table []int32
@@ -215,25 +245,30 @@ func Attention(dev *cgo.Device, s AttentionSpec, o Options) Outcome {
 		table = shape.ShuffledPageTable(seeds.PageTable)
 		pages, err := bufs.alloc("the page table", uint64(4*len(table)))
 		if err != nil {
-			return merge(out, fromError(kernel, "page table", err))
+			return merge(out, fromError(kernel, "page table", err)), noCheck
 		}
 		if err := cgo.Write(pages, table); err != nil {
-			return merge(out, failed(kernel, "copying the page table: %v", err))
+			return merge(out, failed(kernel, "copying the page table: %v", err)), noCheck
 		}
 		cache.PageTable = pages.Ptr
+	}
+	if s.Append {
+		if err := appendLastTokens(dev, bufs, cache, shape, seeds); err != nil {
+			return merge(out, fromError(kernel, "the KV append", err)), noCheck
+		}
 	}
 	plan.Q, plan.Out, plan.ContextLens, plan.Cache = q.Ptr, o0.Ptr, lens.Ptr, cache
 	var ws *cgo.Buffer
 	if workspace > 0 {
 		if ws, err = bufs.alloc("the split workspace", workspace); err != nil {
-			return merge(out, fromError(kernel, "workspace", err))
+			return merge(out, fromError(kernel, "workspace", err)), noCheck
 		}
 		plan.Workspace, plan.WorkspaceBytes = ws.Ptr, ws.Bytes
 	}
 
 	return verifyThenTime(dev, o, out, kernel,
-		func() Verification {
-			return verifyAttention(dev, plan, o0, ws, shape, ref.DType(s.DType), seeds, table, o.Seed)
+		func() Check {
+			return verifyAttention(dev, plan, o0, ws, shape, ref.DType(s.DType), seeds, table, s.Append, o.Seed, o.checkOnly)
 		},
 		func(call int) error {
 			p := plan
@@ -252,18 +287,22 @@ func int32s(xs []int) []int32 {
 }
 
 // verifyAttention poisons the output and the workspace, runs the planned call once on copy 0
-// of the caches, checks every output for NaN and a sample of (sequence, KV head) pairs against
-// the float64 reference.
+// of the caches, checks every output for NaN and (sequence, KV head) pairs against the float64
+// reference: a sample of them, or with every set all of them.
 func verifyAttention(dev *cgo.Device, plan cgo.AttentionParams, outBuf, ws *cgo.Buffer, shape ref.AttentionShape,
-	dtype ref.DType, seeds ref.AttentionSeeds, table []int32, seed uint64) Verification {
-	v := Verification{Tolerance: ref.AttentionTolerance(dtype)}
+	dtype ref.DType, seeds ref.AttentionSeeds, table []int32, appended bool, seed uint64, every bool) Check {
+	c := checkOf(Verification{Tolerance: ref.AttentionTolerance(dtype)})
 	// The workspace is poisoned too: a partial the combine reads unwritten is NaN.
 	got, reason := runPoisoned(dev, func() error { return dev.Attention(plan) }, outBuf, dtype, ws)
 	if reason != "" {
-		v.Reason = reason
-		return v
+		c.Reason = reason
+		return c
 	}
-	return compareAttention(got, shape, dtype, seeds, table, plan.NumSplits, plan.Variant == cgo.AttentionMMA, attentionPairs(shape, seed))
+	pairs := attentionPairs(shape, seed)
+	if every {
+		pairs = sampleIndices(shape.Batch*shape.KVHeads, shape.Batch*shape.KVHeads, seed)
+	}
+	return compareAttention(got, shape, dtype, seeds, table, appended, plan.NumSplits, plan.Variant == cgo.AttentionMMA, pairs)
 }
 
 // attentionPairs picks the (sequence, KV head) pairs, as b*KVHeads+h, whose query heads the
@@ -274,20 +313,12 @@ func attentionPairs(shape ref.AttentionShape, seed uint64) []int {
 	return sampleIndices(shape.Batch*shape.KVHeads, min(budget, maxAttentionRefPairs), seed)
 }
 
-// compareAttention checks got (the whole output) for NaN, then the query heads of the chosen
+// compareAttention checks got (the whole output) for NaN, and the query heads of the chosen
 // pairs against the reference, within the tensor-core kernel's bounds where mma is set.
 func compareAttention(got []float32, shape ref.AttentionShape, dtype ref.DType, seeds ref.AttentionSeeds,
-	table []int32, splits int, mma bool, pairs []int) Verification {
-	v := Verification{Tolerance: ref.AttentionTolerance(dtype)}
+	table []int32, appended bool, splits int, mma bool, pairs []int) Check {
 	d := shape.HeadDim
-	if count, first := nonFinite(got); count > 0 {
-		v.RelError, v.Checked = math.Inf(1), len(got)
-		row := first / d
-		v.Reason = fmt.Sprintf("%d of %d outputs are NaN or infinite (first: sequence %d, head %d, dim %d = %v; NaN is the poison of an unwritten output)",
-			count, len(got), row/shape.QHeads, row%shape.QHeads, first%d, got[first])
-		return v
-	}
-	want, elems := attentionReferencePairs(shape, dtype, seeds, table, pairs)
+	want, elems := attentionReferencePairs(shape, dtype, seeds, table, appended, pairs)
 	sub := make([]float32, len(elems))
 	for i, e := range elems {
 		sub[i] = got[e]
@@ -296,8 +327,17 @@ func compareAttention(got []float32, shape ref.AttentionShape, dtype ref.DType, 
 	if mma {
 		bounds = want.ElementBoundsMMA(dtype, splits)
 	}
-	cmp := ref.Compare(sub, want.Want, bounds, v.Tolerance)
-	v.Passed, v.RelError, v.Checked = cmp.Passed, cmp.RelError, cmp.Count
+	cmp := ref.Compare(sub, want.Want, bounds, ref.AttentionTolerance(dtype))
+	c := Check{Verification: Verification{Passed: cmp.Passed, RelError: cmp.RelError, Tolerance: cmp.Tolerance, Checked: cmp.Count}, OutOfBound: cmp.OutOfBound}
+	c.Worst, c.Mismatches = elementsOf(cmp, func(i int) int { return elems[i] })
+	v := &c.Verification
+	if count, first := nonFinite(got); count > 0 {
+		v.Passed, v.RelError, v.NonFinite, v.Checked = false, 0, count, len(got)
+		row := first / d
+		v.Reason = fmt.Sprintf("%d of %d outputs are NaN or infinite (first: sequence %d, head %d, dim %d = %v; NaN is the poison of an unwritten output)",
+			count, len(got), row/shape.QHeads, row%shape.QHeads, first%d, got[first])
+		return c
+	}
 	if !cmp.Passed {
 		v.Reason = cmp.Reason()
 		if m := cmp.Mismatches; len(m) > 0 {
@@ -309,7 +349,7 @@ func compareAttention(got []float32, shape ref.AttentionShape, dtype ref.DType, 
 		v.Reason = fmt.Sprintf("all %d outputs finite; %d of %d (sequence, KV head) pairs checked against the float64 reference with every query head of their group",
 			len(got), len(pairs), shape.Batch*shape.KVHeads)
 	}
-	return v
+	return c
 }
 
 // attentionReferencePairs is ref.Attention restricted to the query heads of the chosen
@@ -318,8 +358,11 @@ func compareAttention(got []float32, shape ref.AttentionShape, dtype ref.DType, 
 // (sequence, query head) each, in pair order, so that ElementBounds reads each row's own
 // context (one "sequence" of one head per row); elems gives each element's index in the
 // whole output.
+//
+// With appended, each sequence's last token is the one the KV append wrote: new K and V rows
+// of [batch, kv_heads, head_dim] from seeds.KNew and seeds.VNew.
 func attentionReferencePairs(shape ref.AttentionShape, dtype ref.DType, seeds ref.AttentionSeeds,
-	table []int32, pairs []int) (ref.AttentionReference, []int) {
+	table []int32, appended bool, pairs []int) (ref.AttentionReference, []int) {
 	d, group, scale := shape.HeadDim, shape.Group(), shape.SoftmaxScale()
 	rows := len(pairs) * group
 	r := ref.AttentionReference{
@@ -351,14 +394,17 @@ func attentionReferencePairs(shape ref.AttentionShape, dtype ref.DType, seeds re
 			}
 		}
 		kv := make([]float64, d)
-		load := func(seed uint64, t int) {
+		load := func(seed, newSeed uint64, t int) {
 			off := uint64(shape.KVOffset(table, b, h, t))
+			if appended && t == n-1 {
+				seed, off = newSeed, uint64((b*shape.KVHeads+h)*d)
+			}
 			for i := range kv {
 				kv[i] = float64(ref.FillValue(dtype, seed, 1, off+uint64(i)))
 			}
 		}
 		for t := 0; t < n; t++ {
-			load(seeds.K, t)
+			load(seeds.K, seeds.KNew, t)
 			for g := range group {
 				dot, abs := 0.0, 0.0
 				for i, qi := range q[g] {
@@ -380,7 +426,7 @@ func attentionReferencePairs(shape ref.AttentionShape, dtype ref.DType, seeds re
 			}
 		}
 		for t := 0; t < n; t++ {
-			load(seeds.V, t)
+			load(seeds.V, seeds.VNew, t)
 			for g := range group {
 				local := p*group + g
 				want, absw := r.Want[local*d:][:d], r.AbsWeighted[local*d:][:d]
@@ -393,4 +439,37 @@ func attentionReferencePairs(shape ref.AttentionShape, dtype ref.DType, seeds re
 		}
 	})
 	return r, elems
+}
+
+// appendLastTokens writes each sequence's last token into the cache with the KV append
+// kernel: new K and V rows [batch, kv_heads, head_dim] from the hash.
+func appendLastTokens(dev *cgo.Device, bufs *buffers, cache cgo.KVCache, shape ref.AttentionShape, seeds ref.AttentionSeeds) error {
+	rows := uint64(shape.Batch * shape.KVHeads * shape.HeadDim)
+	elem := cache.DType.Bytes()
+	kNew, err := bufs.alloc("the new K", rows*elem)
+	if err != nil {
+		return err
+	}
+	vNew, err := bufs.alloc("the new V", rows*elem)
+	if err != nil {
+		return err
+	}
+	positions, err := bufs.alloc("the append positions", uint64(4*shape.Batch))
+	if err != nil {
+		return err
+	}
+	if err := kNew.FillHash(cache.DType, rows, seeds.KNew, 1); err != nil {
+		return err
+	}
+	if err := vNew.FillHash(cache.DType, rows, seeds.VNew, 1); err != nil {
+		return err
+	}
+	last := make([]int32, shape.Batch)
+	for b, n := range shape.Context {
+		last[b] = int32(n - 1)
+	}
+	if err := cgo.Write(positions, last); err != nil {
+		return err
+	}
+	return dev.KVAppend(cgo.KVAppendParams{KNew: kNew.Ptr, VNew: vNew.Ptr, Positions: positions.Ptr, Cache: cache, Batch: shape.Batch})
 }

@@ -10,10 +10,12 @@ import (
 
 // LinearSpec is one decode linear layer: Y[Batch x N] = X[Batch x K] · Wᵀ, W row-major N x K.
 type LinearSpec struct {
-	Batch, N, K int
-	DType       cgo.DType         // bf16 or fp16
-	Variant     cgo.LinearVariant // LinearAuto lets the kernel choose
-	SplitK      int               // 0 lets the kernel choose (GEMV only)
+	Batch   int               `json:"batch"`
+	N       int               `json:"n"`
+	K       int               `json:"k"`
+	DType   cgo.DType         `json:"dtype"`             // bf16 or fp16
+	Variant cgo.LinearVariant `json:"variant"`           // LinearAuto lets the kernel choose
+	SplitK  int               `json:"split_k,omitempty"` // 0 lets the kernel choose (GEMV only)
 }
 
 // maxLinearRefRows is how many output features (rows of W) the float64 reference computes,
@@ -54,12 +56,14 @@ func (s LinearSpec) check() (status, reason string) {
 		return StatusFailed, fmt.Sprintf("invalid shape batch %d, n %d, k %d: each must be >= 1", s.Batch, s.N, s.K)
 	case s.SplitK < 0:
 		return StatusFailed, fmt.Sprintf("invalid split-k %d: want 0 (auto) or >= 1", s.SplitK)
-	case s.Variant < cgo.LinearAuto || s.Variant > cgo.LinearMMA:
+	case !knownLinearVariant(s.Variant):
 		return StatusFailed, fmt.Sprintf("invalid variant %v", s.Variant)
-	case s.Batch > 256:
-		return StatusSkipped, fmt.Sprintf("unsupported: batch %d (the linear kernels take 1..256)", s.Batch)
-	case s.K%8 != 0:
-		return StatusSkipped, fmt.Sprintf("unsupported: k %d is not a multiple of 8 (rows are read as 16-byte vectors)", s.K)
+	case s.Batch > cgo.MaxBatch:
+		return StatusSkipped, fmt.Sprintf("unsupported: batch %d (the linear kernels take 1..%d)", s.Batch, cgo.MaxBatch)
+	case s.K%cgo.LinearKMultiple != 0:
+		return StatusSkipped, fmt.Sprintf("unsupported: k %d is not a multiple of %d (rows are read as 16-byte vectors)", s.K, cgo.LinearKMultiple)
+	case s.SplitK > cgo.MaxSplitK:
+		return StatusSkipped, fmt.Sprintf("unsupported: split-k %d (at most %d)", s.SplitK, cgo.MaxSplitK)
 	case s.N > math.MaxInt32 || s.K > math.MaxInt32:
 		return StatusSkipped, fmt.Sprintf("unsupported: n %d or k %d above 2^31-1", s.N, s.K)
 	case s.DType != cgo.DTypeBF16 && s.DType != cgo.DTypeFP16:
@@ -80,36 +84,53 @@ func linearInputs(s LinearSpec, seed uint64) ref.LinearInputs {
 	}
 }
 
+// knownLinearVariant reports whether the seam names v (every DB_LINEAR_* it knows).
+func knownLinearVariant(v cgo.LinearVariant) bool {
+	_, err := cgo.ParseLinearVariant(v.String())
+	return err == nil
+}
+
 // Linear verifies, then times, one decode linear layer. W rotates through enough copies that
 // the timed calls read it from HBM; X and Y stay put, as activations do between layers.
 func Linear(dev *cgo.Device, s LinearSpec, o Options) Outcome {
+	out, _ := linear(dev, s, o)
+	return out
+}
+
+func linear(dev *cgo.Device, s LinearSpec, o Options) (Outcome, Check) {
+	out, c := linearRun(dev, s, o)
+	out.Spec = s.Spec()
+	return out, c
+}
+
+func linearRun(dev *cgo.Device, s LinearSpec, o Options) (Outcome, Check) {
 	const kernel = "linear"
 	o = o.withDefaults()
 	if err := o.validate(); err != nil {
-		return failed(kernel, "options: %v", err)
+		return failed(kernel, "options: %v", err), noCheck
 	}
 	if status, why := s.check(); status != "" {
-		return Outcome{Kernel: kernel, Status: status, Reason: why}
+		return Outcome{Kernel: kernel, Status: status, Reason: why}, noCheck
 	}
 	info, err := readDevice(dev)
 	if err != nil {
-		return failed(kernel, "%v", err)
+		return failed(kernel, "%v", err), noCheck
 	}
 	out := Outcome{Kernel: kernel, Emulated: info.emulated, Bytes: s.Bytes(), FLOPs: s.FLOPs()}
 
 	plan, workspace, err := dev.LinearPlan(cgo.LinearParams{X: planAddress, W: planAddress, Y: planAddress,
 		Batch: s.Batch, N: s.N, K: s.K, DType: s.DType, Variant: s.Variant, SplitK: s.SplitK})
 	if err != nil {
-		return merge(out, fromError(kernel, "planning", err))
+		return merge(out, fromError(kernel, "planning", err)), noCheck
 	}
-	out.Plan = map[string]any{"variant": plan.Variant.String(), "split_k": plan.SplitK, "workspace_bytes": workspace}
+	out.Plan = Plan{Variant: plan.Variant.String(), SplitK: plan.SplitK, WorkspaceBytes: workspace}
 
 	elem := s.DType.Bytes()
 	wBytes := uint64(s.N) * uint64(s.K) * elem
 	wStride := roundUp(wBytes, copyAlign)
 	other := uint64(s.Batch)*uint64(s.K)*elem + uint64(s.Batch)*uint64(s.N)*elem + workspace
 	if ok, why := Fits(dev, wStride+other); !ok {
-		return merge(out, skipped(kernel, "does not fit: %s", why))
+		return merge(out, skipped(kernel, "does not fit: %s", why)), noCheck
 	}
 	out.Rotation = planRotation(float64(wBytes), float64(wStride), float64(info.props.L2Bytes), o.RotateFactor, rotateCap(o, info, other))
 
@@ -118,35 +139,35 @@ func Linear(dev *cgo.Device, s LinearSpec, o Options) Outcome {
 	in := linearInputs(s, o.Seed)
 	x, err := bufs.alloc("X", uint64(s.Batch)*uint64(s.K)*elem)
 	if err != nil {
-		return merge(out, fromError(kernel, "X", err))
+		return merge(out, fromError(kernel, "X", err)), noCheck
 	}
 	w, err := bufs.alloc(fmt.Sprintf("%d copies of W", out.Rotation.Copies), uint64(out.Rotation.Copies)*wStride)
 	if err != nil {
-		return merge(out, fromError(kernel, "W", err))
+		return merge(out, fromError(kernel, "W", err)), noCheck
 	}
 	y, err := bufs.alloc("Y", uint64(s.Batch)*uint64(s.N)*elem)
 	if err != nil {
-		return merge(out, fromError(kernel, "Y", err))
+		return merge(out, fromError(kernel, "Y", err)), noCheck
 	}
 	plan.X, plan.W, plan.Y = x.Ptr, w.Ptr, y.Ptr
 	if workspace > 0 {
 		ws, err := bufs.alloc("the split-K workspace", workspace)
 		if err != nil {
-			return merge(out, fromError(kernel, "workspace", err))
+			return merge(out, fromError(kernel, "workspace", err)), noCheck
 		}
 		plan.Workspace, plan.WorkspaceBytes = ws.Ptr, ws.Bytes
 	}
 	if err := x.FillHash(s.DType, uint64(s.Batch)*uint64(s.K), in.SeedX, in.ScaleX); err != nil {
-		return merge(out, failed(kernel, "filling X: %v", err))
+		return merge(out, failed(kernel, "filling X: %v", err)), noCheck
 	}
 	// One fill over every copy: copy 0 holds exactly the W the reference sees; the others hold
 	// more of the same hash stream (the values do not change the time).
 	if err := w.FillHash(s.DType, w.Bytes/elem, in.SeedW, in.ScaleW); err != nil {
-		return merge(out, failed(kernel, "filling W: %v", err))
+		return merge(out, failed(kernel, "filling W: %v", err)), noCheck
 	}
 
 	return verifyThenTime(dev, o, out, kernel,
-		func() Verification { return verifyLinear(dev, plan, y, in, o.Seed) },
+		func() Check { return verifyLinear(dev, plan, y, in, o.Seed, o.checkOnly) },
 		func(call int) error {
 			p := plan
 			p.W = w.Ptr + uint64(call%out.Rotation.Copies)*wStride
@@ -162,28 +183,25 @@ func merge(out, o Outcome) Outcome {
 }
 
 // verifyLinear poisons Y, runs the planned call once on copy 0 of W, checks every output for
-// NaN (the poison of an unwritten element, or a computed one) and a sample of output rows, for
-// every sequence, against the float64 reference.
-func verifyLinear(dev *cgo.Device, plan cgo.LinearParams, y *cgo.Buffer, in ref.LinearInputs, seed uint64) Verification {
-	v := Verification{Tolerance: ref.LinearTolerance(in.DType)}
+// NaN (the poison of an unwritten element, or a computed one) and output rows, for every
+// sequence, against the float64 reference: a sample of them, or with every set all of them.
+func verifyLinear(dev *cgo.Device, plan cgo.LinearParams, y *cgo.Buffer, in ref.LinearInputs, seed uint64, every bool) Check {
+	c := checkOf(Verification{Tolerance: ref.LinearTolerance(in.DType)})
 	got, reason := runPoisoned(dev, func() error { return dev.Linear(plan) }, y, in.DType)
 	if reason != "" {
-		v.Reason = reason
-		return v
+		c.Reason = reason
+		return c
 	}
-	return compareLinear(got, in, sampleIndices(in.N, maxLinearRefRows, seed))
+	rows := maxLinearRefRows
+	if every {
+		rows = in.N
+	}
+	return compareLinear(got, in, sampleIndices(in.N, rows, seed))
 }
 
-// compareLinear checks got (all of Y) for NaN, then the chosen output rows against the
+// compareLinear checks got (all of Y) for NaN, and the chosen output rows against the
 // reference.
-func compareLinear(got []float32, in ref.LinearInputs, rows []int) Verification {
-	v := Verification{Tolerance: ref.LinearTolerance(in.DType)}
-	if count, first := nonFinite(got); count > 0 {
-		v.RelError, v.Checked = math.Inf(1), len(got)
-		v.Reason = fmt.Sprintf("%d of %d outputs are NaN or infinite (first: sequence %d, feature %d = %v; NaN is the poison of an unwritten output)",
-			count, len(got), first/in.N, first%in.N, got[first])
-		return v
-	}
+func compareLinear(got []float32, in ref.LinearInputs, rows []int) Check {
 	want, absDot := linearReferenceRows(in, rows)
 	sub := make([]float32, len(want))
 	bounds := make([]float64, len(want))
@@ -194,8 +212,16 @@ func compareLinear(got []float32, in ref.LinearInputs, rows []int) Verification 
 			bounds[i] = ref.LinearElementBound(in.DType, in.K, want[i], absDot[i])
 		}
 	}
-	cmp := ref.Compare(sub, want, bounds, v.Tolerance)
-	v.Passed, v.RelError, v.Checked = cmp.Passed, cmp.RelError, cmp.Count
+	cmp := ref.Compare(sub, want, bounds, ref.LinearTolerance(in.DType))
+	c := Check{Verification: Verification{Passed: cmp.Passed, RelError: cmp.RelError, Tolerance: cmp.Tolerance, Checked: cmp.Count}, OutOfBound: cmp.OutOfBound}
+	c.Worst, c.Mismatches = elementsOf(cmp, func(i int) int { return i/len(rows)*in.N + rows[i%len(rows)] })
+	v := &c.Verification
+	if count, first := nonFinite(got); count > 0 {
+		v.Passed, v.RelError, v.NonFinite, v.Checked = false, 0, count, len(got)
+		v.Reason = fmt.Sprintf("%d of %d outputs are NaN or infinite (first: sequence %d, feature %d = %v; NaN is the poison of an unwritten output)",
+			count, len(got), first/in.N, first%in.N, got[first])
+		return c
+	}
 	if !cmp.Passed {
 		v.Reason = cmp.Reason()
 		if e := cmp.Mismatches; len(e) > 0 {
@@ -205,7 +231,7 @@ func compareLinear(got []float32, in ref.LinearInputs, rows []int) Verification 
 	} else if len(rows) < in.N {
 		v.Reason = fmt.Sprintf("all %d outputs finite; %d of %d output features checked against the float64 reference for every sequence", len(got), len(rows), in.N)
 	}
-	return v
+	return c
 }
 
 // linearReferenceRows is ref.Linear restricted to the output features rows, for every

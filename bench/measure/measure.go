@@ -1,12 +1,19 @@
-// Package measure times kernels on a device so that a number it gives can be trusted: validate
-// the spec, allocate, fill the inputs with the device hash, verify the output against
-// bench/ref before any timing, then time with device events after warm-up, with the operands
-// rotated through enough copies that every sample reads them from HBM, not L2.
+// Package measure is the one vocabulary of a measurement: a Spec says which kernel call (linear,
+// attention or a probe), Measure verifies and times it into an Outcome, Verify checks it alone
+// into a Check, and the status words are StatusOK, StatusFailed, StatusSkipped (and
+// StatusNotMeasured for what a composition never ran). sweep, validate, bench and verify all
+// speak it.
+//
+// A measurement validates the spec, allocates, fills the inputs with the device hash, verifies
+// the output against bench/ref before any timing, then times with device events after warm-up,
+// with the operands rotated through enough copies that every sample reads them from HBM, not L2.
 //
 // Every entry point returns an Outcome and never panics on a bad spec: a shape the kernels
 // cannot run or the card cannot hold is "skipped", a wrong result or a kernel error "failed",
-// and only an "ok" Outcome carries times. Under the emulator (Outcome.Emulated) the times are
-// the CPU's and must never be reported as speed.
+// and only an "ok" Outcome carries times as a result. A time faster than the card's datasheet
+// allows (PlausibleMargin) is "failed" with ImplausibleReason: the timer or the kernel is at
+// fault, and the times are kept only to show what the timer said. Under the emulator
+// (Outcome.Emulated) the times are the CPU's and must never be reported as speed.
 package measure
 
 import (
@@ -27,6 +34,12 @@ type Options struct {
 	MaxRotateBytes uint64        // cap on the rotated copies' memory (0 means 1/4 of free device memory)
 	Verify         bool          // verify before timing (the CLI always does)
 	Seed           uint64        // seed of the input hash
+	// Datasheet bounds what a measurement may claim (see PlausibleMargin); zero means the
+	// device's own spec row, found by its name.
+	Datasheet Datasheet
+
+	// checkOnly (Verify): one copy of the operands, every output compared, nothing timed.
+	checkOnly bool
 }
 
 // DefaultRotateFactor: 4x L2 leaves under 1/4 of any copy's lines resident when the next call
@@ -58,49 +71,6 @@ func (o Options) validate() error {
 		return fmt.Errorf("rotate factor %g: want a finite number > 0", o.RotateFactor)
 	}
 	return nil
-}
-
-// Statuses of an Outcome.
-const (
-	StatusOK      = "ok"
-	StatusFailed  = "failed"  // verification failed, or the kernel or the device returned an error
-	StatusSkipped = "skipped" // the shape does not fit or is not supported: nothing ran
-)
-
-// Rotation says how the timed samples kept their operands out of L2.
-type Rotation struct {
-	Copies          int     // copies of the rotated operands (weights, KV caches), one per call in turn
-	WorkingSetBytes float64 // Copies x bytes of one copy's rotated operands
-	L2Bytes         float64
-	Method          string // e.g. "rotate 12 copies, 1.21 GB working set = 19x L2 (62.9 MB)"
-}
-
-// Verification is the check that came before the timing.
-type Verification struct {
-	Passed    bool
-	RelError  float64 // ‖out−ref‖₂/‖ref‖₂ over the elements checked against the reference
-	Tolerance float64
-	Checked   int    // elements (or words, or values) compared against the reference
-	Reason    string // why it failed, or what was sampled
-}
-
-// Outcome is one measurement.
-type Outcome struct {
-	Kernel string // "linear", "attention", "probe:read", ...
-	Status string // StatusOK, StatusFailed or StatusSkipped
-	Reason string // why not ok
-
-	Bytes, FLOPs float64      // minimum per call: each input read once, each output written once
-	Stats        timing.Stats // per-call seconds
-	// From the median: Bytes / median and FLOPs / median (decimal units are the caller's).
-	AchievedBytesPerSec, AchievedFLOPsPerSec float64
-	RepsPerSample                            int // calls timed back to back in one sample
-	Rotation                                 Rotation
-	Verification                             Verification
-	Plan                                     map[string]any // the resolved variant, split-K, splits, blocks, ...
-	// Emulated: the kernels ran in the CPU emulator; Stats are CPU time and say nothing about
-	// any GPU. Never report them as speed.
-	Emulated bool
 }
 
 func skipped(kernel, format string, a ...any) Outcome {
@@ -220,21 +190,42 @@ const planAddress = 1 << 16
 
 // verifyThenTime ends every measurement: verification first (with Options.Verify; a failed
 // kernel is recorded and never timed), then timeCalls, where call(i) launches the i-th timed
-// call (on the i-th rotated copy).
-func verifyThenTime(dev *cgo.Device, o Options, out Outcome, kernel string, verify func() Verification, call func(int) error) Outcome {
-	if o.Verify {
-		out.Verification = verify()
+// call (on the i-th rotated copy). Under Verify (checkOnly) it stops after the verification.
+func verifyThenTime(dev *cgo.Device, o Options, out Outcome, kernel string, verify func() Check, call func(int) error) (Outcome, Check) {
+	c := Check{Worst: noElement}
+	if o.Verify || o.checkOnly {
+		c = verify()
+		out.Verification = c.Verification
 		if !out.Verification.Passed {
-			return merge(out, failed(kernel, "verification: %s", out.Verification.Reason))
+			return merge(out, failed(kernel, "verification: %s", out.Verification.Reason)), c
 		}
 	} else {
 		out.Verification.Reason = "not verified (Options.Verify is false)"
 	}
-	stats, reps, note, err := timeCalls(dev, o.Timing, call)
+	if o.checkOnly {
+		out.Status = StatusOK
+		return out, c
+	}
+	var ds Datasheet
+	if info, err := readDevice(dev); err == nil {
+		ds = o.datasheet(info)
+	}
+	inL2 := mayHitL2(out.Rotation)
+	bound := func(secondsPerCall float64) string {
+		return implausible(out.Bytes, out.FLOPs, secondsPerCall, ds, inL2)
+	}
+	stats, reps, note, err := timeCalls(dev, o.Timing, call, bound)
+	var unreal errImplausible
+	if errors.As(err, &unreal) {
+		return merge(out, failed(kernel, "%s", string(unreal))), c
+	}
 	if err != nil {
-		return merge(out, failed(kernel, "timing: %v", err))
+		return merge(out, failed(kernel, "timing: %v", err)), c
 	}
 	out.finish(stats, reps)
-	out.Plan["timer"] = note
-	return out
+	out.Plan.Timer = note
+	if why := bound(stats.Median); why != "" {
+		out.Status, out.Reason = StatusFailed, why // the times stay, to show what the timer said
+	}
+	return out, c
 }

@@ -10,15 +10,16 @@ import (
 
 // ProbeSpec is one bandwidth or compute probe: a measured ceiling of the roofline.
 type ProbeSpec struct {
-	Kind cgo.ProbeKind
+	Kind cgo.ProbeKind `json:"probe"`
 	// Memory probes: bytes of each buffer, a multiple of 16; 0 = auto: max(32x L2, 1 GiB),
 	// within half the free memory across the probe's buffers (1 MiB under the emulator).
-	Bytes uint64
+	Bytes uint64 `json:"bytes,omitempty"`
 	// Compute probes: loop trips per thread; 0 = auto (DefaultComputeIterations, 2 under the
 	// emulator).
-	Iterations int
+	Iterations int `json:"iterations,omitempty"`
 	// Launch shape; 0 lets the kernel choose (enough bytes in flight, or every SM full).
-	Blocks, Threads int
+	Blocks  int `json:"blocks,omitempty"`
+	Threads int `json:"threads,omitempty"`
 }
 
 const (
@@ -62,22 +63,33 @@ func autoProbeBytes(k cgo.ProbeKind, info deviceInfo) uint64 {
 // Probe verifies, then times, one probe. Memory probes stream buffers far larger than L2, so
 // one copy is enough; compute probes keep everything in registers.
 func Probe(dev *cgo.Device, s ProbeSpec, o Options) Outcome {
+	out, _ := probe(dev, s, o)
+	return out
+}
+
+func probe(dev *cgo.Device, s ProbeSpec, o Options) (Outcome, Check) {
+	out, c := probeRun(dev, s, o)
+	out.Spec = s.Spec()
+	return out, c
+}
+
+func probeRun(dev *cgo.Device, s ProbeSpec, o Options) (Outcome, Check) {
 	kernel := "probe:" + s.Kind.String()
 	o = o.withDefaults()
 	if err := o.validate(); err != nil {
-		return failed(kernel, "options: %v", err)
+		return failed(kernel, "options: %v", err), noCheck
 	}
 	switch {
 	case s.Kind < cgo.ProbeRead || s.Kind > cgo.ProbeMMABF16:
-		return failed(kernel, "invalid probe kind %d", int32(s.Kind))
+		return failed(kernel, "invalid probe kind %d", int32(s.Kind)), noCheck
 	case s.Bytes%16 != 0:
-		return failed(kernel, "invalid size %d bytes: want a multiple of 16 (the probes move 16-byte vectors)", s.Bytes)
+		return failed(kernel, "invalid size %d bytes: want a multiple of 16 (the probes move 16-byte vectors)", s.Bytes), noCheck
 	case s.Iterations < 0 || s.Blocks < 0 || s.Threads < 0:
-		return failed(kernel, "invalid iterations %d, blocks %d or threads %d: want 0 (auto) or more", s.Iterations, s.Blocks, s.Threads)
+		return failed(kernel, "invalid iterations %d, blocks %d or threads %d: want 0 (auto) or more", s.Iterations, s.Blocks, s.Threads), noCheck
 	}
 	info, err := readDevice(dev)
 	if err != nil {
-		return failed(kernel, "%v", err)
+		return failed(kernel, "%v", err), noCheck
 	}
 	if s.Kind.Memory() {
 		return memoryProbe(dev, s, o, info)
@@ -85,7 +97,7 @@ func Probe(dev *cgo.Device, s ProbeSpec, o Options) Outcome {
 	return computeProbe(dev, s, o, info)
 }
 
-func memoryProbe(dev *cgo.Device, s ProbeSpec, o Options, info deviceInfo) Outcome {
+func memoryProbe(dev *cgo.Device, s ProbeSpec, o Options, info deviceInfo) (Outcome, Check) {
 	kernel := "probe:" + s.Kind.String()
 	out := Outcome{Kernel: kernel, Emulated: info.emulated}
 	bytes := s.Bytes
@@ -93,11 +105,11 @@ func memoryProbe(dev *cgo.Device, s ProbeSpec, o Options, info deviceInfo) Outco
 		bytes = autoProbeBytes(s.Kind, info)
 	}
 	if bytes < 16 {
-		return skipped(kernel, "does not fit: too little free memory for the probe's buffers")
+		return skipped(kernel, "does not fit: too little free memory for the probe's buffers"), noCheck
 	}
 	words := bytes / 4
 	if ok, why := Fits(dev, probeBuffers(s.Kind)*bytes+4); !ok {
-		return merge(out, skipped(kernel, "does not fit: %s", why))
+		return merge(out, skipped(kernel, "does not fit: %s", why)), noCheck
 	}
 	bufs := &buffers{dev: dev}
 	defer bufs.close()
@@ -121,7 +133,7 @@ func memoryProbe(dev *cgo.Device, s ProbeSpec, o Options, info deviceInfo) Outco
 		alloc(&c, "c", bytes)
 	}
 	if err != nil {
-		return merge(out, fromError(kernel, "allocating", err))
+		return merge(out, fromError(kernel, "allocating", err)), noCheck
 	}
 	p.A, p.B, p.C, p.Result = ptrOf(a), ptrOf(b), ptrOf(c), ptrOf(result)
 	switch s.Kind {
@@ -133,18 +145,18 @@ func memoryProbe(dev *cgo.Device, s ProbeSpec, o Options, info deviceInfo) Outco
 		}
 	}
 	if err != nil {
-		return merge(out, failed(kernel, "filling the inputs: %v", err))
+		return merge(out, failed(kernel, "filling the inputs: %v", err)), noCheck
 	}
 	plan, err := dev.ProbePlan(p)
 	if err != nil {
-		return merge(out, fromError(kernel, "planning", err))
+		return merge(out, fromError(kernel, "planning", err)), noCheck
 	}
 	out.Bytes, out.FLOPs = plan.BytesMoved, plan.FLOPs
-	out.Plan = map[string]any{"buffer_bytes": bytes, "words": words, "blocks": plan.BlocksUsed, "threads": plan.ThreadsUsed}
+	out.Plan = Plan{BufferBytes: bytes, Words: words, Blocks: plan.BlocksUsed, Threads: plan.ThreadsUsed}
 	out.Rotation = describeRotation(1, plan.BytesMoved, float64(info.props.L2Bytes), o.RotateFactor, 0)
 
 	return verifyThenTime(dev, o, out, kernel,
-		func() Verification {
+		func() Check {
 			written := map[cgo.ProbeKind]*cgo.Buffer{cgo.ProbeRead: result, cgo.ProbeWrite: a, cgo.ProbeCopy: b, cgo.ProbeTriad: a}[s.Kind]
 			return verifyMemoryProbe(dev, p, written, seedA, seedB, seedC)
 		},
@@ -160,38 +172,39 @@ func ptrOf(b *cgo.Buffer) uint64 {
 
 // verifyMemoryProbe poisons what the probe writes, runs it once and checks every word it
 // wrote exactly (or the read probe's sum). RelError is the fraction of words that differ.
-func verifyMemoryProbe(dev *cgo.Device, p cgo.ProbeParams, written *cgo.Buffer, seedA, seedB, seedC uint64) Verification {
-	var v Verification
+func verifyMemoryProbe(dev *cgo.Device, p cgo.ProbeParams, written *cgo.Buffer, seedA, seedB, seedC uint64) Check {
+	c := checkOf(Verification{})
+	v := &c.Verification
 	if err := written.Memset(0xFF); err != nil {
 		v.Reason = fmt.Sprintf("poisoning: %v", err)
-		return v
+		return c
 	}
 	if _, err := dev.Probe(p); err != nil {
 		v.Reason = fmt.Sprintf("running: %v", err)
-		return v
+		return c
 	}
 	if err := dev.Synchronize(); err != nil {
 		v.Reason = fmt.Sprintf("running: %v", err)
-		return v
+		return c
 	}
 	if p.Kind == cgo.ProbeRead {
 		got := make([]uint32, 1)
 		if err := cgo.Read(written, got); err != nil {
 			v.Reason = fmt.Sprintf("copying the result back: %v", err)
-			return v
+			return c
 		}
 		want := readSum(seedA, p.Words)
 		v.Checked, v.Passed = 1, got[0] == want
 		if !v.Passed {
-			v.RelError = 1
+			v.RelError, c.OutOfBound = 1, 1
 			v.Reason = fmt.Sprintf("sum of %d words is %#08x, want %#08x", p.Words, got[0], want)
 		}
-		return v
+		return c
 	}
 	got := make([]uint32, p.Words)
 	if err := cgo.Read(written, got); err != nil {
 		v.Reason = fmt.Sprintf("copying the output back: %v", err)
-		return v
+		return c
 	}
 	var want func(i uint64) uint32
 	switch p.Kind {
@@ -207,8 +220,9 @@ func verifyMemoryProbe(dev *cgo.Device, p cgo.ProbeParams, written *cgo.Buffer, 
 	return compareWords(got, want)
 }
 
-// compareWords checks every word of got against want(i), on every core.
-func compareWords(got []uint32, want func(i uint64) uint32) Verification {
+// compareWords checks every word of got against want(i), on every core; OutOfBound counts the
+// words that differ.
+func compareWords(got []uint32, want func(i uint64) uint32) Check {
 	n := uint64(len(got))
 	var mismatches []uint64 // per range
 	firsts := map[uint64]uint64{}
@@ -242,7 +256,9 @@ func compareWords(got []uint32, want func(i uint64) uint32) Verification {
 	for _, m := range mismatches {
 		total += m
 	}
-	v := Verification{Checked: len(got), Passed: total == 0}
+	c := checkOf(Verification{Checked: len(got), Passed: total == 0})
+	c.OutOfBound = int(total)
+	v := &c.Verification
 	if total > 0 {
 		first := n
 		for _, f := range firsts {
@@ -251,7 +267,7 @@ func compareWords(got []uint32, want func(i uint64) uint32) Verification {
 		v.RelError = float64(total) / float64(n)
 		v.Reason = fmt.Sprintf("%d of %d words differ (first: word %d = %#08x, want %#08x)", total, n, first, got[first], want(first))
 	}
-	return v
+	return c
 }
 
 // readSum is ref.ReadSum on every core: a wrap-around sum is the same in any order.
@@ -277,7 +293,7 @@ func readSum(seed, words uint64) uint32 {
 	return total
 }
 
-func computeProbe(dev *cgo.Device, s ProbeSpec, o Options, info deviceInfo) Outcome {
+func computeProbe(dev *cgo.Device, s ProbeSpec, o Options, info deviceInfo) (Outcome, Check) {
 	kernel := "probe:" + s.Kind.String()
 	out := Outcome{Kernel: kernel, Emulated: info.emulated}
 	iterations := s.Iterations
@@ -290,41 +306,42 @@ func computeProbe(dev *cgo.Device, s ProbeSpec, o Options, info deviceInfo) Outc
 	p := cgo.ProbeParams{Kind: s.Kind, Result: planAddress, Blocks: s.Blocks, Threads: s.Threads, Iterations: iterations}
 	plan, err := dev.ProbePlan(p)
 	if err != nil {
-		return merge(out, fromError(kernel, "planning", err))
+		return merge(out, fromError(kernel, "planning", err)), noCheck
 	}
 	// Verify and time the same launch shape, whatever auto chose.
 	p.Blocks, p.Threads = plan.BlocksUsed, plan.ThreadsUsed
 	threads := uint64(plan.BlocksUsed) * uint64(plan.ThreadsUsed)
 	out.Bytes, out.FLOPs = plan.BytesMoved, plan.FLOPs
-	out.Plan = map[string]any{"iterations": iterations, "blocks": plan.BlocksUsed, "threads": plan.ThreadsUsed}
+	out.Plan = Plan{Iterations: iterations, Blocks: plan.BlocksUsed, Threads: plan.ThreadsUsed}
 	out.Rotation = Rotation{Copies: 1, L2Bytes: float64(info.props.L2Bytes), Method: "no memory operands: every chain lives in registers"}
 	if ok, why := Fits(dev, 4*threads); !ok {
-		return merge(out, skipped(kernel, "does not fit: %s", why))
+		return merge(out, skipped(kernel, "does not fit: %s", why)), noCheck
 	}
 	bufs := &buffers{dev: dev}
 	defer bufs.close()
 	result, err := bufs.alloc("the result", 4*threads)
 	if err != nil {
-		return merge(out, fromError(kernel, "allocating", err))
+		return merge(out, fromError(kernel, "allocating", err)), noCheck
 	}
 	p.Result = result.Ptr
 
 	return verifyThenTime(dev, o, out, kernel,
-		func() Verification { return verifyComputeProbe(dev, p, result) },
+		func() Check { return verifyComputeProbe(dev, p, result) },
 		func(int) error { _, err := dev.Probe(p); return err })
 }
 
 // verifyComputeProbe runs the timed launch shape at a few iterations, where every thread's
 // chain has an exact reference, and compares every thread's value bit for bit.
-func verifyComputeProbe(dev *cgo.Device, p cgo.ProbeParams, result *cgo.Buffer) Verification {
-	var v Verification
+func verifyComputeProbe(dev *cgo.Device, p cgo.ProbeParams, result *cgo.Buffer) Check {
+	c := checkOf(Verification{})
+	v := &c.Verification
 	p.Iterations = verifyFMAIterations
 	if p.Kind == cgo.ProbeMMABF16 {
 		p.Iterations = verifyMMAIterations
 	}
 	if err := result.Memset(0xFF); err != nil {
 		v.Reason = fmt.Sprintf("poisoning: %v", err)
-		return v
+		return c
 	}
 	res, err := dev.Probe(p)
 	if err == nil {
@@ -332,12 +349,12 @@ func verifyComputeProbe(dev *cgo.Device, p cgo.ProbeParams, result *cgo.Buffer) 
 	}
 	if err != nil {
 		v.Reason = fmt.Sprintf("running: %v", err)
-		return v
+		return c
 	}
 	got := make([]uint32, uint64(res.BlocksUsed)*uint64(res.ThreadsUsed))
 	if err := cgo.Read(result, got); err != nil {
 		v.Reason = fmt.Sprintf("copying the result back: %v", err)
-		return v
+		return c
 	}
 	perThread := make([]uint32, res.ThreadsUsed) // a thread's value depends on threadIdx only
 	for t := range perThread {
@@ -349,9 +366,9 @@ func verifyComputeProbe(dev *cgo.Device, p cgo.ProbeParams, result *cgo.Buffer) 
 		}
 		perThread[t] = math.Float32bits(f)
 	}
-	v = compareWords(got, func(i uint64) uint32 { return perThread[i%uint64(res.ThreadsUsed)] })
-	if v.Passed {
-		v.Reason = fmt.Sprintf("every thread's chains checked exactly at %d iterations, timed at more", p.Iterations)
+	c = compareWords(got, func(i uint64) uint32 { return perThread[i%uint64(res.ThreadsUsed)] })
+	if c.Passed {
+		c.Reason = fmt.Sprintf("every thread's chains checked exactly at %d iterations, timed at more", p.Iterations)
 	}
-	return v
+	return c
 }

@@ -56,13 +56,16 @@ type sampleDevice interface {
 // events on the context's stream, behind a hold (see above), R calibrated so that a sample
 // spans minSampleSeconds, and reports per-call seconds under the sampling rule cfg (whose
 // warm-up samples come first). The note says how the hold went.
-func timeCalls(dev *cgo.Device, cfg timing.Config, launch func(call int) error) (timing.Stats, int, string, error) {
+//
+// implausible (nil: none) says why a time per call is faster than the card can be: such a
+// sample fails the calibration at once instead of raising the calls per sample to the cap.
+func timeCalls(dev *cgo.Device, cfg timing.Config, launch func(call int) error, implausible func(secondsPerCall float64) string) (timing.Stats, int, string, error) {
 	sd, err := newDeviceSampler(dev)
 	if err != nil {
 		return timing.Stats{}, 0, "", err
 	}
 	defer sd.close()
-	return timeSamples(sd, time.Now, cfg, launch)
+	return timeSamples(sd, time.Now, cfg, launch, implausible)
 }
 
 // sampler runs the samples of one measurement.
@@ -78,9 +81,17 @@ type sampler struct {
 	longestHold            float64
 }
 
-func timeSamples(dev sampleDevice, now func() time.Time, cfg timing.Config, launch func(call int) error) (timing.Stats, int, string, error) {
+func timeSamples(dev sampleDevice, now func() time.Time, cfg timing.Config, launch func(call int) error, implausible func(float64) string) (timing.Stats, int, string, error) {
 	s := &sampler{dev: dev, now: now, launch: launch, hostPerCall: firstHostLaunch, holdScale: 1}
-	reps, err := calibrateReps(s.sample)
+	reps, err := calibrateReps(func(reps int) (float64, error) {
+		t, err := s.sample(reps)
+		if err == nil && implausible != nil {
+			if why := implausible(t / float64(reps)); why != "" {
+				return t, errImplausible(why)
+			}
+		}
+		return t, err
+	})
 	if err != nil {
 		return timing.Stats{}, 0, "", err
 	}
@@ -172,26 +183,42 @@ func (s *sampler) note() string {
 
 // calibrateReps finds R such that a sample of R calls spans minSampleSeconds. The first
 // sample is thrown away (the first launch of a kernel may load its module).
+//
+// Every sample must be a positive, finite time: a NaN, zero or negative one is a timer fault
+// (events never recorded, a broken timer, a kernel that did not run), refused at once rather
+// than read as "too short" and retried with ever more calls.
 func calibrateReps(sample func(reps int) (float64, error)) (int, error) {
-	if _, err := sample(1); err != nil {
+	first, err := sample(1)
+	if err != nil {
+		return 0, fmt.Errorf("first call: %w", err)
+	}
+	if err := checkSample(first, 1); err != nil {
 		return 0, fmt.Errorf("first call: %w", err)
 	}
 	reps := 1
 	for range 6 {
 		s, err := sample(reps)
+		if err == nil {
+			err = checkSample(s, reps)
+		}
 		if err != nil {
 			return 0, fmt.Errorf("calibrating calls per sample: %w", err)
 		}
 		if s >= minSampleSeconds || reps >= maxRepsPerSample {
 			return reps, nil
 		}
-		next := 16 * reps // a sample of 0 is below the timer's resolution
-		if s > 0 {
-			next = int(math.Ceil(float64(reps) * 1.2 * minSampleSeconds / s))
-		}
+		next := int(math.Ceil(float64(reps) * 1.2 * minSampleSeconds / s))
 		reps = min(max(next, reps+1), maxRepsPerSample)
 	}
 	return reps, nil
+}
+
+// checkSample refuses a sample that is not a positive finite time.
+func checkSample(seconds float64, reps int) error {
+	if seconds > 0 && !math.IsInf(seconds, 0) {
+		return nil
+	}
+	return fmt.Errorf("timer fault: a sample of %d call(s) took %g s: %w", reps, seconds, timing.ErrBadSample)
 }
 
 // deviceSampler is sampleDevice on a cgo.Device: the hold is the FMA probe on one warp (no

@@ -1,12 +1,14 @@
 package measure
 
 import (
+	"errors"
 	"math"
 	"strings"
 	"testing"
 	"time"
 
 	"github.com/decodebench/decodebench/bench/timing"
+	"github.com/decodebench/decodebench/cgo"
 	"github.com/decodebench/decodebench/cgo/cgotest"
 )
 
@@ -74,7 +76,7 @@ func TestHoldKeepsTheHostOutOfTheSample(t *testing.T) {
 		{"the hold lasts 3x what was asked", 8e-6, 3e-6, 3},
 	} {
 		d := &simDevice{canHold: true, hostLaunch: c.hostLaunch, kernel: c.kernel, holdScale: c.holdScale}
-		st, reps, note, err := timeSamples(d, d.now, simRule, d.launch)
+		st, reps, note, err := timeSamples(d, d.now, simRule, d.launch, nil)
 		if err != nil {
 			t.Fatalf("%s: %v", c.desc, err)
 		}
@@ -94,7 +96,7 @@ func TestHoldKeepsTheHostOutOfTheSample(t *testing.T) {
 // at the host's launch rate: the simulation shows the error the hold removes.
 func TestWithoutAHoldTheHostSetsTheTime(t *testing.T) {
 	d := &simDevice{canHold: false, hostLaunch: 8e-6, kernel: 3e-6, holdScale: 1}
-	st, _, note, err := timeSamples(d, d.now, simRule, d.launch)
+	st, _, note, err := timeSamples(d, d.now, simRule, d.launch, nil)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -136,5 +138,34 @@ func TestDeviceSamplerHoldRuns(t *testing.T) {
 	sample, held, err := d.Elapsed()
 	if err != nil || sample < 0 || !(held > 0) {
 		t.Fatalf("elapsed %g s, held %g s: %v", sample, held, err)
+	}
+}
+
+// A timer that gives NaN, zero or a negative time is refused at the first sample, not read as
+// "too short" and retried with more and more calls.
+func TestCalibrationRefusesABadTimerAtOnce(t *testing.T) {
+	for _, bad := range []float64{math.NaN(), 0, -2.5e-4, math.Inf(1)} {
+		calls, samples := 0, 0
+		_, err := calibrateReps(func(reps int) (float64, error) {
+			calls += reps
+			samples++
+			return bad, nil
+		})
+		if !errors.Is(err, timing.ErrBadSample) || !strings.Contains(err.Error(), "timer fault") || samples != 1 || calls != 1 {
+			t.Errorf("sample %g: %v after %d samples, %d calls; want ErrBadSample at the first", bad, err, samples, calls)
+		}
+	}
+}
+
+// On the fake library with a faulty timer the measurement fails at once, naming the fault.
+func TestMeasureWithAFaultyTimer(t *testing.T) {
+	dev := fakeDevice(t)
+	for _, fault := range []string{"timer-nan", "timer-zero", "timer-negative"} {
+		t.Setenv("FAKEKERNELS_FAULT", fault)
+		start := time.Now()
+		out := Linear(dev, LinearSpec{Batch: 1, N: 16, K: 32, DType: cgo.DTypeBF16}, fastOptions())
+		if out.Status != StatusFailed || !strings.Contains(out.Reason, "timer fault") || time.Since(start) > 5*time.Second {
+			t.Errorf("%s: %s %q after %v; want failed at once naming the timer fault", fault, out.Status, out.Reason, time.Since(start))
+		}
 	}
 }

@@ -1,7 +1,12 @@
 package sweep
 
 import (
+	"errors"
+	"fmt"
 	"math"
+	"time"
+
+	"github.com/decodebench/decodebench/bench/measure"
 
 	"github.com/decodebench/decodebench/bench/timing"
 )
@@ -42,17 +47,17 @@ const (
 )
 
 // Kernel estimates the wall seconds of measuring s.
-func (c *CostModel) Kernel(s Spec) float64 {
+func (c *CostModel) Kernel(s measure.Spec) float64 {
 	return c.unscaled(s) * c.scale()
 }
 
-func (c *CostModel) unscaled(s Spec) float64 {
+func (c *CostModel) unscaled(s measure.Spec) float64 {
 	call := MinCallSeconds
 	if c.BytesPerSec > 0 {
-		call = math.Max(call, s.Bytes/c.BytesPerSec)
+		call = math.Max(call, s.Bytes()/c.BytesPerSec)
 	}
 	if c.FLOPsPerSec > 0 {
-		call = math.Max(call, s.FLOPs/c.FLOPsPerSec)
+		call = math.Max(call, s.FLOPs()/c.FLOPsPerSec)
 	}
 	t := c.Timing
 	sampling := math.Max(t.MinSeconds, float64(t.MinSamples)*call) + float64(t.Warmup)*call
@@ -68,7 +73,7 @@ func (c *CostModel) scale() float64 {
 
 // Observe learns from a measurement of s that took wallSeconds: Scale becomes the ratio of
 // everything observed to everything estimated so far.
-func (c *CostModel) Observe(s Spec, wallSeconds float64) {
+func (c *CostModel) Observe(s measure.Spec, wallSeconds float64) {
 	if !(wallSeconds > 0) {
 		return
 	}
@@ -86,12 +91,12 @@ func (c *CostModel) Observe(s Spec, wallSeconds float64) {
 func Plan(configs []Config, measured map[string]bool, cost *CostModel, limitSeconds float64) (kept, dropped []Config, estimate float64) {
 	planned := map[string]bool{}
 	for _, cfg := range configs {
-		newKernels := map[string]Spec{}
+		newKernels := map[string]measure.Spec{}
 		var extra float64
 		for _, k := range cfg.Model.Kernels(cfg.Batch, cfg.Context) {
 			spec := SpecOf(k, cfg.Model)
 			key := spec.Key()
-			if measured[key] || planned[key] || newKernels[key] != (Spec{}) {
+			if _, seen := newKernels[key]; measured[key] || planned[key] || seen {
 				continue
 			}
 			newKernels[key] = spec
@@ -108,4 +113,65 @@ func Plan(configs []Config, measured map[string]bool, cost *CostModel, limitSeco
 		kept = append(kept, cfg)
 	}
 	return kept, dropped, estimate
+}
+
+// ErrBudget is returned by CheckBudget for a budget that leaves nothing to measure.
+var ErrBudget = errors.New("the budget drops every configuration")
+
+// CheckBudget estimates, before anything is measured, whether BudgetSeconds keeps at least
+// one of the configurations that need a measurement, with the cost model on the datasheet
+// ceiling (the fastest the card can be, so the estimate is the least the sweep needs). A
+// budget that keeps none is ErrBudget, naming what the cheapest one needs.
+func (r *Runner) CheckBudget(configs []Config, prior Prior) error {
+	if r.BudgetSeconds <= 0 {
+		return nil
+	}
+	if r.Cost == nil {
+		r.Cost = &CostModel{SetupSeconds: DefaultSetupSeconds}
+	}
+	s := &state{Runner: r, done: map[string]bool{}}
+	measured := map[string]bool{}
+	for _, m := range prior.Kernels {
+		if m.Status != measure.StatusFailed || !r.RetryFailed {
+			measured[m.Key] = true
+		}
+	}
+	for _, rec := range prior.Records {
+		if rec.Status != measure.StatusFailed || !r.RetryFailed {
+			s.done[rec.Key] = true
+		}
+	}
+	s.useCeilingForCost()
+	var runnable []Config
+	for _, cfg := range configs {
+		if ok, _ := s.stepFits(cfg); ok && !s.done[cfg.Key()] {
+			runnable = append(runnable, cfg)
+		}
+	}
+	kept, dropped, _ := Plan(runnable, measured, r.Cost, r.BudgetSeconds)
+	if len(kept) > 0 || len(dropped) == 0 {
+		return nil
+	}
+	cheapest := math.Inf(1)
+	for _, cfg := range dropped {
+		_, _, need := Plan([]Config{cfg}, measured, r.Cost, math.Inf(1))
+		cheapest = min(cheapest, need)
+	}
+	return fmt.Errorf("--budget %s: %w (%d): the cheapest needs about %s; give a longer --budget, or none",
+		durationText(r.BudgetSeconds), ErrBudget, len(dropped), durationText(cheapest))
+}
+
+// durationText prints seconds as a duration, "more than 100 years" past what time.Duration
+// holds.
+func durationText(seconds float64) string {
+	const maxSeconds = 100 * 365.25 * 24 * 3600
+	switch {
+	case math.IsNaN(seconds) || seconds < 0:
+		return "unknown"
+	case seconds > maxSeconds:
+		return "more than 100 years"
+	case seconds < 1:
+		return time.Duration(seconds * 1e9).String()
+	}
+	return time.Duration(seconds * 1e9).Round(time.Second).String()
 }

@@ -2,6 +2,7 @@ package sweep
 
 import (
 	"fmt"
+	"github.com/decodebench/decodebench/bench/measure"
 	"strings"
 	"time"
 
@@ -38,7 +39,7 @@ func Compose(cfg Config, measured map[string]Measurement, ceil Ceilings) Record 
 	r := Record{
 		Key: cfg.Key(), Model: s.Name, ModelKey: ModelKey(s), Batch: cfg.Batch, Context: cfg.Context,
 		DType: string(s.ActivationDType()), KVDType: string(s.KVDType), TP: max(s.TP, 1),
-		Status: StatusOK, Converged: true, RecordedAt: time.Now().UTC(),
+		Status: measure.StatusOK, Converged: true, RecordedAt: time.Now().UTC(),
 	}
 	var windows []telemetry.Summary
 	var failed, skipped []string
@@ -59,7 +60,7 @@ func Compose(cfg Config, measured map[string]Measurement, ceil Ceilings) Record 
 				reason = "not measured: another kernel of the step was not ok"
 			}
 			r.Kernels = append(r.Kernels, KernelEntry{Name: k.Name, Kind: k.Kind, Key: spec.Key(), Repeat: k.Repeat,
-				Status: StatusNotMeasured, Reason: reason, Bytes: k.Bytes, FLOPs: k.FLOPs})
+				Status: measure.StatusNotMeasured, Reason: reason, Bytes: k.Bytes, FLOPs: k.FLOPs})
 			if !stepBroken {
 				failed = append(failed, fmt.Sprintf("%s (%s): %s", k.Name, spec.Label(), reason))
 			}
@@ -68,13 +69,13 @@ func Compose(cfg Config, measured map[string]Measurement, ceil Ceilings) Record 
 		e := KernelEntry{
 			Name: k.Name, Kind: k.Kind, Key: spec.Key(), Repeat: k.Repeat, Status: m.Status, Reason: m.Reason,
 			Bytes: k.Bytes, FLOPs: k.FLOPs, Throttled: m.Telemetry.Throttled, Rotation: m.Rotation.Method,
-			Verified: m.Verification.Passed, RelError: m.Verification.RelError,
+			Verified: m.Verification.Passed, RelError: m.Verification.RelError, NonFinite: m.Verification.NonFinite,
 		}
 		r.Emulated = r.Emulated || m.Emulated
 		windows = append(windows, m.Telemetry)
 		switch {
 		case m.OK():
-			st := m.Timing
+			st := m.Stats
 			e.MedianSeconds, e.MinSeconds, e.Q1Seconds, e.Q3Seconds = st.Median, st.Min, st.Q1, st.Q3
 			e.Spread, e.Samples, e.Converged = st.Spread, len(st.Samples), st.Converged
 			e.StepSeconds = k.Repeat * st.Median
@@ -84,11 +85,11 @@ func Compose(cfg Config, measured map[string]Measurement, ceil Ceilings) Record 
 			r.StepBytes += k.Repeat * k.Bytes
 			r.StepFLOPs += k.Repeat * k.FLOPs
 			r.Converged = r.Converged && st.Converged
-		case m.Status == StatusSkipped:
+		case m.Status == measure.StatusSkipped:
 			skipped = append(skipped, fmt.Sprintf("%s (%s): %s", k.Name, spec.Label(), m.Reason))
 		default:
-			if m.Status == StatusOK { // ok without a time: never a speed
-				e.Status, e.Reason = StatusFailed, "measured no time"
+			if m.Status == measure.StatusOK { // ok without a time: never a speed
+				e.Status, e.Reason = measure.StatusFailed, "measured no time"
 			}
 			failed = append(failed, fmt.Sprintf("%s (%s): %s", k.Name, spec.Label(), e.Reason))
 		}
@@ -100,9 +101,9 @@ func Compose(cfg Config, measured map[string]Measurement, ceil Ceilings) Record 
 
 	switch {
 	case len(failed) > 0:
-		return notOK(r, StatusFailed, failed)
+		return notOK(r, measure.StatusFailed, failed)
 	case len(skipped) > 0:
-		return notOK(r, StatusSkipped, skipped)
+		return notOK(r, measure.StatusSkipped, skipped)
 	}
 
 	bandwidth, method := ceil.smallOpsBandwidth()
@@ -145,7 +146,7 @@ func SkippedRecord(cfg Config, reason string, emulated bool) Record {
 	return Record{
 		Key: cfg.Key(), Model: s.Name, ModelKey: ModelKey(s), Batch: cfg.Batch, Context: cfg.Context,
 		DType: string(s.ActivationDType()), KVDType: string(s.KVDType), TP: max(s.TP, 1),
-		Status: StatusSkipped, Reason: reason, Emulated: emulated, RecordedAt: time.Now().UTC(),
+		Status: measure.StatusSkipped, Reason: reason, Emulated: emulated, RecordedAt: time.Now().UTC(),
 	}
 }
 

@@ -27,19 +27,8 @@ import (
 	"strings"
 
 	"github.com/decodebench/decodebench/bench/model"
+	"github.com/decodebench/decodebench/cgo"
 )
-
-// Limits of the kernels (kernels/decodebench.h), checked before any device work so that a bad
-// axis is a usage error that names the value.
-const (
-	// MaxLinearBatch is the most rows the linear kernels take (db_linear_params.batch).
-	MaxLinearBatch = 256
-	// LinearKAlign: the linear kernels read rows as 16-byte vectors, so K is a multiple of 8.
-	LinearKAlign = 8
-)
-
-// AttentionHeadDims are the head sizes the attention kernels are built for.
-var AttentionHeadDims = []int{64, 80, 96, 128, 256}
 
 // KernelDTypes are the weight and KV dtypes the kernels take.
 var KernelDTypes = []model.DType{model.BF16, model.FP16}
@@ -98,8 +87,8 @@ func (a Axes) Validate() error {
 		return fmt.Errorf("no context length to sweep")
 	}
 	for _, b := range a.Batches {
-		if b < 1 || b > MaxLinearBatch {
-			return fmt.Errorf("batch %d: the linear kernels take a batch of 1..%d", b, MaxLinearBatch)
+		if b < 1 || b > cgo.MaxBatch {
+			return fmt.Errorf("batch %d: the kernels take a batch of 1..%d", b, cgo.MaxBatch)
 		}
 	}
 	for _, c := range a.Contexts {
@@ -123,13 +112,13 @@ func (a Axes) Validate() error {
 		if !slices.Contains(KernelDTypes, m.KVDType) {
 			return fmt.Errorf("model %s: KV dtype %s: the kernels take bf16 or fp16", m, m.KVDType)
 		}
-		if !slices.Contains(AttentionHeadDims, m.HeadDim) {
-			return fmt.Errorf("model %s: head dim %d: the attention kernels are built for %v", m, m.HeadDim, AttentionHeadDims)
+		if !cgo.IsAttentionHeadDim(m.HeadDim) {
+			return fmt.Errorf("model %s: head dim %d: the attention kernels are built for %v", m, m.HeadDim, cgo.AttentionHeadDims)
 		}
 		// The largest batch has the largest M of every linear; K does not depend on the batch.
 		for _, k := range m.Kernels(a.Batches[len(a.Batches)-1], a.Contexts[0]) {
-			if k.Kind == model.KindLinear && k.K%LinearKAlign != 0 {
-				return fmt.Errorf("model %s: %s has K = %d input features: the linear kernels take a multiple of %d", m, k.Name, k.K, LinearKAlign)
+			if k.Kind == model.KindLinear && k.K%cgo.LinearKMultiple != 0 {
+				return fmt.Errorf("model %s: %s has K = %d input features: the linear kernels take a multiple of %d", m, k.Name, k.K, cgo.LinearKMultiple)
 			}
 		}
 	}

@@ -24,7 +24,7 @@ func TestRunOnEmulator(t *testing.T) {
 
 	axes := Axes{Models: []model.Shape{tinyModel()}, Batches: []int{1, 4}, Contexts: []int{64, 128}}
 	dir := t.TempDir()
-	d, err := Create(dir)
+	d, err := Create(dir, RunInfo{})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -44,7 +44,7 @@ func TestRunOnEmulator(t *testing.T) {
 		t.Fatal(err)
 	}
 	for _, k := range p.Kernels {
-		if k.Status != StatusOK || !k.Emulated || !k.Verification.Passed {
+		if k.Status != measure.StatusOK || !k.Emulated || !k.Verification.Passed {
 			t.Errorf("%s: %s %q (emulated %v, verified %v)", k.Key, k.Status, k.Reason, k.Emulated, k.Verification.Passed)
 		}
 	}

@@ -8,10 +8,12 @@ import (
 	"time"
 
 	"github.com/decodebench/decodebench/bench/gpuinfo"
+	"github.com/decodebench/decodebench/bench/measure"
 	"github.com/decodebench/decodebench/bench/model"
 	"github.com/decodebench/decodebench/bench/roofline"
 	"github.com/decodebench/decodebench/bench/telemetry"
 	"github.com/decodebench/decodebench/bench/timing"
+	"github.com/decodebench/decodebench/cgo"
 )
 
 // fakeMeasurer pretends to be a card of 2 TB/s and 500 TFLOP/s: a kernel's median is its
@@ -34,14 +36,14 @@ func newFake(clock *fakeClock) *fakeMeasurer {
 	return &fakeMeasurer{calls: map[string]int{}, clock: clock, wallSeconds: 0.5}
 }
 
-func (f *fakeMeasurer) Fits(s Spec) (bool, string) {
+func (f *fakeMeasurer) Fits(s measure.Spec) (bool, string) {
 	if f.noFit != "" && strings.Contains(s.Key(), f.noFit) {
 		return false, "needs 200 GB of device memory, 141 GB free"
 	}
 	return true, ""
 }
 
-func (f *fakeMeasurer) Measure(s Spec) Measurement {
+func (f *fakeMeasurer) Measure(s measure.Spec) measure.Outcome {
 	key := s.Key()
 	if f.onMeasure != nil {
 		f.onMeasure(key)
@@ -58,28 +60,28 @@ func (f *fakeMeasurer) Measure(s Spec) Measurement {
 		if f.lose {
 			f.lost = true
 		}
-		return Measurement{Status: StatusFailed, Reason: "verification failed: rel error 0.5 > tolerance 0.01",
-			Verification: Verification{Passed: false, RelError: 0.5, Tolerance: 0.01}}
+		return measure.Outcome{Spec: s, Status: measure.StatusFailed, Reason: "verification failed: rel error 0.5 > tolerance 0.01",
+			Verification: measure.Verification{Passed: false, RelError: 0.5, Tolerance: 0.01}}
 	case f.skip != "" && strings.Contains(key, f.skip):
-		return Measurement{Status: StatusSkipped, Reason: "unsupported shape"}
+		return measure.Outcome{Spec: s, Status: measure.StatusSkipped, Reason: "unsupported shape"}
 	}
-	m := Measurement{Status: StatusOK, Bytes: s.Bytes, FLOPs: s.FLOPs, Verification: Verification{Passed: true, Checked: 10}}
+	m := measure.Outcome{Spec: s, Status: measure.StatusOK, Bytes: s.Bytes(), FLOPs: s.FLOPs(), Verification: measure.Verification{Passed: true, Checked: 10}}
 	var median float64
 	switch {
-	case s.Kind == KindProbe && s.Probe == ProbeRead:
-		median = float64(s.ProbeBytes) / 2e12
-		m.Bytes = float64(s.ProbeBytes)
-	case s.Kind == KindProbe:
+	case s.Kind == measure.KindProbe && s.Probe.Kind == cgo.ProbeRead:
+		median = float64(s.Probe.Bytes) / 2e12
+		m.Bytes = float64(s.Probe.Bytes)
+	case s.Kind == measure.KindProbe:
 		m.FLOPs = 1e12
 		median = m.FLOPs / 500e12
 	default:
-		median = max(s.Bytes/2e12, s.FLOPs/500e12) + 2e-6
+		median = max(s.Bytes()/2e12, s.FLOPs()/500e12) + 2e-6
 	}
-	m.Timing = timing.Summarize([]float64{median * 0.99, median, median * 1.01})
-	m.Timing.Converged = true
-	m.AchievedGBps = m.Bytes / median / 1e9
-	m.AchievedTFLOPs = m.FLOPs / median / 1e12
-	m.Rotation = Rotation{Copies: 4, Method: "rotate 4 copies"}
+	m.Stats = timing.Summarize([]float64{median * 0.99, median, median * 1.01})
+	m.Stats.Converged = true
+	m.AchievedBytesPerSec = m.Bytes / median
+	m.AchievedFLOPsPerSec = m.FLOPs / median
+	m.Rotation = measure.Rotation{Copies: 4, Method: "rotate 4 copies"}
 	return m
 }
 
@@ -129,7 +131,7 @@ func tinyModel() model.Shape {
 // newRun makes a run directory and a Runner on the fake.
 func newRun(t *testing.T, dir string, f *fakeMeasurer, clock *fakeClock, axes Axes) (*Runner, Prior) {
 	t.Helper()
-	d, err := Create(dir)
+	d, err := Create(dir, RunInfo{})
 	if err != nil {
 		t.Fatal(err)
 	}

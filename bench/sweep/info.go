@@ -19,6 +19,9 @@ const (
 	StateInterrupted = "interrupted" // Ctrl-C: resumable
 	StateDeviceLost  = "device_lost" // the CUDA context was lost: resumable on a healthy card
 	StateFailed      = "failed"      // the sweep stopped on an error: resumable
+	// StateDied: the process ended without recording how (killed, crashed, its node lost);
+	// the next resume, holding the directory's lock, knows it is not running and says so.
+	StateDied = "died"
 )
 
 // RunInfo is run.json: what was measured, on what, how and by which command.
@@ -145,6 +148,23 @@ type Session struct {
 	Ended       time.Time `json:"ended,omitzero"`
 	State       string    `json:"state"`
 	Measured    int       `json:"measured"` // records written
+}
+
+// EndDeadSessions marks every session still "running" as died, ended when run.json was last
+// updated, and returns how many. Call it holding the directory's lock: no other process can
+// be running then.
+func (info *RunInfo) EndDeadSessions() int {
+	n := 0
+	for i := range info.Sessions {
+		if s := &info.Sessions[i]; s.State == StateRunning {
+			s.State, s.Ended = StateDied, info.Updated
+			n++
+		}
+	}
+	if info.State == StateRunning {
+		info.State, info.StateDetail = StateDied, "the process ended without recording how (killed, crashed or its node lost)"
+	}
+	return n
 }
 
 // CheckResume says why a run directory described by old cannot be resumed by a run described

@@ -1,158 +1,95 @@
 package sweep
 
 import (
-	"fmt"
+	"encoding/json"
 	"time"
 
+	"github.com/decodebench/decodebench/bench/measure"
 	"github.com/decodebench/decodebench/bench/model"
 	"github.com/decodebench/decodebench/bench/telemetry"
-	"github.com/decodebench/decodebench/bench/timing"
+	"github.com/decodebench/decodebench/cgo"
 )
 
-// Statuses of a Measurement and of a Record.
-const (
-	StatusOK      = "ok"
-	StatusFailed  = "failed"  // a kernel failed verification or returned an error
-	StatusSkipped = "skipped" // nothing ran: the configuration does not fit, or a kernel refuses the shape
-	// StatusNotMeasured marks a kernel of a failed or skipped step that was never run.
-	StatusNotMeasured = "not_measured"
-)
-
-// Kinds of a Spec: model.KindLinear, model.KindAttention, or a probe of a ceiling.
-const KindProbe = "probe"
-
-// Probes the sweep runs first: the measured ceiling is the read bandwidth (what a decode step
-// does with its weights and KV cache) and the tensor-core bf16 rate.
-const (
-	ProbeRead = "read"
-	ProbeMMA  = "mma"
-)
-
-// Spec is one kernel shape to measure, without the step it came from: two configurations (or
-// two layers of one) whose kernels have one Key share one measurement.
-type Spec struct {
-	Kind  string      `json:"kind"` // model.KindLinear, model.KindAttention or KindProbe
-	DType model.DType `json:"dtype"`
-
-	// Linear: Y[M x N] = X[M x K] W^T.
-	M int `json:"m,omitempty"`
-	N int `json:"n,omitempty"`
-	K int `json:"k,omitempty"`
-
-	// Attention: one layer's decode attention over Context cached tokens per sequence.
-	Batch   int `json:"batch,omitempty"`
-	QHeads  int `json:"q_heads,omitempty"`
-	KVHeads int `json:"kv_heads,omitempty"`
-	HeadDim int `json:"head_dim,omitempty"`
-	Context int `json:"context,omitempty"`
-
-	// Probe: ProbeRead or ProbeMMA, over ProbeBytes of memory (memory probes).
-	Probe      string `json:"probe,omitempty"`
-	ProbeBytes uint64 `json:"probe_bytes,omitempty"`
-
-	// Bytes and FLOPs of one call as model.Kernel counts them (minimum traffic); for the
-	// budget's estimate before anything is measured. Not part of the Key.
-	Bytes float64 `json:"bytes"`
-	FLOPs float64 `json:"flops"`
-}
-
-// SpecOf is the measurement a step's kernel needs.
-func SpecOf(k model.Kernel, s model.Shape) Spec {
-	spec := Spec{Kind: k.Kind, Bytes: k.Bytes, FLOPs: k.FLOPs}
+// SpecOf is the measurement a step's kernel needs: two configurations (or two layers of one)
+// whose kernels have one Key share one measurement. A dtype the kernels do not take maps to
+// no cgo dtype, and the measurement says so (skipped).
+func SpecOf(k model.Kernel, s model.Shape) measure.Spec {
 	switch k.Kind {
 	case model.KindLinear:
-		spec.DType = s.ActivationDType()
-		spec.M, spec.N, spec.K = k.M, k.N, k.K
+		return measure.LinearSpec{Batch: k.M, N: k.N, K: k.K, DType: kernelDType(s.ActivationDType()), Variant: cgo.LinearAuto}.Spec()
 	case model.KindAttention:
-		spec.DType = s.KVDType
-		spec.Batch, spec.QHeads, spec.KVHeads, spec.HeadDim, spec.Context = k.Batch, k.QHeads, k.KVHeads, k.HeadDim, k.Context
+		return measure.AttentionSpec{Batch: k.Batch, QHeads: k.QHeads, KVHeads: k.KVHeads, HeadDim: k.HeadDim,
+			Contexts: []int{k.Context}, DType: kernelDType(s.KVDType)}.Spec()
 	}
-	return spec
+	return measure.Spec{Kind: k.Kind}
 }
 
-// Key identifies the shape: "linear bf16 m=8 n=6144 k=4096", "attention bf16 b=8 q=32 kv=8 d=128
-// ctx=4096", "probe read 1073741824 B".
-func (s Spec) Key() string {
-	switch s.Kind {
-	case model.KindLinear:
-		return fmt.Sprintf("linear %s m=%d n=%d k=%d", s.DType, s.M, s.N, s.K)
-	case model.KindAttention:
-		return fmt.Sprintf("attention %s b=%d q=%d kv=%d d=%d ctx=%d", s.DType, s.Batch, s.QHeads, s.KVHeads, s.HeadDim, s.Context)
-	case KindProbe:
-		if s.ProbeBytes > 0 {
-			return fmt.Sprintf("probe %s %d B", s.Probe, s.ProbeBytes)
-		}
-		return "probe " + s.Probe
+// kernelDType is the cgo element type of a model dtype the kernels take (-1 for another).
+func kernelDType(d model.DType) cgo.DType {
+	switch d {
+	case model.BF16:
+		return cgo.DTypeBF16
+	case model.FP16:
+		return cgo.DTypeFP16
 	}
-	return fmt.Sprintf("%s %+v", s.Kind, s)
+	return -1
 }
 
-// Label is a short name for tables and progress: "linear 8x6144x4096", "attention B=8 S=4096".
-func (s Spec) Label() string {
-	switch s.Kind {
-	case model.KindLinear:
-		return fmt.Sprintf("linear %dx%dx%d", s.M, s.N, s.K)
-	case model.KindAttention:
-		return fmt.Sprintf("attention B=%d S=%d", s.Batch, s.Context)
-	case KindProbe:
-		return s.Probe + " probe"
-	}
-	return s.Kind
+// The probes the sweep runs first: the measured ceiling is the read bandwidth (what a decode
+// step does with its weights and KV cache) and the tensor-core bf16 rate.
+func readProbe(bytes uint64) measure.Spec {
+	return measure.ProbeSpec{Kind: cgo.ProbeRead, Bytes: bytes}.Spec()
 }
+func mmaProbe() measure.Spec { return measure.ProbeSpec{Kind: cgo.ProbeMMABF16}.Spec() }
 
-// Rotation says how the timed samples kept their operands out of L2 (bench/measure).
-type Rotation struct {
-	Copies          int     `json:"copies"`
-	WorkingSetBytes float64 `json:"working_set_bytes"`
-	L2Bytes         float64 `json:"l2_bytes"`
-	Method          string  `json:"method"`
-}
-
-// Verification is the check against bench/ref that came before the timing.
-type Verification struct {
-	Passed    bool    `json:"passed"`
-	RelError  float64 `json:"rel_error"`
-	Tolerance float64 `json:"tolerance"`
-	Checked   int     `json:"checked"`
-	Reason    string  `json:"reason,omitempty"`
-}
-
-// Measurement is one kernel shape measured on the device, a line of kernels.jsonl.
+// Measurement is one kernel call measured on the device, a line of kernels.jsonl: the
+// measure.Outcome and where and when the sweep took it.
 type Measurement struct {
-	Key    string `json:"key"`
-	Spec   Spec   `json:"spec"`
-	Status string `json:"status"` // StatusOK, StatusFailed or StatusSkipped
-	Reason string `json:"reason,omitempty"`
-
-	Bytes          float64        `json:"bytes"` // per call, as the measurement counted them
-	FLOPs          float64        `json:"flops"`
-	Timing         timing.Stats   `json:"timing"` // seconds per call; every sample kept
-	AchievedGBps   float64        `json:"achieved_gbps"`
-	AchievedTFLOPs float64        `json:"achieved_tflops"`
-	RepsPerSample  int            `json:"reps_per_sample,omitempty"`
-	Rotation       Rotation       `json:"rotation"`
-	Verification   Verification   `json:"verification"`
-	Plan           map[string]any `json:"plan,omitempty"`
-	// Emulated: the CPU emulator ran the kernel; Timing is CPU time, never a speed.
-	Emulated bool `json:"emulated"`
-
+	Key string `json:"key"` // Outcome.Spec.Key(): what a resume and the records match
+	measure.Outcome
 	Telemetry   telemetry.Summary `json:"telemetry"`
 	Started     time.Time         `json:"started"`
 	WallSeconds float64           `json:"wall_seconds"` // everything: allocation, verification, timing
 }
 
-// OK reports whether the measurement has a time.
-func (m Measurement) OK() bool { return m.Status == StatusOK && m.Timing.Median > 0 }
+// UnmarshalJSON also reads the lines of earlier decodebench versions, whose rates were
+// achieved_gbps and achieved_tflops (decimal GB/s and TFLOP/s) and whose spec was flat (it is
+// left empty: the key still names the call).
+func (m *Measurement) UnmarshalJSON(data []byte) error {
+	type plain Measurement
+	var v struct {
+		plain
+		Spec   json.RawMessage `json:"spec"`
+		GBps   float64         `json:"achieved_gbps"`
+		TFLOPs float64         `json:"achieved_tflops"`
+	}
+	if err := json.Unmarshal(data, &v); err != nil {
+		return err
+	}
+	*m = Measurement(v.plain)
+	if len(v.Spec) > 0 && json.Unmarshal(v.Spec, &m.Spec) != nil {
+		m.Spec = measure.Spec{}
+	}
+	if m.AchievedBytesPerSec == 0 && v.GBps > 0 {
+		m.AchievedBytesPerSec = v.GBps * 1e9
+	}
+	if m.AchievedFLOPsPerSec == 0 && v.TFLOPs > 0 {
+		m.AchievedFLOPsPerSec = v.TFLOPs * 1e12
+	}
+	return nil
+}
 
-// Measurer measures kernel shapes on one device. bench/measure on a cgo.Device implements it
+// OK reports whether the measurement has a time.
+func (m Measurement) OK() bool { return m.Status == measure.StatusOK && m.Stats.Median > 0 }
+
+// Measurer measures kernel calls on one device. bench/measure on a cgo.Device implements it
 // (see DeviceMeasurer); tests fake it.
 type Measurer interface {
 	// Fits says whether the buffers of one call of s can be allocated now, and if not why;
 	// it allocates nothing.
-	Fits(s Spec) (bool, string)
-	// Measure verifies and times s. It fills every field from Status to Emulated; the sweep
-	// adds the key, the telemetry and the wall time.
-	Measure(s Spec) Measurement
+	Fits(s measure.Spec) (bool, string)
+	// Measure verifies and times s.
+	Measure(s measure.Spec) measure.Outcome
 	// Healthy reports whether the device still works after a failure; an error means the
 	// CUDA context is lost and the sweep must stop.
 	Healthy() error

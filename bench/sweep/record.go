@@ -93,5 +93,6 @@ type KernelEntry struct {
 	Throttled      bool    `json:"throttled"`
 	Rotation       string  `json:"rotation,omitempty"`
 	Verified       bool    `json:"verified"`
-	RelError       float64 `json:"rel_error"`
+	RelError       float64 `json:"rel_error"`            // 0 where NonFinite > 0: no error is defined
+	NonFinite      int     `json:"non_finite,omitempty"` // outputs that were NaN or infinite
 }

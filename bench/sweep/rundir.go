@@ -21,34 +21,54 @@ const (
 // ErrNotRunDir is returned by Load and Resume for a directory without run.json.
 var ErrNotRunDir = errors.New("not a decodebench run directory")
 
-// RunDir is a run directory open for appending results.
+// ErrHoldsRun is returned by Create for a directory that already holds a run.
+var ErrHoldsRun = errors.New("already holds a run")
+
+// RunDir is a run directory open for appending results, locked for as long as it is open.
 type RunDir struct {
 	Path    string
+	lock    *DirLock
 	results *os.File
 	kernels *os.File
 }
 
-// Create makes path (and its parents) a new run directory. It refuses a directory that already
-// holds a run, pointing at --resume.
-func Create(path string) (*RunDir, error) {
-	if err := os.MkdirAll(path, 0o755); err != nil {
+// Create locks path (made with its parents) and makes it a new run directory with run.json
+// written first (see DirLock.Create).
+func Create(path string, info RunInfo) (*RunDir, error) {
+	l, err := Lock(path)
+	if err != nil {
 		return nil, err
 	}
-	for _, name := range []string{InfoFile, ResultsFile} {
-		if _, err := os.Stat(filepath.Join(path, name)); err == nil {
-			return nil, fmt.Errorf("%s already holds a run (%s): continue it with --resume %s, or choose another --out", path, name, path)
-		}
+	d, err := l.Create(info)
+	if err != nil {
+		l.Release()
 	}
-	return openAppend(path)
+	return d, err
 }
 
-func openAppend(path string) (*RunDir, error) {
-	d := &RunDir{Path: path}
-	var err error
-	if d.results, err = os.OpenFile(filepath.Join(path, ResultsFile), os.O_CREATE|os.O_WRONLY|os.O_APPEND, 0o644); err != nil {
+// Create makes the locked directory a new run directory. It refuses a directory that
+// already holds a run (ErrHoldsRun, pointing at --resume). run.json is written before
+// anything else, atomically, so that a run killed at any point leaves a directory that
+// --resume continues.
+func (l *DirLock) Create(info RunInfo) (*RunDir, error) {
+	for _, name := range []string{InfoFile, ResultsFile} {
+		if _, err := os.Stat(filepath.Join(l.Dir, name)); err == nil {
+			return nil, fmt.Errorf("%s %w (%s): continue it with --resume %s, or choose another --out", l.Dir, ErrHoldsRun, name, l.Dir)
+		}
+	}
+	if err := WriteInfo(l.Dir, info); err != nil {
 		return nil, err
 	}
-	if d.kernels, err = os.OpenFile(filepath.Join(path, KernelsFile), os.O_CREATE|os.O_WRONLY|os.O_APPEND, 0o644); err != nil {
+	return l.openAppend()
+}
+
+func (l *DirLock) openAppend() (*RunDir, error) {
+	d := &RunDir{Path: l.Dir, lock: l}
+	var err error
+	if d.results, err = os.OpenFile(filepath.Join(l.Dir, ResultsFile), os.O_CREATE|os.O_WRONLY|os.O_APPEND, 0o644); err != nil {
+		return nil, err
+	}
+	if d.kernels, err = os.OpenFile(filepath.Join(l.Dir, KernelsFile), os.O_CREATE|os.O_WRONLY|os.O_APPEND, 0o644); err != nil {
 		d.results.Close()
 		return nil, err
 	}
@@ -64,18 +84,53 @@ type Prior struct {
 	Repaired []string
 	// BadLines counts lines in the middle of a file that did not parse and were ignored.
 	BadLines int
+	// Empty: the directory had no run.json and no measurement; Resume adopted it.
+	Empty bool
 }
 
-// Resume opens an existing run directory for appending. A results or kernels file whose last
-// line was torn by a crash is cut back to its last whole line, so that the next line starts
-// cleanly.
+// Resume locks path and opens it for appending (see DirLock.Resume).
 func Resume(path string) (*RunDir, Prior, error) {
-	prior, err := load(path, true)
+	if fi, err := os.Stat(path); err != nil || !fi.IsDir() {
+		return nil, Prior{}, fmt.Errorf("%s: no such directory", path)
+	}
+	l, err := Lock(path)
+	if err != nil {
+		return nil, Prior{}, err
+	}
+	d, prior, err := l.Resume()
+	if err != nil {
+		l.Release()
+	}
+	return d, prior, err
+}
+
+// Resume opens the locked run directory for appending. A results or kernels file whose last
+// line was torn by a crash is cut back to its last whole line, so that the next line starts
+// cleanly. A directory without run.json that holds no measurement either (a run killed
+// before it wrote anything) is adopted: Prior.Empty, and the caller writes run.json.
+func (l *DirLock) Resume() (*RunDir, Prior, error) {
+	prior, err := load(l.Dir, true)
+	if errors.Is(err, ErrNotRunDir) {
+		if !holdsNoMeasurement(l.Dir) {
+			return nil, prior, fmt.Errorf("%s holds measurements but no %s, so what produced them is unknown: it cannot be resumed; start a new run with --out", l.Dir, InfoFile)
+		}
+		prior, err = Prior{Empty: true}, nil
+	}
 	if err != nil {
 		return nil, prior, err
 	}
-	d, err := openAppend(path)
+	d, err := l.openAppend()
 	return d, prior, err
+}
+
+// holdsNoMeasurement reports whether dir's results and kernels files are absent or empty.
+func holdsNoMeasurement(dir string) bool {
+	for _, name := range []string{ResultsFile, KernelsFile} {
+		if fi, err := os.Stat(filepath.Join(dir, name)); err == nil && fi.Size() > 0 {
+			return false
+		}
+	}
+	return true
 }
 
 // Load reads a run directory without changing it (a torn last line is ignored).
@@ -94,7 +149,7 @@ func load(path string, repair bool) (Prior, error) {
 		return p, err
 	}
 	if err := json.Unmarshal(data, &p.Info); err != nil {
-		return p, fmt.Errorf("%s: %w", filepath.Join(path, InfoFile), err)
+		return p, fmt.Errorf("%s is not a readable run.json (%v): it was not written by decodebench, or was damaged; move it away to start the directory afresh", filepath.Join(path, InfoFile), err)
 	}
 	if p.Info.Schema > SchemaVersion {
 		return p, fmt.Errorf("%s was written by a newer decodebench (run.json schema %d, this one reads %d)", path, p.Info.Schema, SchemaVersion)
@@ -230,13 +285,17 @@ func appendLine(f *os.File, v any) error {
 	return nil
 }
 
-// Close closes the files.
+// Close closes the files and releases the lock.
 func (d *RunDir) Close() error {
-	return errors.Join(d.results.Close(), d.kernels.Close())
+	return errors.Join(d.results.Close(), d.kernels.Close(), d.lock.Release())
 }
 
-// WriteFileAtomic writes through a temporary file in the same directory and renames it, so a
-// reader never sees a half-written file.
+// StalePID is the PID of a dead process whose lock on the directory was taken over (0 none).
+func (d *RunDir) StalePID() int { return d.lock.StalePID }
+
+// WriteFileAtomic writes through a temporary file in the same directory, syncs it and renames
+// it, then syncs the directory, so a reader never sees a half-written file and a crash leaves
+// the old file or the new one.
 func WriteFileAtomic(path string, data []byte) error {
 	tmp, err := os.CreateTemp(filepath.Dir(path), "."+filepath.Base(path)+".*")
 	if err != nil {
@@ -256,6 +315,10 @@ func WriteFileAtomic(path string, data []byte) error {
 	if err := os.Rename(tmp.Name(), path); err != nil {
 		os.Remove(tmp.Name())
 		return err
+	}
+	if dir, err := os.Open(filepath.Dir(path)); err == nil {
+		dir.Sync() // the rename itself; some filesystems refuse a directory sync, and that is no failure
+		dir.Close()
 	}
 	return nil
 }

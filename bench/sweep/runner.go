@@ -2,8 +2,10 @@ package sweep
 
 import (
 	"context"
+	"encoding/json"
 	"errors"
 	"fmt"
+	"github.com/decodebench/decodebench/bench/measure"
 	"github.com/decodebench/decodebench/bench/units"
 	"math"
 	"time"
@@ -56,6 +58,8 @@ type Result struct {
 	Resumed     int      // configurations the directory already had
 	Dropped     []string // to fit the budget
 	Interrupted bool
+	// BudgetExhausted: once the probes had run, --budget left no configuration to measure.
+	BudgetExhausted bool
 	// DeviceLost is the error of a device that stopped working (a lost CUDA context): the
 	// sweep stopped there.
 	DeviceLost error
@@ -82,13 +86,13 @@ func (r *Runner) Run(ctx context.Context, configs []Config, prior Prior) (Result
 	}
 	s := &state{Runner: r, progress: progress, cache: map[string]Measurement{}, done: map[string]bool{}}
 	for _, m := range prior.Kernels {
-		if m.Status == StatusFailed && r.RetryFailed {
+		if m.Status == measure.StatusFailed && r.RetryFailed {
 			continue
 		}
 		s.cache[m.Key] = m
 	}
 	for _, rec := range prior.Records {
-		if rec.Status == StatusFailed && r.RetryFailed {
+		if rec.Status == measure.StatusFailed && r.RetryFailed {
 			continue
 		}
 		s.done[rec.Key] = true
@@ -144,6 +148,10 @@ func (s *state) run(ctx context.Context, configs []Config) (Result, error) {
 	if s.BudgetSeconds > 0 {
 		s.Info.Budget = &Budget{Seconds: s.BudgetSeconds, EstimatedSeconds: estimate, Planned: len(kept)}
 		s.drop(dropped, "")
+		if len(kept) == 0 && len(dropped) > 0 {
+			s.result.BudgetExhausted = true
+			return s.result, s.finish(nil)
+		}
 	}
 	if err := s.saveInfo(StateRunning, ""); err != nil {
 		return s.result, s.finish(err)
@@ -217,7 +225,7 @@ func (s *state) config(ctx context.Context, cfg Config, done, total int, rest []
 	}
 	rec = Compose(cfg, s.cache, s.Ceilings)
 	rec.MeasuredSeconds = wall
-	if s.result.DeviceLost != nil && rec.Status != StatusOK {
+	if s.result.DeviceLost != nil && rec.Status != measure.StatusOK {
 		rec.Reason += "; the device stopped working: " + s.result.DeviceLost.Error()
 	}
 	return rec, false, nil
@@ -225,30 +233,35 @@ func (s *state) config(ctx context.Context, cfg Config, done, total int, rest []
 
 // measure runs one kernel shape with telemetry, appends it to kernels.jsonl and caches it. A
 // failure is followed by a health check of the device.
-func (s *state) measure(spec Spec) (Measurement, error) {
+func (s *state) measure(spec measure.Spec) (Measurement, error) {
 	key := spec.Key()
 	started := s.Now()
 	var m Measurement
 	if ok, why := s.Measurer.Fits(spec); !ok {
-		m = Measurement{Status: StatusSkipped, Reason: "does not fit: " + why}
+		m.Outcome = measure.Outcome{Spec: spec, Kernel: spec.Kind, Status: measure.StatusSkipped, Reason: "does not fit: " + why}
 	} else {
 		window := s.Telemetry.Start()
-		m = s.Measurer.Measure(spec)
+		m.Outcome = s.Measurer.Measure(spec)
 		m.Telemetry = window.Stop()
 	}
 	m.Key, m.Spec, m.Started = key, spec, started.UTC()
 	m.WallSeconds = s.Now().Sub(started).Seconds()
 	if m.Status == "" {
-		m.Status, m.Reason = StatusFailed, "the measurement returned no status"
+		m.Status, m.Reason = measure.StatusFailed, "the measurement returned no status"
 	}
-	if m.Status == StatusOK {
+	if m.Status == measure.StatusOK {
 		s.Cost.Observe(spec, m.WallSeconds)
 	}
-	if m.Status == StatusFailed {
+	if m.Status == measure.StatusFailed {
 		if err := s.Measurer.Healthy(); err != nil {
 			s.result.DeviceLost = fmt.Errorf("%w after %s: %v", ErrDeviceLost, spec.Label(), err)
 			s.progress.Note(s.result.DeviceLost.Error())
 		}
+	}
+	if _, err := json.Marshal(m); err != nil {
+		// Whatever the kernel produced, the failure is recorded and the sweep goes on.
+		m.Outcome = measure.Outcome{Spec: spec, Kernel: m.Kernel, Emulated: m.Emulated, Status: measure.StatusFailed,
+			Reason: fmt.Sprintf("the measurement cannot be recorded (%v): %s", err, m.Reason)}
 	}
 	s.cache[key] = m
 	if err := s.Dir.AppendMeasurement(m); err != nil {
@@ -265,14 +278,10 @@ func (s *state) probes(ctx context.Context) error {
 		s.useCeilingForCost()
 		return nil
 	}
-	specs := []Spec{
-		{Kind: KindProbe, Probe: ProbeRead, ProbeBytes: s.ProbeBytes, Bytes: float64(s.ProbeBytes)},
-		{Kind: KindProbe, Probe: ProbeMMA},
-	}
-	found := map[string]Measurement{}
-	for _, spec := range specs {
+	var found [2]Measurement // the read probe, the mma probe
+	for i, spec := range []measure.Spec{readProbe(s.ProbeBytes), mmaProbe()} {
 		if m, ok := s.cache[spec.Key()]; ok {
-			found[spec.Probe] = m
+			found[i] = m
 			continue
 		}
 		if ctx.Err() != nil {
@@ -284,21 +293,21 @@ func (s *state) probes(ctx context.Context) error {
 		if err != nil {
 			return err
 		}
-		found[spec.Probe] = m
+		found[i] = m
 		if s.result.DeviceLost != nil {
 			return nil
 		}
 	}
-	read, mma := found[ProbeRead], found[ProbeMMA]
+	read, mma := found[0], found[1]
 	info := CeilingInfo{Probes: []string{read.Key, mma.Key}}
 	var notes []string
 	if read.OK() {
-		info.BandwidthBytesPerSec = read.AchievedGBps * 1e9
+		info.BandwidthBytesPerSec = read.AchievedBytesPerSec
 	} else {
 		notes = append(notes, "read probe "+read.Status+": "+read.Reason)
 	}
 	if mma.OK() {
-		info.FLOPsPerSec = mma.AchievedTFLOPs * 1e12
+		info.FLOPsPerSec = mma.AchievedFLOPsPerSec
 	} else {
 		notes = append(notes, "mma probe "+mma.Status+": "+mma.Reason)
 	}
@@ -347,6 +356,11 @@ func (s *state) stepFits(cfg Config) (bool, string) {
 }
 
 func (s *state) write(rec Record) error {
+	if _, err := json.Marshal(rec); err != nil {
+		rec = Record{Key: rec.Key, Model: rec.Model, ModelKey: rec.ModelKey, Batch: rec.Batch, Context: rec.Context,
+			DType: rec.DType, KVDType: rec.KVDType, TP: rec.TP, Emulated: rec.Emulated, RecordedAt: rec.RecordedAt,
+			Status: measure.StatusFailed, Reason: fmt.Sprintf("the record cannot be written (%v): %s", err, rec.Reason)}
+	}
 	if err := s.Dir.AppendRecord(rec); err != nil {
 		return err
 	}
@@ -354,9 +368,9 @@ func (s *state) write(rec Record) error {
 	s.result.Records++
 	s.session.Measured++
 	switch rec.Status {
-	case StatusOK:
+	case measure.StatusOK:
 		s.result.OK++
-	case StatusFailed:
+	case measure.StatusFailed:
 		s.result.Failed++
 	default:
 		s.result.Skipped++
@@ -377,7 +391,7 @@ func (s *state) drop(cfgs []Config, when string) {
 		s.Info.Budget.Note = fmt.Sprintf("%d configurations dropped when %s: measurements took longer than estimated", len(cfgs), when)
 	}
 	s.progress.Note(fmt.Sprintf("--budget %s: %d configuration(s) dropped to fit (listed in run.json)",
-		time.Duration(s.BudgetSeconds*1e9).String(), len(cfgs)))
+		durationText(s.BudgetSeconds), len(cfgs)))
 }
 
 // measuredKeys are the kernel shapes whose measurement is known.

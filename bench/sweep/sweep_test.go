@@ -3,6 +3,7 @@ package sweep
 import (
 	"context"
 	"errors"
+	"github.com/decodebench/decodebench/bench/measure"
 	"math"
 	"os"
 	"path/filepath"
@@ -29,7 +30,7 @@ func TestAxesValidate(t *testing.T) {
 		want string // "" = valid
 	}{
 		{"valid", Axes{Models: []model.Shape{tinyModel()}, Batches: []int{1, 256}, Contexts: []int{1, 1 << 20}}, ""},
-		{"batch too large", Axes{Models: []model.Shape{tinyModel()}, Batches: []int{1, 512}, Contexts: []int{64}}, "batch 512"},
+		{"batch too large", Axes{Models: []model.Shape{tinyModel()}, Batches: []int{1, 2048}, Contexts: []int{64}}, "batch 2048"},
 		{"no batches", Axes{Models: []model.Shape{tinyModel()}, Contexts: []int{64}}, "no batch"},
 		{"fp8 weights", Axes{Models: []model.Shape{fp8}, Batches: []int{1}, Contexts: []int{64}}, "weight dtype fp8"},
 		{"K not a multiple of 8", Axes{Models: []model.Shape{odd}, Batches: []int{1}, Contexts: []int{64}}, "K = 100"},
@@ -87,13 +88,11 @@ func TestComposeStep(t *testing.T) {
 	measured := map[string]Measurement{}
 	for _, k := range s.Kernels(cfg.Batch, cfg.Context) {
 		spec := SpecOf(k, s)
-		m := f.Measure(spec)
-		m.Key = spec.Key()
-		measured[spec.Key()] = m
+		measured[spec.Key()] = Measurement{Key: spec.Key(), Outcome: f.Measure(spec)}
 	}
 	ceil := Ceilings{Datasheet: datasheetH200(), Measured: roofline.Ceiling{Name: "measured", BandwidthBytesPerSec: 4e12, FLOPsPerSec: 700e12}}
 	r := Compose(cfg, measured, ceil)
-	if r.Status != StatusOK {
+	if r.Status != measure.StatusOK {
 		t.Fatalf("status %s: %s", r.Status, r.Reason)
 	}
 	var kernels float64
@@ -125,10 +124,10 @@ func TestComposeStep(t *testing.T) {
 	// A failed kernel fails the step and keeps its reason; nothing is a speed.
 	attn := SpecOf(s.Kernels(cfg.Batch, cfg.Context)[1], s).Key()
 	bad := measured[attn]
-	bad.Status, bad.Reason = StatusFailed, "verification failed: NaN at 3"
+	bad.Status, bad.Reason = measure.StatusFailed, "verification failed: NaN at 3"
 	measured[attn] = bad
 	r = Compose(cfg, measured, ceil)
-	if r.Status != StatusFailed || !strings.Contains(r.Reason, "attention") || !strings.Contains(r.Reason, "NaN at 3") {
+	if r.Status != measure.StatusFailed || !strings.Contains(r.Reason, "attention") || !strings.Contains(r.Reason, "NaN at 3") {
 		t.Errorf("failed record: %s %q", r.Status, r.Reason)
 	}
 	if r.StepSeconds != 0 || r.PerServerTokensPerSec != 0 || r.RooflineFraction != 0 {
@@ -233,11 +232,11 @@ func TestRunFailureSkipAndDeviceLost(t *testing.T) {
 		for _, rec := range p.Records {
 			switch rec.Key {
 			case Config{tinyModel(), 2, 256}.Key():
-				if rec.Status != StatusFailed || !strings.Contains(rec.Reason, "verification failed") {
+				if rec.Status != measure.StatusFailed || !strings.Contains(rec.Reason, "verification failed") {
 					t.Errorf("failed record %s %q", rec.Status, rec.Reason)
 				}
 			case Config{tinyModel(), 1, 256}.Key():
-				if rec.Status != StatusSkipped || !strings.Contains(rec.Reason, "does not fit") {
+				if rec.Status != measure.StatusSkipped || !strings.Contains(rec.Reason, "does not fit") {
 					t.Errorf("skipped record %s %q", rec.Status, rec.Reason)
 				}
 			}
@@ -263,7 +262,7 @@ func TestRunFailureSkipAndDeviceLost(t *testing.T) {
 		}
 		p, _ := Load(r.Dir.Path)
 		for _, rec := range p.Records {
-			if rec.Status == StatusSkipped && (!strings.Contains(rec.Reason, "does not fit in memory") || !strings.Contains(rec.Reason, "at most batch 1")) {
+			if rec.Status == measure.StatusSkipped && (!strings.Contains(rec.Reason, "does not fit in memory") || !strings.Contains(rec.Reason, "at most batch 1")) {
 				t.Errorf("reason %q", rec.Reason)
 			}
 		}
@@ -489,8 +488,34 @@ func TestResumeRetryFailed(t *testing.T) {
 	}
 	p, _ := Load(dir)
 	for _, rec := range p.Records {
-		if rec.Status != StatusOK {
+		if rec.Status != measure.StatusOK {
 			t.Errorf("%s: %s after the retry (the newest record of a configuration holds)", rec.Key, rec.Status)
 		}
+	}
+}
+
+// A budget that nothing fits: CheckBudget says so before any measurement, naming what the
+// cheapest configuration needs; one that the probes use up leaves Run with BudgetExhausted
+// and no record.
+func TestBudgetThatKeepsNothing(t *testing.T) {
+	axes := Axes{Models: []model.Shape{tinyModel()}, Batches: []int{1, 2}, Contexts: []int{128}}
+	clock := newClock()
+	f := newFake(clock)
+	r, prior := newRun(t, t.TempDir(), f, clock, axes)
+	r.BudgetSeconds = 1e-9
+	if err := r.CheckBudget(axes.Configs(), prior); !errors.Is(err, ErrBudget) || !strings.Contains(err.Error(), "the cheapest needs about") {
+		t.Fatalf("CheckBudget: %v", err)
+	}
+	if len(f.order) != 0 {
+		t.Errorf("CheckBudget measured %v", f.order)
+	}
+	r.BudgetSeconds = 10
+	if err := r.CheckBudget(axes.Configs(), prior); err != nil {
+		t.Fatalf("a budget that fits: %v", err)
+	}
+	f.wallSeconds = 20 // the probes alone outlast the budget
+	res, err := r.Run(context.Background(), axes.Configs(), prior)
+	if err != nil || !res.BudgetExhausted || res.Records != 0 || len(res.Dropped) != 2 {
+		t.Fatalf("result %+v, %v", res, err)
 	}
 }

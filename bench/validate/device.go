@@ -62,7 +62,7 @@ func fromMeasure(step Step, m measure.Outcome) Outcome {
 		},
 		Emulated: m.Emulated,
 	}
-	if math.IsNaN(o.Verification.RelError) || math.IsInf(o.Verification.RelError, 0) {
+	if m.Verification.NonFinite > 0 || math.IsNaN(o.Verification.RelError) || math.IsInf(o.Verification.RelError, 0) {
 		o.Verification.RelError, o.Verification.NonFinite = 0, true
 	}
 	if o.Verification.Ran && !o.Verification.Passed && m.Verification.Reason != "" && o.Reason == "" {

@@ -9,6 +9,15 @@
  *   -DFAKE_LINEAR_SKIP=i                       a linear layer that never writes Y[i]
  *   -DFAKE_LINEAR_BIAS=x                       a linear layer that adds x to every output
  *   -DFAKE_PROBE_BUG                           probes that get one word or value wrong
+ * Faults chosen at run time by FAKEKERNELS_FAULT, so that one build serves a whole suite of
+ * fault-injection tests (a subprocess or an in-process command reads it at each call):
+ *   nan             the linear layer writes NaN to Y[0]
+ *   unwritten       the linear layer never writes the last element of Y
+ *   timer-nan       the timer reports NaN milliseconds
+ *   timer-zero      the timer reports 0 ms
+ *   timer-negative  the timer reports -0.25 ms
+ *   timer-tiny      the timer reports 1e-20 ms (a speed no card reaches)
+ * FAKEKERNELS_NAME replaces the device's name (e.g. "NVIDIA H200", to give it a datasheet).
  * cgotest.FakeLibrary builds it for tests.
  */
 #include <math.h>
@@ -30,6 +39,12 @@
 #endif
 
 static __thread char last_error[512];
+
+/* fault reports whether FAKEKERNELS_FAULT names f. */
+static int fault(const char *f) {
+  const char *v = getenv("FAKEKERNELS_FAULT");
+  return v && strcmp(v, f) == 0;
+}
 
 static int fail(int status, const char *fmt, ...) __attribute__((format(printf, 2, 3)));
 #include <stdarg.h>
@@ -67,7 +82,11 @@ int db_device_count(int32_t *count) {
 int db_device_props_get(int32_t device, db_device_props *out) {
   if (device < 0 || device >= FAKE_DEVICES) return fail(DB_ERR_NO_DEVICE, "device %d of %d", device, FAKE_DEVICES);
   memset(out, 0, sizeof *out);
-  snprintf(out->name, sizeof out->name, "fake device %d", device);
+  const char *name = getenv("FAKEKERNELS_NAME");
+  if (name && *name)
+    snprintf(out->name, sizeof out->name, "%s", name);
+  else
+    snprintf(out->name, sizeof out->name, "fake device %d", device);
   out->cc_major = 9;
   out->sm_count = 4;
   out->max_threads_per_block = 1024;
@@ -176,12 +195,16 @@ int db_timer_stop(db_timer *t) {
 int db_timer_elapsed_ms(db_timer *t, float *ms) {
   if (!t->stopped) return fail(DB_ERR_INVALID_ARGUMENT, "timer not stopped");
   *ms = 0.25f;
+  if (fault("timer-nan")) *ms = NAN;
+  if (fault("timer-zero")) *ms = 0;
+  if (fault("timer-negative")) *ms = -0.25f;
+  if (fault("timer-tiny")) *ms = 1e-20f;
   return DB_OK;
 }
 
 int db_linear_plan(db_context *ctx, db_linear_params *p, uint64_t *workspace_bytes) {
   (void)ctx;
-  if (p->batch < 1 || p->batch > 256) return fail(DB_ERR_UNSUPPORTED_SHAPE, "batch=%d outside 1..256", p->batch);
+  if (p->batch < 1 || p->batch > DB_MAX_BATCH) return fail(DB_ERR_UNSUPPORTED_SHAPE, "batch=%d outside 1..%d", p->batch, DB_MAX_BATCH);
   if (p->n < 1) return fail(DB_ERR_UNSUPPORTED_SHAPE, "n=%d < 1", p->n);
   if (p->k < 8 || p->k % 8) return fail(DB_ERR_UNSUPPORTED_SHAPE, "k=%d is not a positive multiple of 8", p->k);
   if (p->dtype != DB_DTYPE_BF16 && p->dtype != DB_DTYPE_FP16) return fail(DB_ERR_INVALID_ARGUMENT, "dtype=%d", p->dtype);
@@ -198,6 +221,7 @@ int db_linear(db_context *ctx, const db_linear_params *in) {
   if (p.workspace_bytes < ws) return fail(DB_ERR_WORKSPACE, "workspace %llu < %llu bytes", (unsigned long long)p.workspace_bytes, (unsigned long long)ws);
   const uint16_t *x = (const uint16_t *)(uintptr_t)p.x, *w = (const uint16_t *)(uintptr_t)p.w;
   uint16_t *y = (uint16_t *)(uintptr_t)p.y;
+  const int nan_out = fault("nan"), unwritten = fault("unwritten");
   for (int b = 0; b < p.batch; b++)
     for (int j = 0; j < p.n; j++) {
       float acc = 0;
@@ -212,6 +236,8 @@ int db_linear(db_context *ctx, const db_linear_params *in) {
 #ifdef FAKE_LINEAR_SKIP
       if (b * p.n + j == (FAKE_LINEAR_SKIP)) continue;
 #endif
+      if (unwritten && b == p.batch - 1 && j == p.n - 1) continue;
+      if (nan_out && b == 0 && j == 0) acc = NAN;
       y[b * p.n + j] = p.dtype == DB_DTYPE_BF16 ? to_bf16(acc) : to_fp16(acc);
     }
   return DB_OK;
@@ -222,6 +248,12 @@ int db_probe_plan(db_context *ctx, db_probe_params *p) {
   p->blocks_used = p->blocks ? p->blocks : 4;
   p->threads_used = p->threads ? p->threads : 128;
   p->flops = p->kind >= DB_PROBE_FMA_F32 ? 2.0 * p->iterations * p->blocks_used * p->threads_used : 0;
+  switch (p->kind) {
+    case DB_PROBE_READ: case DB_PROBE_WRITE: p->bytes_moved = 4.0 * p->words; break;
+    case DB_PROBE_COPY: p->bytes_moved = 8.0 * p->words; break;
+    case DB_PROBE_TRIAD: p->bytes_moved = 12.0 * p->words; break;
+    default: p->bytes_moved = 0;
+  }
   return DB_OK;
 }
 

@@ -286,33 +286,34 @@ type benchRecord struct {
 	FractionOfDatasheet float64 `json:"fraction_of_datasheet,omitempty"`
 	DatasheetSource     string  `json:"datasheet_source,omitempty"`
 
-	Status          string         `json:"status"`
-	Reason          string         `json:"reason,omitempty"`
-	MedianSeconds   float64        `json:"median_seconds"`
-	MinSeconds      float64        `json:"min_seconds"`
-	Q1Seconds       float64        `json:"q1_seconds"`
-	Q3Seconds       float64        `json:"q3_seconds"`
-	MaxSeconds      float64        `json:"max_seconds"`
-	Spread          float64        `json:"spread"`
-	Samples         int            `json:"samples"`
-	Converged       bool           `json:"converged"`
-	RepsPerSample   int            `json:"reps_per_sample"`
-	SamplesSeconds  []float64      `json:"samples_seconds,omitempty"`
-	Bytes           float64        `json:"bytes"`
-	FLOPs           float64        `json:"flops"`
-	AchievedGBps    float64        `json:"achieved_gbps"`
-	AchievedTFLOPs  float64        `json:"achieved_tflops"`
-	ReadCeilingGBps float64        `json:"read_ceiling_gbps,omitempty"`
-	FractionOfRead  float64        `json:"fraction_of_read_ceiling,omitempty"`
-	Rotation        string         `json:"rotation"`
-	RotationCopies  int            `json:"rotation_copies"`
-	WorkingSetBytes float64        `json:"working_set_bytes"`
-	Verified        bool           `json:"verified"`
-	RelError        jsonFloat      `json:"rel_error"`
-	Tolerance       float64        `json:"tolerance"`
-	VerifyChecked   int            `json:"verify_checked"`
-	VerifyNote      string         `json:"verify_note,omitempty"`
-	Plan            map[string]any `json:"plan,omitempty"`
+	Status          string        `json:"status"`
+	Reason          string        `json:"reason,omitempty"`
+	MedianSeconds   float64       `json:"median_seconds"`
+	MinSeconds      float64       `json:"min_seconds"`
+	Q1Seconds       float64       `json:"q1_seconds"`
+	Q3Seconds       float64       `json:"q3_seconds"`
+	MaxSeconds      float64       `json:"max_seconds"`
+	Spread          float64       `json:"spread"`
+	Samples         int           `json:"samples"`
+	Converged       bool          `json:"converged"`
+	RepsPerSample   int           `json:"reps_per_sample"`
+	SamplesSeconds  []float64     `json:"samples_seconds,omitempty"`
+	Bytes           float64       `json:"bytes"`
+	FLOPs           float64       `json:"flops"`
+	AchievedGBps    float64       `json:"achieved_gbps"`
+	AchievedTFLOPs  float64       `json:"achieved_tflops"`
+	ReadCeilingGBps float64       `json:"read_ceiling_gbps,omitempty"`
+	FractionOfRead  float64       `json:"fraction_of_read_ceiling,omitempty"`
+	Rotation        string        `json:"rotation"`
+	RotationCopies  int           `json:"rotation_copies"`
+	WorkingSetBytes float64       `json:"working_set_bytes"`
+	Verified        bool          `json:"verified"`
+	RelError        *jsonFloat    `json:"rel_error"` // null when an output was NaN or infinite
+	NonFinite       int           `json:"non_finite,omitempty"`
+	Tolerance       float64       `json:"tolerance"`
+	VerifyChecked   int           `json:"verify_checked"`
+	VerifyNote      string        `json:"verify_note,omitempty"`
+	Plan            *measure.Plan `json:"plan,omitempty"`
 	// NVML readings taken while the measurement ran (absent without NVML): a throttled
 	// result may be slower than the card can do.
 	Telemetry *telemetry.Summary `json:"telemetry,omitempty"`
@@ -336,8 +337,8 @@ func (s *benchSession) record(kind, kernel string, o measure.Outcome, tel teleme
 		SamplesSeconds: st.Samples, Bytes: o.Bytes, FLOPs: o.FLOPs,
 		AchievedGBps: o.AchievedBytesPerSec / 1e9, AchievedTFLOPs: o.AchievedFLOPsPerSec / 1e12,
 		Rotation: o.Rotation.Method, RotationCopies: o.Rotation.Copies, WorkingSetBytes: o.Rotation.WorkingSetBytes,
-		Verified: o.Verification.Passed, RelError: jsonFloat(o.Verification.RelError), Tolerance: o.Verification.Tolerance,
-		VerifyChecked: o.Verification.Checked, VerifyNote: o.Verification.Reason, Plan: o.Plan,
+		Verified: o.Verification.Passed, RelError: relErrorOf(o.Verification), NonFinite: o.Verification.NonFinite, Tolerance: o.Verification.Tolerance,
+		VerifyChecked: o.Verification.Checked, VerifyNote: o.Verification.Reason, Plan: planOf(o),
 		Emulated: o.Emulated, Backend: s.lib.Name(), Device: s.device, Seed: s.settings.opts.Seed,
 		Timing: fmt.Sprintf("warm-up %d; >= %d samples and %gs, then until spread < %g or %gs",
 			t.Warmup, t.MinSamples, t.MinSeconds, t.TargetSpread, t.MaxSeconds),
@@ -448,4 +449,12 @@ func percent(f float64) string {
 		return "-"
 	}
 	return fmt.Sprintf("%.1f%%", 100*f)
+}
+
+// planOf is the outcome's plan, nil when nothing was planned.
+func planOf(o measure.Outcome) *measure.Plan {
+	if o.Plan == (measure.Plan{}) {
+		return nil
+	}
+	return &o.Plan
 }

@@ -2,13 +2,15 @@ package main
 
 import (
 	"fmt"
-	"github.com/decodebench/decodebench/bench/units"
+	"strconv"
+	"strings"
 
 	"github.com/urfave/cli/v2"
 
 	"github.com/decodebench/decodebench/bench/axes"
 	"github.com/decodebench/decodebench/bench/measure"
 	"github.com/decodebench/decodebench/bench/model"
+	"github.com/decodebench/decodebench/bench/units"
 	"github.com/decodebench/decodebench/cgo"
 )
 
@@ -27,10 +29,10 @@ func benchAttentionCommand() *cli.Command {
 		Flags: append(append(shapeFlags("1-256*2"),
 			&cli.IntFlag{Name: "q-heads", EnvVars: []string{"DECODEBENCH_Q_HEADS"}, Usage: "query heads, instead of --model"},
 			&cli.IntFlag{Name: "kv-heads", EnvVars: []string{"DECODEBENCH_KV_HEADS"}, Usage: "KV heads (divides --q-heads), instead of --model"},
-			&cli.IntFlag{Name: "head-dim", EnvVars: []string{"DECODEBENCH_HEAD_DIM"}, Usage: "head dimension: 64, 80, 96, 128 or 256"},
+			&cli.IntFlag{Name: "head-dim", EnvVars: []string{"DECODEBENCH_HEAD_DIM"}, Usage: "head dimension: " + headDimsText()},
 			&cli.StringFlag{Name: "context", Value: "1k-128k*2", EnvVars: []string{"DECODEBENCH_CONTEXT"},
 				Usage: "context lengths in tokens (k = 1024), every sequence the same, LIST syntax"},
-			&cli.IntFlag{Name: "page-size", EnvVars: []string{"DECODEBENCH_PAGE_SIZE"}, Usage: "tokens per page of a paged cache (16..256, a power of two); 0 = contiguous"},
+			&cli.IntFlag{Name: "page-size", EnvVars: []string{"DECODEBENCH_PAGE_SIZE"}, Usage: fmt.Sprintf("tokens per page of a paged cache (%d..%d, a power of two); 0 = contiguous", cgo.MinPageSize, cgo.MaxPageSize)},
 			&cli.IntFlag{Name: "splits", EnvVars: []string{"DECODEBENCH_SPLITS"}, Usage: "KV splits per sequence; 0 lets the kernel choose"},
 			&cli.StringFlag{Name: "variant", Value: "auto", EnvVars: []string{"DECODEBENCH_ATTENTION_VARIANT"},
 				Usage: "decode kernel: simt (fp32 CUDA cores), mma (tensor cores) or auto (simt until a card has timed both)"},
@@ -49,7 +51,7 @@ func parseBenchAttention(c *cli.Context) (jobs []attentionJob, modelName string,
 	if c.NArg() > 0 {
 		return nil, "", 0, usageError("bench attention takes no arguments (got %q)", c.Args().First())
 	}
-	batches, err := parseBatches(c, 65536, "the attention kernels")
+	batches, err := parseBatches(c, cgo.MaxBatch, "the attention kernels")
 	if err != nil {
 		return nil, "", 0, err
 	}
@@ -58,11 +60,11 @@ func parseBenchAttention(c *cli.Context) (jobs []attentionJob, modelName string,
 		return nil, "", 0, usageError("--context: %v", err)
 	}
 	pageSize, splits := c.Int("page-size"), c.Int("splits")
-	if pageSize != 0 && (pageSize < 16 || pageSize > 256 || pageSize&(pageSize-1) != 0) {
-		return nil, "", 0, usageError("--page-size %d: want a power of two from 16 to 256, or 0 for a contiguous cache", pageSize)
+	if pageSize != 0 && !cgo.ValidPageSize(pageSize) {
+		return nil, "", 0, usageError("--page-size %d: want a power of two from %d to %d, or 0 for a contiguous cache", pageSize, cgo.MinPageSize, cgo.MaxPageSize)
 	}
-	if splits < 0 || splits > 1024 {
-		return nil, "", 0, usageError("--splits %d: want 0 (the kernel chooses) or 1..1024", splits)
+	if splits < 0 || splits > cgo.MaxSplits {
+		return nil, "", 0, usageError("--splits %d: want 0 (the kernel chooses) or 1..%d", splits, cgo.MaxSplits)
 	}
 	variant, err := cgo.ParseAttentionVariant(c.String("variant"))
 	if err != nil {
@@ -95,8 +97,8 @@ func parseBenchAttention(c *cli.Context) (jobs []attentionJob, modelName string,
 	switch {
 	case qHeads < 1 || kvHeads < 1 || qHeads%kvHeads != 0:
 		return nil, "", 0, usageError("--q-heads %d and --kv-heads %d: want positive head counts, the KV heads dividing the query heads", qHeads, kvHeads)
-	case headDim != 64 && headDim != 80 && headDim != 96 && headDim != 128 && headDim != 256:
-		return nil, "", 0, usageError("--head-dim %d: the attention kernels take 64, 80, 96, 128 or 256", headDim)
+	case !cgo.IsAttentionHeadDim(headDim):
+		return nil, "", 0, usageError("--head-dim %d: the attention kernels take %s", headDim, headDimsText())
 	}
 	dtype, err := parseKernelDType(c, kvType)
 	if err != nil {
@@ -147,11 +149,11 @@ func benchAttentionAction(c *cli.Context) error {
 		r.Model, r.TP, r.Batch, r.QHeads, r.KVHeads, r.HeadDim, r.Context = modelName, tp, a.Batch, a.QHeads, a.KVHeads, a.HeadDim, j.context
 		r.PageSize, r.DType, r.KVBytes = a.PageSize, a.DType.String(), a.KVBytes()
 		r.Splits, r.Variant = a.Splits, a.Variant.String()
-		if n, ok := o.Plan["splits"].(int); ok {
-			r.Splits = n
+		if o.Plan.Splits > 0 {
+			r.Splits = o.Plan.Splits
 		}
-		if v, ok := o.Plan["variant"].(string); ok { // auto, resolved by the plan
-			r.Variant = v
+		if o.Plan.Variant != "" { // auto, resolved by the plan
+			r.Variant = o.Plan.Variant
 		}
 		if err := s.emit(r, "attention "+shape); err != nil {
 			return err
@@ -168,4 +170,13 @@ func benchAttentionAction(c *cli.Context) error {
 			100*o.Stats.Spread, o.AchievedBytesPerSec/1e9, percent(r.FractionOfRead), note(o, tel))
 	}
 	return s.finish()
+}
+
+// headDimsText lists the head dims the attention kernels take: "64, 80, 96, 128 or 256".
+func headDimsText() string {
+	var parts []string
+	for _, d := range cgo.AttentionHeadDims {
+		parts = append(parts, strconv.Itoa(d))
+	}
+	return strings.Join(parts[:len(parts)-1], ", ") + " or " + parts[len(parts)-1]
 }

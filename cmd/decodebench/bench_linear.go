@@ -46,7 +46,7 @@ func parseBenchLinear(c *cli.Context) (jobs []linearJob, modelName string, tp in
 	if c.NArg() > 0 {
 		return nil, "", 0, usageError("bench linear takes no arguments (got %q)", c.Args().First())
 	}
-	batches, err := parseBatches(c, 256, "the linear kernels")
+	batches, err := parseBatches(c, cgo.MaxBatch, "the linear kernels")
 	if err != nil {
 		return nil, "", 0, err
 	}
@@ -166,11 +166,11 @@ func benchLinearAction(c *cli.Context) error {
 			r.StepBatch = j.stepBatch
 		}
 		r.Variant, r.SplitK = j.spec.Variant.String(), j.spec.SplitK
-		if v, ok := o.Plan["variant"].(string); ok {
-			r.Variant = v
+		if o.Plan.Variant != "" { // auto, resolved by the plan
+			r.Variant = o.Plan.Variant
 		}
-		if k, ok := o.Plan["split_k"].(int); ok {
-			r.SplitK = k
+		if o.Plan.SplitK > 0 {
+			r.SplitK = o.Plan.SplitK
 		}
 		if err := s.emit(r, label); err != nil {
 			return err

@@ -81,12 +81,7 @@ func (s *benchSession) probeRecord(o measure.Outcome, tel telemetry.Summary, kin
 	r := s.record("probe", o.Kernel, o, tel)
 	r.Probe = kind.String()
 	r.ReadCeilingGBps, r.FractionOfRead = 0, 0
-	if b, ok := o.Plan["buffer_bytes"].(uint64); ok {
-		r.BufferBytes = b
-	}
-	if n, ok := o.Plan["iterations"].(int); ok {
-		r.Iterations = n
-	}
+	r.BufferBytes, r.Iterations = o.Plan.BufferBytes, o.Plan.Iterations
 	switch {
 	case kind.Memory() && ds.bandwidth > 0:
 		r.DatasheetGBps, r.DatasheetSource = ds.bandwidth/1e9, ds.source

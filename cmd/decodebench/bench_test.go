@@ -247,7 +247,7 @@ func TestBenchUsageErrors(t *testing.T) {
 		{[]string{"bench", "linear", "--n", "8", "--k", "12"}, "--k 12: want a positive multiple of 8"},
 		{[]string{"bench", "linear", "--n", "0", "--k", "8"}, "--n 0"},
 		{append(lin, "--batch", "0"), "--batch"},
-		{append(lin, "--batch", "1,300"), "--batch 300: the linear kernels take a batch of at most 256"},
+		{append(lin, "--batch", "1,2048"), "--batch 2048: the linear kernels take a batch of at most 1024"},
 		{append(lin, "--batch", "x"), `item "x"`},
 		{append(lin, "--dtype", "fp32"), `--dtype "fp32"`},
 		{append(lin, "--variant", "cublas"), "unknown linear variant"},
@@ -271,7 +271,7 @@ func TestBenchUsageErrors(t *testing.T) {
 		{append(att, "--page-size", "24"), "--page-size 24"},
 		{append(att, "--splits", "2000"), "--splits 2000"},
 		{append(att, "--variant", "wmma"), `--variant: unknown attention variant "wmma"`},
-		{append(att, "--batch", "70000"), "at most 65536"},
+		{append(att, "--batch", "2048"), "at most 1024"},
 		{[]string{"bench", "probe", "--bytes", "10"}, "--bytes 10"},
 		{[]string{"bench", "probe", "dram"}, `unknown probe "dram"`},
 		{[]string{"bench", "probe", "fma", "--iterations", "-1"}, "--iterations -1"},
@@ -312,5 +312,47 @@ func TestNoteSaysThrottled(t *testing.T) {
 	bad := measure.Outcome{Status: measure.StatusFailed, Reason: "verification: x"}
 	if n := note(bad, hot); n != "THROTTLED (SW Power Cap); FAILED: verification: x" {
 		t.Errorf("note %q", n)
+	}
+}
+
+// bench on a card with a datasheet (the fake named h200) and a timer that reports 1e-20 ms:
+// the impossible speeds are failed measurements, exit 1, never a result.
+func TestBenchImpossibleSpeedExits1(t *testing.T) {
+	benchEnv(t, cgotest.FakeLibrary(t, "libdecodebench_emu.so"))
+	t.Setenv("FAKEKERNELS_NAME", "h200")
+	t.Setenv("FAKEKERNELS_FAULT", "timer-tiny")
+	out := filepath.Join(t.TempDir(), "r.jsonl")
+	stdout, _, code, msg := runBench(t, append([]string{"bench", "linear", "--backend", "emu", "--n", "16", "--k", "16", "--batch", "1,2",
+		"--out", out}, fastTiming...)...)
+	if code != exitFailure || !strings.Contains(stdout, "implausible: timer or kernel fault") {
+		t.Fatalf("exit %d (%s):\n%s", code, msg, stdout)
+	}
+	for _, r := range readRecords(t, readFile(t, out)) {
+		if r["status"] != "failed" || !strings.Contains(r["reason"].(string), "implausible") {
+			t.Errorf("record %v: want failed as implausible", r)
+		}
+	}
+}
+
+// A kernel that writes NaN: bench records it as failed, rel_error null with the count of bad
+// outputs (an encoder that met +Inf would have lost the record), exit 1.
+func TestBenchNaNOutputIsRecorded(t *testing.T) {
+	benchEnv(t, cgotest.FakeLibrary(t, "libdecodebench_emu.so"))
+	t.Setenv("FAKEKERNELS_FAULT", "nan")
+	out := filepath.Join(t.TempDir(), "r.jsonl")
+	_, _, code, msg := runBench(t, append([]string{"bench", "linear", "--backend", "emu", "--n", "16", "--k", "16", "--batch", "1,2",
+		"--out", out}, fastTiming...)...)
+	if code != exitFailure {
+		t.Fatalf("exit %d (%s)", code, msg)
+	}
+	text := readFile(t, out)
+	recs := readRecords(t, text)
+	if len(recs) != 3 || strings.Count(text, `"rel_error":null`) != 2 || strings.Count(text, `"non_finite":1`) != 2 {
+		t.Fatalf("records:\n%s", text)
+	}
+	for _, r := range recs[1:] {
+		if r["status"] != "failed" || !strings.Contains(r["reason"].(string), "NaN") {
+			t.Errorf("record %v", r)
+		}
 	}
 }

@@ -120,6 +120,9 @@ func TestSweepHelperProcess(t *testing.T) {
 			break
 		}
 	}
+	if phase := os.Getenv("SWEEP_TEST_PAUSE"); phase != "" {
+		pauseAt(phase) // sweep_fault_test.go: hold the sweep at a phase for a signal
+	}
 	err := newApp().Run(append([]string{"decodebench"}, args...))
 	code := 0
 	if err != nil {

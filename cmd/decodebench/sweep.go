@@ -2,13 +2,12 @@ package main
 
 import (
 	"context"
-	"encoding/json"
+	"errors"
 	"fmt"
 	"os"
 	"os/signal"
 	"path/filepath"
 	"slices"
-	"strconv"
 	"strings"
 	"syscall"
 	"time"
@@ -30,7 +29,23 @@ import (
 var (
 	sweepMeasurerHook  func(sweep.Measurer) sweep.Measurer
 	sweepTelemetryHook func() telemetry.Source
+	// sweepPhaseHook hears the phases the fault-injection tests signal in: "run.json" (the
+	// directory locked, run.json not yet written), "probe" and "kernel" (before each
+	// measurement of a probe or of a configuration's kernel) and "report".
+	sweepPhaseHook func(phase string)
 )
+
+// phaseProgress tells sweepPhaseHook of each measurement.
+type phaseProgress struct{ sweep.Progress }
+
+func (p phaseProgress) Measuring(done, total int, what string, eta float64) {
+	if total == 0 {
+		sweepPhaseHook("probe")
+	} else {
+		sweepPhaseHook("kernel")
+	}
+	p.Progress.Measuring(done, total, what, eta)
+}
 
 func sweepCommand() *cli.Command {
 	return &cli.Command{
@@ -87,11 +102,11 @@ func sweepFlags() []cli.Flag {
 		list("ffn", "MLP width"),
 		list("heads", "query heads"),
 		list("kv-heads", "KV heads (default: --heads)"),
-		list("head-dim", "head size: 64, 80, 96, 128 or 256 (default: hidden / heads)"),
+		list("head-dim", "head size: "+headDimsText()+" (default: hidden / heads)"),
 		list("layers", "decoder layers"),
 		list("vocab", "vocabulary size (rows of the LM head)"),
 		&cli.StringFlag{Name: "batch", Value: "1-256*2", EnvVars: env("BATCH"), Category: "axes",
-			Usage: "batch sizes, 1..256"},
+			Usage: fmt.Sprintf("batch sizes, 1..%d", cgo.MaxBatch)},
 		&cli.StringFlag{Name: "context", Value: "1k-32k*2", EnvVars: env("CONTEXT"), Category: "axes",
 			Usage: "context lengths in tokens (k = 1024)"},
 		backend,
@@ -155,6 +170,11 @@ func parseSweep(c *cli.Context) (sweepRequest, error) {
 		return r, usageError("sweep takes no arguments (got %q); flags go before any argument", c.Args().First())
 	}
 	models, err := sweepModels(c)
+	if dir := c.String("resume"); err != nil && dir != "" {
+		if _, statErr := os.Stat(filepath.Join(dir, sweep.InfoFile)); statErr != nil {
+			return r, usageError("--resume %s holds no run yet (no %s, no results), so there is no model to continue: give the model flags to start one there (%v)", dir, sweep.InfoFile, err)
+		}
+	}
 	if err != nil {
 		return r, err
 	}
@@ -199,9 +219,6 @@ func parseSweep(c *cli.Context) (sweepRequest, error) {
 		if r.out != "" && filepath.Clean(r.out) != filepath.Clean(dir) {
 			return r, usageError("give --out DIR for a new run or --resume DIR to continue one, not both (got --out %q and --resume %q)", r.out, dir)
 		}
-		if _, err := os.Stat(filepath.Join(dir, sweep.InfoFile)); err != nil {
-			return r, usageError("--resume %s: no %s there: not a run directory of decodebench sweep", dir, sweep.InfoFile)
-		}
 		r.out, r.resume = dir, true
 	} else if r.retryFailed {
 		return r, usageError("--retry-failed goes with --resume DIR")
@@ -211,6 +228,9 @@ func parseSweep(c *cli.Context) (sweepRequest, error) {
 	}
 	if err := checkOutDir(r.out); err != nil {
 		return r, err
+	}
+	if err := sweep.Holder(r.out); err != nil {
+		return r, usageError("%v", err)
 	}
 	if !r.resume {
 		for _, name := range []string{sweep.InfoFile, sweep.ResultsFile} {
@@ -263,6 +283,32 @@ func sweepAction(c *cli.Context) error {
 	ctx, stop := signal.NotifyContext(context.Background(), os.Interrupt, syscall.SIGTERM)
 	defer stop()
 
+	// The lock comes first and is held to the end (the report included): a second writer is
+	// refused before it touches the device.
+	_, statErr := os.Stat(req.out)
+	madeDir := errors.Is(statErr, os.ErrNotExist)
+	lock, err := sweep.Lock(req.out)
+	if err != nil {
+		var locked *sweep.LockedError
+		if errors.As(err, &locked) {
+			return usageError("%v", err)
+		}
+		return failure("%v", err)
+	}
+	var dir *sweep.RunDir
+	defer func() {
+		if dir == nil {
+			lock.Release()
+			if madeDir { // refused before run.json: leave no empty directory behind
+				os.Remove(filepath.Join(req.out, sweep.LockFile))
+				os.Remove(req.out)
+			}
+		}
+	}()
+	if lock.StalePID != 0 {
+		fmt.Fprintf(os.Stderr, "decodebench: %s was locked by pid %d, which ended without closing it; taken over\n", req.out, lock.StalePID)
+	}
+
 	target, err := openSweepTarget(req)
 	if err != nil {
 		return err
@@ -270,31 +316,42 @@ func sweepAction(c *cli.Context) error {
 	defer target.close()
 
 	info := target.runInfo(req, os.Args, setFlags(c))
-	var dir *sweep.RunDir
 	var prior sweep.Prior
 	if req.resume {
-		dir, prior, err = sweep.Resume(req.out)
+		d, p, err := lock.Resume()
 		if err != nil {
-			return failure("--resume %s: %v", req.out, err)
+			return usageError("--resume %s: %v", req.out, err)
 		}
-		if err := sweep.CheckResume(req.out, prior.Info, info); err != nil {
-			dir.Close()
-			return usageError("%v", err)
+		dir, prior = d, p
+		if prior.Empty {
+			fmt.Fprintf(os.Stderr, "decodebench: %s holds no run yet (no %s, no results): starting one there\n", req.out, sweep.InfoFile)
+		} else {
+			if err := sweep.CheckResume(req.out, prior.Info, info); err != nil {
+				return usageError("%v", err)
+			}
+			info = resumedInfo(prior.Info, info)
+			for _, name := range prior.Repaired {
+				fmt.Fprintf(os.Stderr, "decodebench: %s/%s had a torn last line (a crash mid-write); it was cut off and that measurement is repeated\n", req.out, name)
+			}
 		}
-		info = resumedInfo(prior.Info, info)
-		for _, name := range prior.Repaired {
-			fmt.Fprintf(os.Stderr, "decodebench: %s/%s had a torn last line (a crash mid-write); it was cut off and that measurement is repeated\n", req.out, name)
-		}
-	} else if dir, err = sweep.Create(req.out); err != nil {
-		return failure("%v", err)
 	}
-	defer dir.Close()
+	defer func() {
+		if dir != nil {
+			dir.Close()
+		}
+	}()
 
+	if ds := target.datasheet; ds.BandwidthBytesPerSec > 0 || ds.FLOPsPerSec > 0 {
+		req.options.Datasheet = measure.Datasheet{BytesPerSec: ds.BandwidthBytesPerSec, FLOPsPerSec: ds.FLOPsPerSec, Source: target.dsSource}
+	}
 	var measurer sweep.Measurer = sweep.DeviceMeasurer{Device: target.dev, Options: req.options}
 	if sweepMeasurerHook != nil {
 		measurer = sweepMeasurerHook(measurer)
 	}
 	progress := newProgress(req.progress, os.Stderr, target.lib.Emulated())
+	if sweepPhaseHook != nil {
+		progress = phaseProgress{progress}
+	}
 	finished := make(chan struct{})
 	defer close(finished) // before stop() cancels ctx: the goroutine below then says nothing
 	go func() {
@@ -312,7 +369,7 @@ func sweepAction(c *cli.Context) error {
 		progress.Note("interrupted: stopping after the measurement in flight (Ctrl-C again to quit at once)")
 	}()
 	runner := &sweep.Runner{
-		Dir: dir, Info: &info, Measurer: measurer,
+		Info: &info, Measurer: measurer,
 		Telemetry:       telemetry.Sampler{Source: target.telemetrySource(), Interval: req.telemetry},
 		Ceilings:        sweep.Ceilings{Datasheet: target.datasheet},
 		MemoryBytes:     info.Method.MemoryBytes,
@@ -326,11 +383,31 @@ func sweepAction(c *cli.Context) error {
 	if target.lib.Emulated() {
 		runner.Cost.SetupSeconds = 0.01 // tiny emulated shapes: the first measurements correct it
 	}
+	if err := runner.CheckBudget(req.axes.Configs(), prior); err != nil {
+		return usageError("%v", err)
+	}
+	if dir == nil {
+		if sweepPhaseHook != nil {
+			sweepPhaseHook("run.json")
+		}
+		if dir, err = lock.Create(info); err != nil {
+			if errors.Is(err, sweep.ErrHoldsRun) {
+				return usageError("%v", err)
+			}
+			return failure("%v", err)
+		}
+	} else if err := dir.WriteInfo(info); err != nil {
+		return failure("%v", err)
+	}
+	runner.Dir = dir
 	res, runErr := runner.Run(ctx, req.axes.Configs(), prior)
 	if runErr != nil {
 		return failure("sweep stopped: %v (the run directory %s is resumable)", runErr, req.out)
 	}
 
+	if sweepPhaseHook != nil {
+		sweepPhaseHook("report")
+	}
 	written, reportErr := report.Write(req.out)
 	summary := sweepSummary(res, req.out)
 	fmt.Fprintln(c.App.Writer, summary)
@@ -345,10 +422,14 @@ func sweepAction(c *cli.Context) error {
 		fmt.Fprintln(c.App.Writer, "EMULATED: the kernels ran on the CPU emulator; these times are not a speed.")
 	}
 	switch {
+	case res.BudgetExhausted:
+		return usageError("--budget %v: once the probes had run, every configuration was estimated to take longer than what was left; give a longer --budget (the probes' results are kept: --resume %s)", req.budget, req.out)
 	case res.Interrupted:
 		return cli.Exit(fmt.Sprintf("interrupted: %d configuration(s) measured; continue with `decodebench sweep --resume %s`", res.Records, req.out), exitInterrupted)
 	case res.DeviceLost != nil:
 		return failure("%v; the run directory %s is resumable on a healthy card", res.DeviceLost, req.out)
+	case ctx.Err() != nil:
+		return cli.Exit(fmt.Sprintf("interrupted while the report was written: the sweep had finished (%d configuration(s) recorded) and the report was completed; `decodebench report %s` redraws it", res.Records, req.out), exitInterrupted)
 	case res.Failed > 0:
 		return failure("%d configuration(s) failed (see %s)", res.Failed, filepath.Join(req.out, report.HTMLFile))
 	}
@@ -364,80 +445,6 @@ func sweepSummary(res sweep.Result, dir string) string {
 		s += fmt.Sprintf(", %d dropped to fit --budget", len(res.Dropped))
 	}
 	return s
-}
-
-// resumedInfo continues a directory's run.json: its identity and method stay, the axes grow
-// to cover this run's, and a session is added.
-func resumedInfo(old, cur sweep.RunInfo) sweep.RunInfo {
-	info := old
-	for _, b := range cur.Axes.Batches {
-		if !slices.Contains(info.Axes.Batches, b) {
-			info.Axes.Batches = append(info.Axes.Batches, b)
-		}
-	}
-	for _, ctx := range cur.Axes.Contexts {
-		if !slices.Contains(info.Axes.Contexts, ctx) {
-			info.Axes.Contexts = append(info.Axes.Contexts, ctx)
-		}
-	}
-	slices.Sort(info.Axes.Batches)
-	slices.Sort(info.Axes.Contexts)
-	info.Budget = nil
-	info.Sessions = append(info.Sessions, cur.Sessions...)
-	return info
-}
-
-// sweepModelFlags define the model axis together: one given on a resume replaces all of
-// the run's.
-var sweepModelFlags = []string{"model", "model-config", "hidden", "ffn", "heads", "kv-heads", "head-dim", "layers", "vocab", "dtype", "tp"}
-
-// resumeFlags gives a resume the flags of the run that created the directory (run.json's
-// flags) that this command line and the environment leave unset, so that
-// `decodebench sweep --resume DIR` alone continues the same sweep: model, axes, backend, card,
-// timing. Flags given now win; giving any model flag replaces the whole stored model.
-func resumeFlags(c *cli.Context) error {
-	dir := c.String("resume")
-	if dir == "" {
-		return nil
-	}
-	data, err := os.ReadFile(filepath.Join(dir, sweep.InfoFile))
-	if err != nil {
-		return nil // parseSweep says what is wrong with the directory
-	}
-	var stored struct {
-		Flags []string `json:"flags"`
-		Axes  struct {
-			Batches  []int `json:"batches"`
-			Contexts []int `json:"contexts"`
-		} `json:"axes"`
-	}
-	if json.Unmarshal(data, &stored) != nil {
-		return nil
-	}
-	// The axes as they stand now: an earlier resume may have grown them past the first flags.
-	for name, values := range map[string][]int{"batch": stored.Axes.Batches, "context": stored.Axes.Contexts} {
-		if len(values) > 0 && !c.IsSet(name) {
-			text := make([]string, len(values))
-			for i, v := range values {
-				text[i] = strconv.Itoa(v)
-			}
-			if err := c.Set(name, strings.Join(text, ",")); err != nil {
-				return usageError("--resume %s: --%s: %v", dir, name, err)
-			}
-		}
-	}
-	modelGiven := slices.ContainsFunc(sweepModelFlags, c.IsSet)
-	for _, f := range stored.Flags {
-		name, value, ok := strings.Cut(strings.TrimPrefix(f, "--"), "=")
-		if !ok || c.IsSet(name) || slices.Contains([]string{"out", "resume", "retry-failed", "progress"}, name) ||
-			(modelGiven && slices.Contains(sweepModelFlags, name)) || !slices.ContainsFunc(c.Command.Flags, func(fl cli.Flag) bool { return fl.Names()[0] == name }) {
-			continue
-		}
-		if err := c.Set(name, value); err != nil {
-			return usageError("--resume %s: its %s records --%s=%s, which this decodebench does not accept (%v); give --%s", dir, sweep.InfoFile, name, value, err, name)
-		}
-	}
-	return nil
 }
 
 // setFlags lists every flag that has a value from the command line or a DECODEBENCH_*

@@ -2,7 +2,9 @@ package main
 
 import (
 	"fmt"
+	"github.com/decodebench/decodebench/bench/measure"
 	"io"
+	"math"
 	"os"
 	"strconv"
 	"strings"
@@ -86,7 +88,7 @@ func (p *progress) Recorded(r sweep.Record, done, total int, eta float64) {
 		return
 	}
 	if p.bar {
-		if r.Status != sweep.StatusOK || r.Throttled {
+		if r.Status != measure.StatusOK || r.Throttled {
 			p.line(recordLine(r, done, total, eta))
 		}
 		p.draw()
@@ -146,7 +148,7 @@ func (p *progress) draw() {
 func recordLine(r sweep.Record, done, total int, eta float64) string {
 	head := fmt.Sprintf("[%d/%d] %s B=%d S=%d: ", done, total, r.Model, r.Batch, r.Context)
 	switch r.Status {
-	case sweep.StatusOK:
+	case measure.StatusOK:
 		s := fmt.Sprintf("%sstep %.4g ms, %.4g tok/s per request, %.4g tok/s per server", head, r.StepSeconds*1e3, r.PerRequestTokensPerSec, r.PerServerTokensPerSec)
 		if r.RooflineFraction > 0 {
 			s += fmt.Sprintf(", %.0f%% of the roofline", r.RooflineFraction*100)
@@ -162,8 +164,15 @@ func recordLine(r sweep.Record, done, total int, eta float64) string {
 	return head + strings.ToUpper(r.Status) + ": " + r.Reason
 }
 
-// duration writes seconds as 1h02m, 3m10s or 12s.
+// duration writes seconds as 1h02m, 3m10s or 12s; past 10000 hours (or not a number) it says
+// so rather than overflow time.Duration into a negative time.
 func duration(seconds float64) string {
+	switch {
+	case math.IsNaN(seconds) || seconds < 0:
+		return "unknown"
+	case seconds >= 1e4*3600:
+		return "more than 10000h"
+	}
 	d := time.Duration(seconds * float64(time.Second)).Round(time.Second)
 	switch {
 	case d >= time.Hour:

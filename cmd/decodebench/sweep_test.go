@@ -5,6 +5,7 @@ import (
 	"bytes"
 	"encoding/json"
 	"errors"
+	"github.com/decodebench/decodebench/bench/measure"
 	"os"
 	"os/exec"
 	"path/filepath"
@@ -71,7 +72,7 @@ func TestSweepUsageErrors(t *testing.T) {
 		want string
 	}{
 		{"zero batch", []string{"--model", "llama3-8b", "--batch", "0"}, `"0": values must be positive`},
-		{"batch past the kernels", []string{"--model", "llama3-8b", "--batch", "1,512"}, "batch 512"},
+		{"batch past the kernels", []string{"--model", "llama3-8b", "--batch", "1,2048"}, "batch 2048"},
 		{"bad context", []string{"--model", "llama3-8b", "--context", "1k-"}, "--context"},
 		{"unknown preset", []string{"--model", "llama9-1t"}, `unknown model "llama9-1t"`},
 		{"fp8", []string{"--model", "llama3-8b", "--dtype", "fp8"}, `--dtype "fp8"`},
@@ -153,7 +154,7 @@ func TestSweepEmulatedEndToEnd(t *testing.T) {
 		t.Fatalf("%d records, want 6", len(records))
 	}
 	for _, r := range records {
-		if r.Status != sweep.StatusOK || !r.Emulated || r.PerServerTokensPerSec != float64(r.Batch)*r.PerRequestTokensPerSec ||
+		if r.Status != measure.StatusOK || !r.Emulated || r.PerServerTokensPerSec != float64(r.Batch)*r.PerRequestTokensPerSec ||
 			r.RooflineFraction != r.RooflineFractionMeasured || len(r.Kernels) != 6 || r.Throttled {
 			t.Errorf("record %s: %+v", r.Key, r)
 		}
@@ -224,9 +225,9 @@ type failingMeasurer struct {
 	substr string
 }
 
-func (f failingMeasurer) Measure(s sweep.Spec) sweep.Measurement {
+func (f failingMeasurer) Measure(s measure.Spec) measure.Outcome {
 	if strings.Contains(s.Key(), f.substr) {
-		return sweep.Measurement{Status: sweep.StatusFailed, Reason: "injected: verification failed, 3 NaN outputs"}
+		return measure.Outcome{Spec: s, Status: measure.StatusFailed, Reason: "injected: verification failed, 3 NaN outputs"}
 	}
 	return f.Measurer.Measure(s)
 }
@@ -268,12 +269,12 @@ func TestSweepInjectedFailureSkipAndThrottle(t *testing.T) {
 	var failed, skipped, throttled int
 	for _, r := range byKey {
 		switch r.Status {
-		case sweep.StatusFailed:
+		case measure.StatusFailed:
 			failed++
 			if !strings.Contains(r.Reason, "injected") || r.StepSeconds != 0 || r.PerServerTokensPerSec != 0 {
 				t.Errorf("failed record %+v", r)
 			}
-		case sweep.StatusSkipped:
+		case measure.StatusSkipped:
 			skipped++
 			if !strings.Contains(r.Reason, "does not fit in memory") {
 				t.Errorf("skipped record reason %q", r.Reason)
@@ -303,19 +304,16 @@ func TestSweepInjectedFailureSkipAndThrottle(t *testing.T) {
 	}
 }
 
-func TestSweepBudgetDropsAndStillReports(t *testing.T) {
+// A budget that no configuration fits is a usage error before any measurement, and leaves
+// no run behind.
+func TestSweepBudgetThatDropsEverything(t *testing.T) {
 	sweepHermetic(t, cgotest.EmuPath(t))
 	out, code, msg := runSweepCLI(t, tinySweep("run", "--budget", "1ns")...)
-	if code != 0 || !strings.Contains(out, "6 dropped to fit --budget") {
-		t.Fatalf("exit %d %q\n%s", code, msg, out)
+	if code != exitUsage || !strings.Contains(msg, "--budget 1ns") || !strings.Contains(msg, "drops every configuration (6)") {
+		t.Fatalf("exit %d %q\n%s; want exit 2 saying the budget drops all 6", code, msg, out)
 	}
-	var info sweep.RunInfo
-	json.Unmarshal(mustRead(os.ReadFile(filepath.Join("run", sweep.InfoFile))), &info)
-	if info.Budget == nil || len(info.Budget.Dropped) != 6 {
-		t.Fatalf("run.json budget %+v", info.Budget)
-	}
-	if html := string(mustRead(os.ReadFile(filepath.Join("run", report.HTMLFile)))); !strings.Contains(html, "dropped to fit") {
-		t.Errorf("report.html does not list what the budget dropped")
+	if _, err := os.Stat("run"); err == nil {
+		t.Errorf("a sweep refused before any measurement left its directory behind")
 	}
 }
 

@@ -1,7 +1,6 @@
 package main
 
 import (
-	"errors"
 	"fmt"
 	"io"
 	"math"
@@ -9,6 +8,7 @@ import (
 
 	"github.com/urfave/cli/v2"
 
+	"github.com/decodebench/decodebench/bench/measure"
 	"github.com/decodebench/decodebench/bench/ref"
 	"github.com/decodebench/decodebench/cgo"
 )
@@ -45,7 +45,7 @@ func verifyLinearCommand() *cli.Command {
 		Usage:     "check Y = X·Wᵀ (the decode linear layer) for one shape",
 		UsageText: "decodebench verify linear --batch B --n N --k K [--dtype bf16|fp16] [--variant auto|gemv|mma] [--split-k S] [--backend auto|cuda|emu] [--seed S] [--json]",
 		Flags: append([]cli.Flag{
-			&cli.IntFlag{Name: "batch", Usage: "sequences in the batch (rows of X and Y), 1..256"},
+			&cli.IntFlag{Name: "batch", Usage: fmt.Sprintf("sequences in the batch (rows of X and Y), 1..%d", cgo.MaxBatch)},
 			&cli.IntFlag{Name: "n", Usage: "output features (rows of W), >= 1"},
 			&cli.IntFlag{Name: "k", Usage: "input features, a positive multiple of 8"},
 			&cli.StringFlag{Name: "dtype", Value: "bf16", Usage: "element type of X, W and Y: bf16 or fp16"},
@@ -80,12 +80,12 @@ func parseLinearRequest(c *cli.Context) (linearRequest, error) {
 	}
 	batch, n, k := c.Int("batch"), c.Int("n"), c.Int("k")
 	switch {
-	case batch < 1 || batch > 256:
-		return r, usageError("--batch %d: the linear kernels take a batch of 1..256", batch)
+	case batch < 1 || batch > cgo.MaxBatch:
+		return r, usageError("--batch %d: the linear kernels take a batch of 1..%d", batch, cgo.MaxBatch)
 	case n < 1 || n > math.MaxInt32:
 		return r, usageError("--n %d: want 1..%d output features", n, math.MaxInt32)
-	case k < 8 || k%8 != 0 || k > math.MaxInt32:
-		return r, usageError("--k %d: want a positive multiple of 8 (rows are read as 16-byte vectors)", k)
+	case k < cgo.LinearKMultiple || k%cgo.LinearKMultiple != 0 || k > math.MaxInt32:
+		return r, usageError("--k %d: want a positive multiple of %d (rows are read as 16-byte vectors)", k, cgo.LinearKMultiple)
 	}
 	dtype, err := ref.ParseDType(c.String("dtype"))
 	if err != nil || (dtype != ref.BF16 && dtype != ref.FP16) {
@@ -158,7 +158,7 @@ func finishVerify(out io.Writer, asJSON bool, kernel string, rep any, passed boo
 type linearReport struct {
 	Passed         bool          `json:"passed"`
 	Reason         string        `json:"reason,omitempty"`
-	RelError       jsonFloat     `json:"rel_error"`
+	RelError       *jsonFloat    `json:"rel_error"` // null when an output is NaN or infinite
 	Tolerance      float64       `json:"tolerance"`
 	Worst          elementJSON   `json:"worst"`
 	NonFinite      int           `json:"non_finite"`
@@ -219,100 +219,56 @@ func verifyLinearAction(c *cli.Context) error {
 	return finishVerify(out, asJSON, "linear", rep, rep.Passed, rep.Reason, func() { printLinearReport(out, rep) })
 }
 
-// runLinear allocates and fills the inputs, poisons Y, plans, runs and compares.
+// runLinear is measure.Verify of the requested call; it only turns the Check into the report.
 func runLinear(dev *cgo.Device, req linearRequest, out io.Writer, quiet bool) (linearReport, error) {
 	in := req.in
-	dt := cgo.DType(in.DType)
-	elem := dt.Bytes()
-	var bufs []*cgo.Buffer
-	defer func() {
-		for _, b := range bufs {
-			b.Close()
-		}
-	}()
-	alloc := func(what string, bytes uint64) (*cgo.Buffer, error) {
-		b, err := dev.Alloc(bytes)
-		if err != nil {
-			return nil, failure("allocating %s (%d bytes): %v", what, bytes, err)
-		}
-		bufs = append(bufs, b)
-		return b, nil
-	}
-	batch, n, k := uint64(in.Batch), uint64(in.N), uint64(in.K)
-	x, err := alloc("X", batch*k*elem)
-	if err != nil {
+	spec := measure.LinearSpec{Batch: in.Batch, N: in.N, K: in.K, DType: cgo.DType(in.DType), Variant: req.variant, SplitK: req.splitK}
+	c := measure.Verify(dev, spec.Spec(), verifyOptions(req.seed))
+	if err := checkRan(c, "the linear kernels refuse this shape"); err != nil {
 		return linearReport{}, err
-	}
-	w, err := alloc("W", n*k*elem)
-	if err != nil {
-		return linearReport{}, err
-	}
-	y, err := alloc("Y", batch*n*elem)
-	if err != nil {
-		return linearReport{}, err
-	}
-	if err := x.FillHash(dt, batch*k, in.SeedX, in.ScaleX); err != nil {
-		return linearReport{}, failure("filling X: %v", err)
-	}
-	if err := w.FillHash(dt, n*k, in.SeedW, in.ScaleW); err != nil {
-		return linearReport{}, failure("filling W: %v", err)
-	}
-	if err := y.Memset(0xFF); err != nil { // NaN: an element the kernel skips cannot pass
-		return linearReport{}, failure("poisoning Y: %v", err)
-	}
-
-	params := cgo.LinearParams{X: x.Ptr, W: w.Ptr, Y: y.Ptr, Batch: in.Batch, N: in.N, K: in.K,
-		DType: dt, Variant: req.variant, SplitK: req.splitK}
-	plan, workspace, err := dev.LinearPlan(params)
-	if errors.Is(err, cgo.ErrUnsupportedShape) || errors.Is(err, cgo.ErrInvalidArgument) {
-		return linearReport{}, usageError("the linear kernels refuse this shape: %v", err)
-	} else if err != nil {
-		return linearReport{}, failure("%v", err)
 	}
 	if !quiet {
-		fmt.Fprintf(out, "plan: variant %s, split-k %d, workspace %d bytes\n", plan.Variant, plan.SplitK, workspace)
+		fmt.Fprintf(out, "plan: variant %s, split-k %d, workspace %d bytes\n", c.Plan.Variant, c.Plan.SplitK, c.Plan.WorkspaceBytes)
 	}
-	if workspace > 0 {
-		ws, err := alloc("the split-K workspace", workspace)
-		if err != nil {
-			return linearReport{}, err
-		}
-		plan.Workspace, plan.WorkspaceBytes = ws.Ptr, ws.Bytes
-	}
-	if err := dev.Linear(plan); err != nil {
-		return linearReport{}, failure("%v", err)
-	}
-	if err := dev.Synchronize(); err != nil {
-		return linearReport{}, failure("%v", err)
-	}
-	raw := make([]byte, batch*n*elem)
-	if err := y.CopyToHost(raw); err != nil {
-		return linearReport{}, failure("copying Y back: %v", err)
-	}
-	got, err := ref.Decode(in.DType, raw)
-	if err != nil {
-		return linearReport{}, failure("%v", err)
-	}
-
-	want := ref.Linear(in)
-	cmp := ref.Compare(got, want.Want, want.ElementBounds(in.DType, in.K), ref.LinearTolerance(in.DType))
 	rep := linearReport{
-		Passed: cmp.Passed, Reason: cmp.Reason(), RelError: jsonFloat(cmp.RelError), Tolerance: cmp.Tolerance,
-		Worst: toElementJSON(cmp.Worst, in.N), NonFinite: cmp.NonFinite, OutOfBound: cmp.OutOfBound,
-		Kernel: "linear", Variant: plan.Variant.String(), SplitK: plan.SplitK, WorkspaceBytes: workspace,
+		Passed: c.Passed, Reason: c.Reason, RelError: relErrorOf(c.Verification), Tolerance: c.Tolerance,
+		Worst: toElementJSON(c.Worst, in.N), NonFinite: c.NonFinite, OutOfBound: c.OutOfBound,
+		Kernel: "linear", Variant: c.Plan.Variant, SplitK: max(c.Plan.SplitK, 1), WorkspaceBytes: c.Plan.WorkspaceBytes,
 		Batch: in.Batch, N: in.N, K: in.K, DType: in.DType.String(),
 		Seed: req.seed, SeedX: in.SeedX, SeedW: in.SeedW, ScaleW: in.ScaleW,
 	}
-	for _, m := range cmp.Mismatches {
+	if c.Passed {
+		rep.Reason = ""
+	}
+	for _, m := range c.Mismatches {
 		rep.Mismatches = append(rep.Mismatches, toElementJSON(m, in.N))
 	}
 	return rep, nil
 }
 
+// verifyOptions are the measurement options of a verify command: the seed given.
+func verifyOptions(seed uint64) measure.Options {
+	o := measure.DefaultOptions()
+	o.Seed = seed
+	return o
+}
+
+// checkRan turns a check that could not run into the command's error: a shape the kernels
+// refuse is a usage error (exit 2), anything else a failure (exit 1).
+func checkRan(c measure.Check, refused string) error {
+	switch c.Status {
+	case measure.StatusOK:
+		return nil
+	case measure.StatusSkipped:
+		return usageError("%s: %s", refused, c.Reason)
+	}
+	return failure("%s", c.Reason)
+}
+
 func printLinearReport(out io.Writer, r linearReport) {
 	w := r.Worst
-	fmt.Fprintf(out, "relative L2 error %.3g (tolerance %.3g); worst element %d (row %d, col %d): got %.7g, want %.7g, |error| %.3g (bound %.3g)\n",
-		float64(r.RelError), r.Tolerance, w.Index, w.Row, w.Col, float64(w.Got), w.Want, float64(w.AbsErr), w.Bound)
+	fmt.Fprintf(out, "%s; worst element %d (row %d, col %d): got %.7g, want %.7g, |error| %.3g (bound %.3g)\n",
+		relErrorText(r.RelError, r.Tolerance, r.NonFinite), w.Index, w.Row, w.Col, float64(w.Got), w.Want, float64(w.AbsErr), w.Bound)
 	if r.Passed {
 		fmt.Fprintln(out, "PASS")
 		return
@@ -325,6 +281,24 @@ func printLinearReport(out io.Writer, r linearReport) {
 }
 
 // ---- output ----------------------------------------------------------------------------------
+
+// relErrorOf is a verification's relative error, or nil where it is undefined: with a NaN or
+// infinite output the error over the finite ones says nothing (0 when every output is NaN).
+func relErrorOf(v measure.Verification) *jsonFloat {
+	if v.NonFinite > 0 || math.IsNaN(v.RelError) || math.IsInf(v.RelError, 0) {
+		return nil
+	}
+	e := jsonFloat(v.RelError)
+	return &e
+}
+
+// relErrorText says the relative error and its tolerance, or why there is none.
+func relErrorText(e *jsonFloat, tolerance float64, nonFinite int) string {
+	if e == nil {
+		return fmt.Sprintf("relative L2 error undefined: %d output(s) NaN or infinite (tolerance %.3g)", nonFinite, tolerance)
+	}
+	return fmt.Sprintf("relative L2 error %.3g (tolerance %.3g)", float64(*e), tolerance)
+}
 
 // jsonFloat writes NaN and infinities, which JSON numbers cannot hold, as strings.
 type jsonFloat float64

@@ -1,7 +1,6 @@
 package main
 
 import (
-	"errors"
 	"fmt"
 	"io"
 	"strings"
@@ -9,6 +8,7 @@ import (
 	"github.com/urfave/cli/v2"
 
 	"github.com/decodebench/decodebench/bench/axes"
+	"github.com/decodebench/decodebench/bench/measure"
 	"github.com/decodebench/decodebench/bench/ref"
 	"github.com/decodebench/decodebench/cgo"
 )
@@ -33,10 +33,10 @@ func verifyAttentionCommand() *cli.Command {
 			"[pages, kv_heads, page_size, head_dim] through a shuffled page table. With --append the last\n" +
 			"token of every sequence is written by the KV append kernel first, so the check also covers it.",
 		Flags: append([]cli.Flag{
-			&cli.IntFlag{Name: "batch", Usage: "sequences in the batch, 1..65536"},
+			&cli.IntFlag{Name: "batch", Usage: fmt.Sprintf("sequences in the batch, 1..%d", cgo.MaxBatch)},
 			&cli.IntFlag{Name: "q-heads", Usage: "query heads, a multiple of --kv-heads"},
 			&cli.IntFlag{Name: "kv-heads", Usage: "KV heads (the group size is q-heads / kv-heads; 1 is multi-query)"},
-			&cli.IntFlag{Name: "head-dim", Usage: "head dimension: 64, 80, 96, 128 or 256"},
+			&cli.IntFlag{Name: "head-dim", Usage: "head dimension: " + headDimsText()},
 			&cli.StringFlag{Name: "context", Usage: "tokens of each sequence (>= 1): one value for all, or one per sequence"},
 			&cli.IntFlag{Name: "page-size", Usage: "tokens per page of a paged cache, a power of two from 16 to 256; 0 = contiguous"},
 			&cli.IntFlag{Name: "splits", Usage: "KV splits per sequence, 1..1024; 0 lets the kernel choose from the shape and the SM count"},
@@ -73,8 +73,8 @@ func parseContextList(s string) ([]int, error) {
 			return nil, err
 		}
 		out = append(out, values...)
-		if len(out) > ref.MaxBatch {
-			return nil, fmt.Errorf("%q gives more than %d lengths", s, ref.MaxBatch)
+		if len(out) > cgo.MaxBatch {
+			return nil, fmt.Errorf("%q gives more than %d lengths", s, cgo.MaxBatch)
 		}
 	}
 	return out, nil
@@ -91,8 +91,8 @@ func parseAttentionRequest(c *cli.Context) (attentionRequest, error) {
 		}
 	}
 	batch := c.Int("batch")
-	if batch < 1 || batch > ref.MaxBatch {
-		return r, usageError("--batch %d: want 1..%d sequences", batch, ref.MaxBatch)
+	if batch < 1 || batch > cgo.MaxBatch {
+		return r, usageError("--batch %d: want 1..%d sequences", batch, cgo.MaxBatch)
 	}
 	lens, err := parseContextList(c.String("context"))
 	if err != nil {
@@ -126,8 +126,8 @@ func parseAttentionRequest(c *cli.Context) (attentionRequest, error) {
 	if r.dtype, err = ref.ParseDType(c.String("dtype")); err != nil || (r.dtype != ref.BF16 && r.dtype != ref.FP16) {
 		return r, usageError("--dtype %q: the attention kernels take bf16 or fp16", c.String("dtype"))
 	}
-	if r.splits = c.Int("splits"); r.splits < 0 || r.splits > ref.MaxSplits {
-		return r, usageError("--splits %d: want 0 (the kernel chooses) or 1..%d", r.splits, ref.MaxSplits)
+	if r.splits = c.Int("splits"); r.splits < 0 || r.splits > cgo.MaxSplits {
+		return r, usageError("--splits %d: want 0 (the kernel chooses) or 1..%d", r.splits, cgo.MaxSplits)
 	}
 	if r.variant, err = cgo.ParseAttentionVariant(c.String("variant")); err != nil {
 		return r, usageError("--variant: %v", err)
@@ -143,7 +143,7 @@ func parseAttentionRequest(c *cli.Context) (attentionRequest, error) {
 type attentionReport struct {
 	Passed         bool                   `json:"passed"`
 	Reason         string                 `json:"reason,omitempty"`
-	RelError       jsonFloat              `json:"rel_error"`
+	RelError       *jsonFloat             `json:"rel_error"` // null when an output is NaN or infinite
 	Tolerance      float64                `json:"tolerance"`
 	Worst          attentionElementJSON   `json:"worst"`
 	NonFinite      int                    `json:"non_finite"`
@@ -234,212 +234,40 @@ func describeContexts(lens []int) string {
 	return fmt.Sprint(lens)
 }
 
-// attentionRun is the device side of one check, with everything the reference needs.
-type attentionRun struct {
-	got       []float32
-	table     []int32
-	plan      cgo.AttentionParams
-	workspace uint64
-}
-
-// runAttention allocates and fills the inputs (and with --append writes each sequence's last
-// token through db_kv_append), poisons the output and the workspace, plans, runs and compares.
+// runAttention is measure.Verify of the requested call; it only turns the Check into the
+// report.
 func runAttention(dev *cgo.Device, req attentionRequest, out io.Writer, quiet bool) (attentionReport, error) {
 	s := req.shape
-	seeds := ref.NewAttentionSeeds(req.seed)
-	run, err := runAttentionOnDevice(dev, req, seeds, out, quiet)
-	if err != nil {
+	spec := measure.AttentionSpec{Batch: s.Batch, QHeads: s.QHeads, KVHeads: s.KVHeads, HeadDim: s.HeadDim, Contexts: s.Context,
+		PageSize: s.PageSize, Splits: req.splits, DType: cgo.DType(req.dtype), Variant: req.variant, Scale: s.Scale, Append: req.append}
+	c := measure.Verify(dev, spec.Spec(), verifyOptions(req.seed))
+	if err := checkRan(c, "the attention kernels refuse this shape"); err != nil {
 		return attentionReport{}, err
 	}
-
-	n := s.CacheElements()
-	q := ref.Fill(req.dtype, seeds.Q, 1, s.QElements())
-	k, v := ref.Fill(req.dtype, seeds.K, 1, n), ref.Fill(req.dtype, seeds.V, 1, n)
-	if req.append {
-		rows := s.Batch * s.KVHeads * s.HeadDim
-		kNew, vNew := ref.Fill(req.dtype, seeds.KNew, 1, rows), ref.Fill(req.dtype, seeds.VNew, 1, rows)
-		if err := ref.AppendKV(s, run.table, appendPositions(s), k, v, kNew, vNew); err != nil {
-			return attentionReport{}, failure("reference append: %v", err)
-		}
+	if !quiet {
+		fmt.Fprintf(out, "plan: %s kernel, %d split(s) of %d tokens, workspace %d bytes\n", c.Plan.Variant, c.Plan.Splits, c.Plan.SplitTokens, c.Plan.WorkspaceBytes)
 	}
-	want, err := ref.Attention(s, run.table, q, k, v)
-	if err != nil {
-		return attentionReport{}, failure("reference: %v", err)
-	}
-	bounds := want.ElementBounds(req.dtype, run.plan.NumSplits)
-	if run.plan.Variant == cgo.AttentionMMA { // P rounded to the input dtype: see ref.ElementBoundsMMA
-		bounds = want.ElementBoundsMMA(req.dtype, run.plan.NumSplits)
-	}
-	cmp := ref.Compare(run.got, want.Want, bounds, ref.AttentionTolerance(req.dtype))
 	rep := attentionReport{
-		Passed: cmp.Passed, Reason: cmp.Reason(), RelError: jsonFloat(cmp.RelError), Tolerance: cmp.Tolerance,
-		Worst: toAttentionElementJSON(cmp.Worst, s), NonFinite: cmp.NonFinite, OutOfBound: cmp.OutOfBound,
-		Kernel: "attention", Variant: run.plan.Variant.String(), Layout: s.Layout.String(), PageSize: s.PageSize,
-		Splits: run.plan.NumSplits, SplitTokens: run.plan.SplitTokens, WorkspaceBytes: run.workspace, Append: req.append,
+		Passed: c.Passed, Reason: c.Reason, RelError: relErrorOf(c.Verification), Tolerance: c.Tolerance,
+		Worst: toAttentionElementJSON(c.Worst, s), NonFinite: c.NonFinite, OutOfBound: c.OutOfBound,
+		Kernel: "attention", Variant: c.Plan.Variant, Layout: s.Layout.String(), PageSize: s.PageSize,
+		Splits: c.Plan.Splits, SplitTokens: c.Plan.SplitTokens, WorkspaceBytes: c.Plan.WorkspaceBytes, Append: req.append,
 		Batch: s.Batch, QHeads: s.QHeads, KVHeads: s.KVHeads, HeadDim: s.HeadDim, Context: s.Context,
 		Scale: s.SoftmaxScale(), DType: req.dtype.String(), Seed: req.seed,
 	}
-	for _, m := range cmp.Mismatches {
+	if c.Passed {
+		rep.Reason = ""
+	}
+	for _, m := range c.Mismatches {
 		rep.Mismatches = append(rep.Mismatches, toAttentionElementJSON(m, s))
 	}
 	return rep, nil
 }
 
-// appendPositions are where --append writes: each sequence's last token.
-func appendPositions(s ref.AttentionShape) []int {
-	pos := make([]int, s.Batch)
-	for b, n := range s.Context {
-		pos[b] = n - 1
-	}
-	return pos
-}
-
-func runAttentionOnDevice(dev *cgo.Device, req attentionRequest, seeds ref.AttentionSeeds, out io.Writer, quiet bool) (attentionRun, error) {
-	s, dt := req.shape, cgo.DType(req.dtype)
-	var run attentionRun
-	var bufs []*cgo.Buffer
-	defer func() {
-		for _, b := range bufs {
-			b.Close()
-		}
-	}()
-	alloc := func(what string, bytes uint64) (*cgo.Buffer, error) {
-		b, err := dev.Alloc(bytes)
-		if err != nil {
-			return nil, failure("allocating %s (%d bytes): %v", what, bytes, err)
-		}
-		bufs = append(bufs, b)
-		return b, nil
-	}
-	elem := dt.Bytes()
-	qElems, cacheElems := uint64(s.QElements()), uint64(s.CacheElements())
-	var q, k, v, o, lens *cgo.Buffer
-	for _, a := range []struct {
-		dst   **cgo.Buffer
-		what  string
-		bytes uint64
-	}{
-		{&q, "Q", qElems * elem}, {&k, "the K cache", cacheElems * elem}, {&v, "the V cache", cacheElems * elem},
-		{&o, "the output", qElems * elem}, {&lens, "the context lengths", uint64(4 * s.Batch)},
-	} {
-		b, err := alloc(a.what, a.bytes)
-		if err != nil {
-			return run, err
-		}
-		*a.dst = b
-	}
-	for _, f := range []struct {
-		b     *cgo.Buffer
-		what  string
-		count uint64
-		seed  uint64
-	}{{q, "Q", qElems, seeds.Q}, {k, "the K cache", cacheElems, seeds.K}, {v, "the V cache", cacheElems, seeds.V}} {
-		if err := f.b.FillHash(dt, f.count, f.seed, 1); err != nil {
-			return run, failure("filling %s: %v", f.what, err)
-		}
-	}
-	cache := cgo.KVCache{K: k.Ptr, V: v.Ptr, Layout: cgo.KVLayout(s.Layout), DType: dt,
-		KVHeads: s.KVHeads, HeadDim: s.HeadDim, Capacity: s.Capacity}
-	if s.Layout == ref.KVPaged {
-		run.table = s.ShuffledPageTable(seeds.PageTable)
-		pages, err := alloc("the page table", uint64(4*len(run.table)))
-		if err != nil {
-			return run, err
-		}
-		if err := cgo.Write(pages, run.table); err != nil {
-			return run, failure("copying the page table: %v", err)
-		}
-		cache.PageTable, cache.PageSize, cache.NumPages, cache.PagesPerSeq = pages.Ptr, s.PageSize, s.NumPages, s.PagesPerSeq
-	}
-	if err := cgo.Write(lens, toInt32s(s.Context)); err != nil {
-		return run, failure("copying the context lengths: %v", err)
-	}
-
-	if req.append {
-		rows := uint64(s.Batch * s.KVHeads * s.HeadDim)
-		kNew, err := alloc("the new K", rows*elem)
-		if err != nil {
-			return run, err
-		}
-		vNew, err := alloc("the new V", rows*elem)
-		if err != nil {
-			return run, err
-		}
-		positions, err := alloc("the append positions", uint64(4*s.Batch))
-		if err != nil {
-			return run, err
-		}
-		if err := kNew.FillHash(dt, rows, seeds.KNew, 1); err != nil {
-			return run, failure("filling the new K: %v", err)
-		}
-		if err := vNew.FillHash(dt, rows, seeds.VNew, 1); err != nil {
-			return run, failure("filling the new V: %v", err)
-		}
-		if err := cgo.Write(positions, toInt32s(appendPositions(s))); err != nil {
-			return run, failure("copying the append positions: %v", err)
-		}
-		err = dev.KVAppend(cgo.KVAppendParams{KNew: kNew.Ptr, VNew: vNew.Ptr, Positions: positions.Ptr, Cache: cache, Batch: s.Batch})
-		if errors.Is(err, cgo.ErrUnsupportedShape) || errors.Is(err, cgo.ErrInvalidArgument) {
-			return run, usageError("the KV append kernel refuses this shape: %v", err)
-		} else if err != nil {
-			return run, failure("%v", err)
-		}
-	}
-
-	if err := o.Memset(0xFF); err != nil { // NaN: an element the kernel skips cannot pass
-		return run, failure("poisoning the output: %v", err)
-	}
-	params := cgo.AttentionParams{Q: q.Ptr, Out: o.Ptr, ContextLens: lens.Ptr, Cache: cache,
-		Batch: s.Batch, QHeads: s.QHeads, MaxContext: s.MaxContext(), Scale: float32(s.Scale), NumSplits: req.splits, Variant: req.variant}
-	plan, workspace, err := dev.AttentionPlan(params)
-	if errors.Is(err, cgo.ErrUnsupportedShape) || errors.Is(err, cgo.ErrInvalidArgument) {
-		return run, usageError("the attention kernels refuse this shape: %v", err)
-	} else if err != nil {
-		return run, failure("%v", err)
-	}
-	if !quiet {
-		fmt.Fprintf(out, "plan: %s kernel, %d split(s) of %d tokens, workspace %d bytes\n", plan.Variant, plan.NumSplits, plan.SplitTokens, workspace)
-	}
-	if workspace > 0 {
-		ws, err := alloc("the split workspace", workspace)
-		if err != nil {
-			return run, err
-		}
-		if err := ws.Memset(0xFF); err != nil { // a partial the combine reads unwritten is NaN
-			return run, failure("poisoning the workspace: %v", err)
-		}
-		plan.Workspace, plan.WorkspaceBytes = ws.Ptr, ws.Bytes
-	}
-	if err := dev.Attention(plan); err != nil {
-		return run, failure("%v", err)
-	}
-	if err := dev.Synchronize(); err != nil {
-		return run, failure("%v", err)
-	}
-	raw := make([]byte, qElems*elem)
-	if err := o.CopyToHost(raw); err != nil {
-		return run, failure("copying the output back: %v", err)
-	}
-	got, err := ref.Decode(req.dtype, raw)
-	if err != nil {
-		return run, failure("%v", err)
-	}
-	run.got, run.plan, run.workspace = got, plan, workspace
-	return run, nil
-}
-
-func toInt32s(xs []int) []int32 {
-	out := make([]int32, len(xs))
-	for i, x := range xs {
-		out[i] = int32(x)
-	}
-	return out
-}
-
 func printAttentionReport(out io.Writer, r attentionReport) {
 	w := r.Worst
-	fmt.Fprintf(out, "relative L2 error %.3g (tolerance %.3g); worst element %d (seq %d, head %d, dim %d): got %.7g, want %.7g, |error| %.3g (bound %.3g)\n",
-		float64(r.RelError), r.Tolerance, w.Index, w.Seq, w.Head, w.Dim, float64(w.Got), w.Want, float64(w.AbsErr), w.Bound)
+	fmt.Fprintf(out, "%s; worst element %d (seq %d, head %d, dim %d): got %.7g, want %.7g, |error| %.3g (bound %.3g)\n",
+		relErrorText(r.RelError, r.Tolerance, r.NonFinite), w.Index, w.Seq, w.Head, w.Dim, float64(w.Got), w.Want, float64(w.AbsErr), w.Bound)
 	if r.Passed {
 		fmt.Fprintln(out, "PASS")
 		return

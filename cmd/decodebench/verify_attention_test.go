@@ -230,6 +230,15 @@ func TestVerifyAttentionCatchesUnwrittenOutput(t *testing.T) {
 	if rep.Passed || rep.NonFinite != 2*64 || !strings.Contains(rep.Reason, "NaN") || rep.Worst.Index != 0 {
 		t.Errorf("report: %s", out)
 	}
+	// Every output is NaN: no relative error is defined, and the report says so.
+	if rep.RelError != nil || !strings.Contains(out, `"rel_error": null`) {
+		t.Errorf("rel_error of an all-NaN output: %s", out)
+	}
+	text, _, _ := runCLI(t, "verify", "attention", "--backend", "emu", "--batch", "1", "--q-heads", "2",
+		"--kv-heads", "1", "--head-dim", "64", "--context", "9")
+	if !strings.Contains(text, "relative L2 error undefined: 128 output(s) NaN or infinite") {
+		t.Errorf("text report of an all-NaN output:\n%s", text)
+	}
 }
 
 func TestParseContextList(t *testing.T) {

@@ -1,27 +1,25 @@
 package main
 
 import (
+	"errors"
 	"fmt"
 	"math"
 	"strings"
 
 	"github.com/urfave/cli/v2"
 
-	"github.com/decodebench/decodebench/bench/ref"
+	"github.com/decodebench/decodebench/bench/measure"
 	"github.com/decodebench/decodebench/cgo"
 )
 
 // `decodebench verify probe NAME`: each bandwidth and compute probe run once at a small size,
 // every value it wrote checked exactly against bench/ref.
 
-// Compute-probe launches: small and explicit, so the result buffer is known and the reference
-// quick. One mma iteration keeps every accumulator exact (see ref.MMAProbeResult).
+// Compute-probe launches: small and explicit, so the reference is quick (measure.Verify runs
+// them at the few iterations whose result is exact).
 const (
 	probeComputeBlocks  = 2
 	probeComputeThreads = 64
-	probeFMAIterations  = 2
-	probeMMAIterations  = 1
-	probeTriadScalar    = 3 // not a power of two: the one rounding of fmaf shows
 )
 
 func verifyProbeCommand() *cli.Command {
@@ -150,160 +148,26 @@ func verifyProbes(c *cli.Context, backend backendChoice, kinds []cgo.ProbeKind, 
 	return nil
 }
 
-// runProbe allocates and fills the probe's buffers, poisons what it writes, runs it once and
-// checks every value it wrote.
+// runProbe is measure.Verify of one probe at the requested size (compute probes on a small
+// explicit launch, so the reference is quick); it only turns the Check into the report.
 func runProbe(dev *cgo.Device, kind cgo.ProbeKind, req probeRequest) (probeReport, error) {
-	var bufs []*cgo.Buffer
-	defer func() {
-		for _, b := range bufs {
-			b.Close()
-		}
-	}()
-	// alloc allocates, poisons with 0xFF (NaN as a float) and, when fill is set, fills.
-	alloc := func(bytes uint64, fill func(*cgo.Buffer) error) (*cgo.Buffer, error) {
-		b, err := dev.Alloc(bytes)
-		if err != nil {
-			return nil, err
-		}
-		bufs = append(bufs, b)
-		if err := b.Memset(0xFF); err != nil {
-			return nil, err
-		}
-		if fill != nil {
-			err = fill(b)
-		}
-		return b, err
+	spec := measure.ProbeSpec{Kind: kind, Blocks: probeComputeBlocks, Threads: probeComputeThreads}
+	if kind.Memory() {
+		spec = measure.ProbeSpec{Kind: kind, Bytes: 4 * req.words, Blocks: req.blocks, Threads: req.threads}
 	}
-	words := req.words
-	seedB, seedC := ref.Hash64(req.seed, 1), ref.Hash64(req.seed, 2)
-	hashWords := func(b *cgo.Buffer) error { return b.FillHash(cgo.DTypeU32, words, req.seed, 1) }
-	p := cgo.ProbeParams{Kind: kind, Words: words, Seed: req.seed, Scalar: probeTriadScalar,
-		Blocks: req.blocks, Threads: req.threads}
-	var a, b, c, result *cgo.Buffer
-	var err error
-	switch kind {
-	case cgo.ProbeRead:
-		if a, err = alloc(4*words, hashWords); err == nil {
-			result, err = alloc(4, nil)
-		}
-	case cgo.ProbeWrite:
-		a, err = alloc(4*words, nil)
-	case cgo.ProbeCopy:
-		if a, err = alloc(4*words, hashWords); err == nil {
-			b, err = alloc(4*words, nil)
-		}
-	case cgo.ProbeTriad:
-		a, err = alloc(4*words, nil)
-		if err == nil {
-			b, err = alloc(4*words, func(b *cgo.Buffer) error { return b.FillHash(cgo.DTypeF32, words, seedB, 1) })
-		}
-		if err == nil {
-			c, err = alloc(4*words, func(c *cgo.Buffer) error { return c.FillHash(cgo.DTypeF32, words, seedC, 1) })
-		}
-	default: // compute probes: one float per launched thread, which the plan says
-		p.Blocks, p.Threads, p.Iterations = probeComputeBlocks, probeComputeThreads, probeFMAIterations
-		if kind == cgo.ProbeMMABF16 {
-			p.Iterations = probeMMAIterations
-		}
-		var plan cgo.ProbeResult
-		if result, err = alloc(4, nil); err == nil { // the plan checks that a result is given
-			p.Result = result.Ptr
-			plan, err = dev.ProbePlan(p)
-		}
-		if err == nil {
-			result, err = alloc(4*uint64(plan.BlocksUsed)*uint64(plan.ThreadsUsed), nil)
-		}
+	c := measure.Verify(dev, spec.Spec(), verifyOptions(req.seed))
+	if c.Status != measure.StatusOK {
+		return probeReport{}, errors.New(c.Reason)
 	}
-	if err != nil {
-		return probeReport{}, err
-	}
-	p.A, p.B, p.C, p.Result = ptrOf(a), ptrOf(b), ptrOf(c), ptrOf(result)
-	res, err := dev.Probe(p)
-	if err == nil {
-		err = dev.Synchronize()
-	}
-	if err != nil {
-		return probeReport{}, err
-	}
-
-	rep := probeReport{Name: kind.String(), Blocks: res.BlocksUsed, Threads: res.ThreadsUsed,
-		BytesMoved: res.BytesMoved, FLOPs: res.FLOPs}
-	switch kind {
-	case cgo.ProbeRead:
-		got := make([]uint32, 1)
-		err = cgo.Read(result, got)
-		want := ref.ReadSum(req.seed, words)
-		rep.Detail = fmt.Sprintf("sum of %d words %#08x, want %#08x", words, got[0], want)
-		rep.check(got, []uint32{want})
-	case cgo.ProbeWrite, cgo.ProbeCopy:
-		dst := a
-		if kind == cgo.ProbeCopy {
-			dst = b
-		}
-		got := make([]uint32, words)
-		err = cgo.Read(dst, got)
-		want := ref.FillWords(req.seed, int(words)) // COPY moves the hashed words
-		if kind == cgo.ProbeWrite {
-			want = ref.WriteWords(req.seed, int(words))
-		}
-		rep.Detail = fmt.Sprintf("%d words of seed %d", words, req.seed)
-		rep.check(got, want)
-	case cgo.ProbeTriad:
-		got := make([]float32, words)
-		err = cgo.Read(a, got)
-		want := ref.Triad(ref.Fill(ref.F32, seedB, 1, int(words)), ref.Fill(ref.F32, seedC, 1, int(words)), probeTriadScalar)
-		rep.Detail = fmt.Sprintf("%d words of b + %v·c, one rounding", words, float32(probeTriadScalar))
-		rep.checkFloats(got, want)
+	rep := probeReport{Name: kind.String(), Passed: c.Passed, Checked: c.Checked, Mismatches: c.OutOfBound,
+		Blocks: c.Plan.Blocks, Threads: c.Plan.Threads, BytesMoved: c.Bytes, FLOPs: c.FLOPs}
+	switch {
+	case !c.Passed:
+		rep.First, rep.Detail = c.Reason, c.Reason
+	case kind.Memory():
+		rep.Detail = fmt.Sprintf("%d words of seed %d, every one checked exactly", req.words, req.seed)
 	default:
-		threads := res.BlocksUsed * res.ThreadsUsed
-		got := make([]float32, threads)
-		err = cgo.Read(result, got)
-		want := make([]float32, threads)
-		for tid := range want {
-			if kind == cgo.ProbeFMAF32 {
-				want[tid] = ref.FMAProbeResult(tid%res.ThreadsUsed, p.Iterations)
-			} else {
-				want[tid], _ = ref.MMAProbeResult(tid%res.ThreadsUsed, p.Iterations) // exact at 1 iteration
-			}
-		}
-		rep.Detail = fmt.Sprintf("%d threads' chains of %d iterations, %.4g FLOPs", threads, p.Iterations, res.FLOPs)
-		rep.checkFloats(got, want)
+		rep.Detail = c.Reason
 	}
-	return rep, err
-}
-
-// ptrOf is a buffer's device address, 0 for none.
-func ptrOf(b *cgo.Buffer) uint64 {
-	if b == nil {
-		return 0
-	}
-	return b.Ptr
-}
-
-// check compares words exactly.
-func (r *probeReport) check(got, want []uint32) {
-	r.Checked = len(want)
-	for i := range want {
-		if got[i] != want[i] {
-			if r.Mismatches == 0 {
-				r.First = fmt.Sprintf("[%d] = %#08x, want %#08x", i, got[i], want[i])
-			}
-			r.Mismatches++
-		}
-	}
-	r.Passed = r.Mismatches == 0
-}
-
-// checkFloats compares floats bit for bit (so a NaN never passes).
-func (r *probeReport) checkFloats(got, want []float32) {
-	r.Checked = len(want)
-	for i := range want {
-		if math.Float32bits(got[i]) != math.Float32bits(want[i]) {
-			if r.Mismatches == 0 {
-				r.First = fmt.Sprintf("[%d] = %.9g, want %.9g", i, got[i], want[i])
-			}
-			r.Mismatches++
-		}
-	}
-	r.Passed = r.Mismatches == 0
+	return rep, nil
 }

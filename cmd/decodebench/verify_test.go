@@ -64,7 +64,7 @@ func TestVerifyLinearShapes(t *testing.T) {
 			if rep.SplitK > 1 && rep.WorkspaceBytes == 0 {
 				t.Errorf("split-k %d without a workspace", rep.SplitK)
 			}
-			if float64(rep.RelError) > rep.Tolerance || rep.Tolerance != ref.LinearTolerance(map[string]ref.DType{"bf16": ref.BF16, "fp16": ref.FP16}[c.dtype]) {
+			if rep.RelError == nil || float64(*rep.RelError) > rep.Tolerance || rep.Tolerance != ref.LinearTolerance(map[string]ref.DType{"bf16": ref.BF16, "fp16": ref.FP16}[c.dtype]) {
 				t.Errorf("rel error %v, tolerance %v", rep.RelError, rep.Tolerance)
 			}
 		})
@@ -130,7 +130,7 @@ func TestVerifyUsageErrors(t *testing.T) {
 		{"k not a multiple of 8", append(linear, "--batch", "1", "--n", "8", "--k", "1001"), "--k 1001"},
 		{"k zero", append(linear, "--batch", "1", "--n", "8", "--k", "0"), "--k 0"},
 		{"batch 0", append(linear, "--batch", "0", "--n", "8", "--k", "8"), "--batch 0"},
-		{"batch 257", append(linear, "--batch", "257", "--n", "8", "--k", "8"), "--batch 257"},
+		{"batch past the limit", append(linear, "--batch", "1025", "--n", "8", "--k", "8"), "--batch 1025"},
 		{"dtype fp32", append(linear, "--batch", "1", "--n", "8", "--k", "8", "--dtype", "fp32"), `"fp32"`},
 		{"n 0", append(linear, "--batch", "1", "--n", "0", "--k", "8"), "--n 0"},
 		{"unknown variant", append(linear, "--batch", "1", "--n", "8", "--k", "8", "--variant", "wmma"), `"wmma"`},
@@ -188,7 +188,7 @@ func TestVerifyLinearCatchesWrongKernels(t *testing.T) {
 			}
 		}},
 		{"an offset on every element", "FAKE_LINEAR_BIAS=0.05f", func(t *testing.T, rep linearReport) {
-			if float64(rep.RelError) <= rep.Tolerance || rep.NonFinite != 0 {
+			if rep.RelError == nil || float64(*rep.RelError) <= rep.Tolerance || rep.NonFinite != 0 {
 				t.Errorf("rel error %v, tolerance %v", rep.RelError, rep.Tolerance)
 			}
 		}},
@@ -215,6 +215,22 @@ func TestVerifyLinearCatchesWrongKernels(t *testing.T) {
 		out, code, _ := runCLI(t, "verify", "linear", "--backend", "emu", "--batch", "1", "--n", "8", "--k", "8")
 		if code != exitFailure || !strings.Contains(out, "FAIL") || !strings.Contains(out, "element 0 (row 0, col 0): got NaN") {
 			t.Errorf("exit %d:\n%s", code, out)
+		}
+	})
+	// A NaN the kernel writes (FAKEKERNELS_FAULT=nan): rel_error null with the count, in JSON
+	// and in words.
+	t.Run("nan", func(t *testing.T) {
+		hermetic(t, cgotest.FakeLibrary(t, "libdecodebench_emu.so"))
+		t.Setenv("FAKEKERNELS_FAULT", "nan")
+		out, code, _ := runCLI(t, "verify", "linear", "--backend", "emu", "--batch", "2", "--n", "8", "--k", "8", "--json")
+		var rep linearReport
+		if err := json.Unmarshal([]byte(out), &rep); err != nil || code != exitFailure || rep.RelError != nil || rep.NonFinite != 1 ||
+			!strings.Contains(out, `"rel_error": null`) {
+			t.Errorf("exit %d (%v):\n%s", code, err, out)
+		}
+		text, _, _ := runCLI(t, "verify", "linear", "--backend", "emu", "--batch", "2", "--n", "8", "--k", "8")
+		if !strings.Contains(text, "relative L2 error undefined: 1 output(s) NaN or infinite") {
+			t.Errorf("text:\n%s", text)
 		}
 	})
 }

@@ -4,6 +4,7 @@ import (
 	"cmp"
 	"errors"
 	"fmt"
+	"github.com/decodebench/decodebench/bench/measure"
 	"math"
 	"path/filepath"
 	"slices"
@@ -68,7 +69,7 @@ func byModel(info sweep.RunInfo, records []sweep.Record) []modelResults {
 func (m modelResults) ok() []sweep.Record {
 	var out []sweep.Record
 	for _, r := range m.records {
-		if r.Status == sweep.StatusOK {
+		if r.Status == measure.StatusOK {
 			out = append(out, r)
 		}
 	}
@@ -151,13 +152,13 @@ func chartSet(dir string, info sweep.RunInfo, m modelResults, prefix string) ([]
 			x := float64(b)
 			srv.X, srv.Y = append(srv.X, x), append(srv.Y, valueIfOK(r, r.PerServerTokensPerSec))
 			req.X, req.Y = append(req.X, x), append(req.Y, valueIfOK(r, r.PerRequestTokensPerSec))
-			if r.Status == sweep.StatusOK && r.Throttled {
+			if r.Status == measure.StatusOK && r.Throttled {
 				// One-point series drawn last, over the curve: a marker of their own colour.
 				throttledServer = append(throttledServer, plots.Series{Label: throttled, Group: throttled, X: []float64{x}, Y: []float64{r.PerServerTokensPerSec}})
 				throttledRequest = append(throttledRequest, plots.Series{Label: throttled, Group: throttled, X: []float64{x}, Y: []float64{r.PerRequestTokensPerSec}})
 			}
 			// The bound where the step fits: a skipped configuration has none to show.
-			if hasBound && m.shape.Hidden > 0 && r.Status != sweep.StatusSkipped {
+			if hasBound && m.shape.Hidden > 0 && r.Status != measure.StatusSkipped {
 				bd := roofline.StepBound(m.shape, bound, b, ctx)
 				bs.X, bs.Y = append(bs.X, x), append(bs.Y, bd.PerServerTokensPerSec)
 				br.X, br.Y = append(br.X, x), append(br.Y, bd.PerRequestTokensPerSec)
@@ -184,7 +185,7 @@ func chartSet(dir string, info sweep.RunInfo, m modelResults, prefix string) ([]
 	for _, ctx := range m.contexts {
 		s := plots.Series{Label: "context " + contextLabel(ctx)}
 		for _, b := range m.batches {
-			if r, has := m.at(b, ctx); has && r.Status == sweep.StatusOK {
+			if r, has := m.at(b, ctx); has && r.Status == measure.StatusOK {
 				s.X, s.Y = append(s.X, r.PerRequestTokensPerSec), append(s.Y, r.PerServerTokensPerSec)
 				s.PointLabels = append(s.PointLabels, "B="+strconv.Itoa(b))
 			}
@@ -251,7 +252,7 @@ func chartSet(dir string, info sweep.RunInfo, m modelResults, prefix string) ([]
 			grid[i] = make([]float64, len(m.batches))
 			for j, b := range m.batches {
 				grid[i][j] = math.NaN()
-				if r, has := m.at(b, ctx); has && r.Status == sweep.StatusOK {
+				if r, has := m.at(b, ctx); has && r.Status == measure.StatusOK {
 					grid[i][j] = em.value(r)
 				}
 			}
@@ -294,7 +295,7 @@ func kernelGroups(m modelResults) []plots.RooflineGroup {
 	seen := map[string]bool{}
 	for _, r := range m.records {
 		for _, k := range r.Kernels {
-			if seen[k.Name+"|"+k.Key] || k.Status == sweep.StatusNotMeasured || k.Status == sweep.StatusSkipped {
+			if seen[k.Name+"|"+k.Key] || k.Status == measure.StatusNotMeasured || k.Status == measure.StatusSkipped {
 				continue
 			}
 			seen[k.Name+"|"+k.Key] = true
@@ -305,7 +306,7 @@ func kernelGroups(m modelResults) []plots.RooflineGroup {
 				groups = append(groups, plots.RooflineGroup{Label: k.Name})
 			}
 			p := plots.RooflinePoint{Label: fmt.Sprintf("%s B=%d S=%d", k.Name, r.Batch, r.Context)}
-			if k.Status == sweep.StatusOK && k.Bytes > 0 {
+			if k.Status == measure.StatusOK && k.Bytes > 0 {
 				p.Intensity = k.FLOPs / k.Bytes
 				p.FLOPsPerSec = k.AchievedTFLOPs * 1e12
 			} else {
@@ -319,7 +320,7 @@ func kernelGroups(m modelResults) []plots.RooflineGroup {
 
 // valueIfOK is v for an ok record and NaN (a gap in the curve) otherwise.
 func valueIfOK(r sweep.Record, v float64) float64 {
-	if r.Status != sweep.StatusOK {
+	if r.Status != measure.StatusOK {
 		return math.NaN()
 	}
 	return v
@@ -341,7 +342,7 @@ func subtitle(info sweep.RunInfo, m modelResults) string {
 	}
 	throttled := 0
 	for _, r := range m.records {
-		if r.Status == sweep.StatusOK && r.Throttled {
+		if r.Status == measure.StatusOK && r.Throttled {
 			throttled++
 		}
 	}

@@ -6,6 +6,7 @@ import (
 	"encoding/csv"
 	"errors"
 	"fmt"
+	"github.com/decodebench/decodebench/bench/measure"
 	"math"
 	"os"
 	"path/filepath"
@@ -126,7 +127,7 @@ func Compare(dirA, dirB string) (Comparison, error) {
 func okRecords(records []sweep.Record) []sweep.Record {
 	var out []sweep.Record
 	for _, r := range records {
-		if r.Status == sweep.StatusOK {
+		if r.Status == measure.StatusOK {
 			out = append(out, r)
 		}
 	}

@@ -3,6 +3,7 @@ package report
 import (
 	"bytes"
 	"encoding/csv"
+	"github.com/decodebench/decodebench/bench/measure"
 	"strconv"
 	"strings"
 
@@ -43,7 +44,7 @@ func CSV(records []sweep.Record) []byte {
 	}
 	w.Write(header)
 	for _, r := range records {
-		ok := r.Status == sweep.StatusOK
+		ok := r.Status == measure.StatusOK
 		num := func(v float64) string {
 			if !ok {
 				return ""

@@ -5,6 +5,7 @@ package report
 
 import (
 	"fmt"
+	"github.com/decodebench/decodebench/bench/measure"
 	"github.com/decodebench/decodebench/bench/units"
 	"os"
 	"path/filepath"
@@ -146,9 +147,9 @@ func alerts(dir string, p sweep.Prior, models []modelResults) []plots.Alert {
 		for _, r := range m.records {
 			total++
 			switch {
-			case r.Status == sweep.StatusFailed:
+			case r.Status == measure.StatusFailed:
 				failed++
-			case r.Status == sweep.StatusSkipped:
+			case r.Status == measure.StatusSkipped:
 				skipped++
 			case r.Throttled:
 				throttled++
@@ -263,7 +264,7 @@ func resultsSection(info sweep.RunInfo, m modelResults, figs []plots.Figure, nam
 	for _, r := range m.records {
 		row := []string{fmt.Sprint(r.Batch), contextLabel(r.Context), r.Status}
 		class := ""
-		if r.Status == sweep.StatusOK {
+		if r.Status == measure.StatusOK {
 			mark := ""
 			if r.Throttled {
 				mark, class = "*", plots.RowThrottled
@@ -272,7 +273,7 @@ func resultsSection(info sweep.RunInfo, m modelResults, figs []plots.Figure, nam
 				fmtNum(r.AchievedGBps), fmtNum(r.AchievedTFLOPs), pct(r.RooflineFractionMeasured), pct(r.RooflineFractionDatasheet), r.BoundLimit, yesNo(r.Throttled))
 		} else {
 			class = plots.RowSkipped
-			if r.Status == sweep.StatusFailed {
+			if r.Status == measure.StatusFailed {
 				class = plots.RowFailed
 			}
 			row = append(row, "–", "–", "–", "–", "–", "–", "–", "–", "–")
@@ -286,7 +287,7 @@ func resultsSection(info sweep.RunInfo, m modelResults, figs []plots.Figure, nam
 		Paragraphs: []string{"Each ok configuration's kernels: calls per step, median time per call, time per step (calls × median) and share of the step; GB/s and TFLOP/s from each kernel's minimum bytes and FLOPs over its median."}}
 	kt := plots.Table{Header: []string{"batch", "context", "kernel", "calls", "median µs", "spread %", "step ms", "share %", "GB/s", "TFLOP/s", "throttled"}}
 	for _, r := range m.records {
-		if r.Status != sweep.StatusOK {
+		if r.Status != measure.StatusOK {
 			continue
 		}
 		for _, k := range r.Kernels {
@@ -315,11 +316,11 @@ func problemsSection(models []modelResults) (plots.Section, bool) {
 	t := plots.Table{Header: []string{"model", "batch", "context", "status", "reason"}}
 	for _, m := range models {
 		for _, r := range m.records {
-			if r.Status == sweep.StatusOK {
+			if r.Status == measure.StatusOK {
 				continue
 			}
 			class := plots.RowSkipped
-			if r.Status == sweep.StatusFailed {
+			if r.Status == measure.StatusFailed {
 				class = plots.RowFailed
 			}
 			t.Rows = append(t.Rows, []string{r.Model, fmt.Sprint(r.Batch), contextLabel(r.Context), r.Status, r.Reason})

@@ -5,6 +5,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/decodebench/decodebench/bench/measure"
 	"github.com/decodebench/decodebench/bench/model"
 	"github.com/decodebench/decodebench/bench/roofline"
 	"github.com/decodebench/decodebench/bench/sweep"
@@ -39,7 +40,7 @@ func llama8b(t *testing.T) model.Shape {
 // write makes the run directory dir.
 func (s synthRun) write(t *testing.T, dir string) {
 	t.Helper()
-	d, err := sweep.Create(dir)
+	d, err := sweep.Create(dir, sweep.RunInfo{})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -81,13 +82,13 @@ func (s synthRun) write(t *testing.T, dir string) {
 			for _, k := range s.model.Kernels(b, ctx) {
 				spec := sweep.SpecOf(k, s.model)
 				median := math.Max(k.Bytes/s.bandwidth, k.FLOPs/s.flops)/s.efficiency + 3e-6
-				m := sweep.Measurement{Key: spec.Key(), Spec: spec, Status: sweep.StatusOK, Bytes: k.Bytes, FLOPs: k.FLOPs,
-					Timing:   timing.Summarize([]float64{median, median * 1.002, median * 0.998}),
-					Emulated: s.emulated, AchievedGBps: k.Bytes / median / 1e9, AchievedTFLOPs: k.FLOPs / median / 1e12,
-					Verification: sweep.Verification{Passed: true}}
-				m.Timing.Converged = true
+				m := sweep.Measurement{Key: spec.Key(), Outcome: measure.Outcome{Spec: spec, Status: measure.StatusOK, Bytes: k.Bytes, FLOPs: k.FLOPs,
+					Stats:    timing.Summarize([]float64{median, median * 1.002, median * 0.998}),
+					Emulated: s.emulated, AchievedBytesPerSec: k.Bytes / median, AchievedFLOPsPerSec: k.FLOPs / median,
+					Verification: measure.Verification{Passed: true}}}
+				m.Stats.Converged = true
 				if (s.failAt == [2]int{b, ctx}) && k.Kind == model.KindAttention {
-					m.Status, m.Reason = sweep.StatusFailed, "verification failed: 12 NaN outputs"
+					m.Status, m.Reason = measure.StatusFailed, "verification failed: 12 NaN outputs"
 				}
 				if s.throttleAt == [2]int{b, ctx} {
 					m.Telemetry = telemetryThrottled()
