@@ -81,9 +81,9 @@ var SM90 = SMLimits{
 
 // SMLimits are one architecture's per-SM residency limits.
 type SMLimits struct {
-	Registers, RegisterGranularity                                        int
+	Registers, RegisterGranularity                                   int
 	SmemBytes, SmemPerBlockBytes, SmemReservedBytes, SmemGranularity int
-	Threads, Blocks, Warps                                                int
+	Threads, Blocks, Warps                                           int
 }
 
 // Occupancy is how many blocks of a launch fit on one SM, and what limits them.
@@ -111,13 +111,14 @@ func (s SMLimits) Occupancy(registers, blockThreads, smemBytes int) (Occupancy, 
 			best, limit = n, why
 		}
 	}
+	// The hardware's own limits first, so that a tie names them rather than the kernel.
+	try(s.Threads/(warps*32), "threads")
+	try(s.Warps/warps, "warps")
 	if registers > 0 {
 		perWarp := roundUp(registers*32, s.RegisterGranularity)
 		try(s.Registers/perWarp/warps, "registers")
 	}
 	try(s.SmemBytes/roundUp(smemBytes+s.SmemReservedBytes, s.SmemGranularity), "shared memory")
-	try(s.Threads/(warps*32), "threads")
-	try(s.Warps/warps, "warps")
 	return Occupancy{BlocksPerSM: best, WarpsPerSM: best * warps, Limit: limit}, nil
 }
 
