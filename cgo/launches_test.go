@@ -93,3 +93,19 @@ func TestLinearLaunchesOnTheEmulator(t *testing.T) {
 		}
 	}
 }
+
+// The cuBLAS peer runs on a GPU only: the emulator's plan says so in one line.
+func TestCUBLASUnsupportedOnTheEmulator(t *testing.T) {
+	if v, err := cgo.ParseLinearVariant("cublas"); err != nil || v != cgo.LinearCUBLAS || v.String() != "cublas" {
+		t.Fatalf("ParseLinearVariant(cublas) = %v, %v", v, err)
+	}
+	dev := cgotest.EmuDevice(t)
+	p := cgo.LinearParams{X: 1 << 20, W: 2 << 20, Y: 3 << 20, Batch: 1, N: 64, K: 64, DType: cgo.DTypeBF16, Variant: cgo.LinearCUBLAS}
+	_, _, err := dev.LinearPlan(p)
+	if !errors.Is(err, cgo.ErrUnsupportedShape) || !strings.Contains(err.Error(), "cublas") || strings.Contains(err.Error(), "\n") {
+		t.Errorf("LinearPlan(cublas) on the emulator = %v, want one line of unsupported shape naming cublas", err)
+	}
+	if err := dev.Linear(p); !errors.Is(err, cgo.ErrUnsupportedShape) {
+		t.Errorf("Linear(cublas) on the emulator = %v, want unsupported shape", err)
+	}
+}

@@ -2,6 +2,7 @@
 # top-level Makefile, which defines LIBDIR, NVCC and CXX.
 #
 #   make kernels   lib/libdecodebench_cuda.so   nvcc, sm_80/86/89/90 machine code + compute_90 PTX
+#                  (-ldl: cublas.cu opens libcublasLt at run time; it is never linked)
 #   make emu       lib/libdecodebench_emu.so    g++ -x c++ on the same .cu files + kernels/emu
 #   make emu-test  the emulator's and the kernels' own C++ tests, run under emulation
 #   make emu-hazard-test  those and the Go kernel tests under the emulator's hazard modes
@@ -43,7 +44,7 @@ $(LIBDIR)/libdecodebench_cuda.so: $(CUDA_OBJS) kernels/exports.map kernels/check
 	cat $(CUDA_OBJS:.o=.ptxas.log) > $(KERNELS_BUILD)/kernels-ptxas.log
 	sh kernels/check-spills.sh $(KERNELS_BUILD)/kernels-ptxas.log
 	$(NVCC) -shared -cudart static $(NVCC_HOST_FLAGS) -o $@ $(CUDA_OBJS) \
-	  -Xlinker --version-script=kernels/exports.map
+	  -Xlinker --version-script=kernels/exports.map -ldl
 
 # ---- emulation ----
 $(KERNELS_BUILD)/emu/%.o: kernels/%.cu $(KERNELS_DEPS)

@@ -54,7 +54,7 @@ func (s LinearSpec) check() (status, reason string) {
 		return StatusFailed, fmt.Sprintf("invalid shape batch %d, n %d, k %d: each must be >= 1", s.Batch, s.N, s.K)
 	case s.SplitK < 0:
 		return StatusFailed, fmt.Sprintf("invalid split-k %d: want 0 (auto) or >= 1", s.SplitK)
-	case s.Variant < cgo.LinearAuto || s.Variant > cgo.LinearMMA:
+	case !s.Variant.Valid():
 		return StatusFailed, fmt.Sprintf("invalid variant %v", s.Variant)
 	case s.Batch > 256:
 		return StatusSkipped, fmt.Sprintf("unsupported: batch %d (the linear kernels take 1..256)", s.Batch)
