@@ -60,7 +60,9 @@ constexpr int kLtDescTransB = 4;          // CUBLASLT_MATMUL_DESC_TRANSB
 constexpr int kLtPrefMaxWorkspace = 1;    // CUBLASLT_MATMUL_PREF_MAX_WORKSPACE_BYTES (uint64_t)
 constexpr int kLtPrefMinAlignmentA = 5;   // CUBLASLT_MATMUL_PREF_MIN_ALIGNMENT_A_BYTES; B, C, D follow
 
-#if __has_include(<cublasLt.h>)
+// DB_CUBLAS_NO_HEADER builds as a toolkit without cublasLt.h would (a check that this file needs
+// none).
+#if !defined(DB_CUBLAS_NO_HEADER) && __has_include(<cublasLt.h>)
 }  // namespace
 #include <cublasLt.h>
 namespace {
@@ -231,7 +233,7 @@ int lt_plan_locked(const LtApi &api, const db_context *ctx, const db_linear_para
 int lt_plan(const db_context *ctx, const db_linear_params *p, const LtPlan **out) {
   const LtApi &api = lt_api();
   if (!api.library) return db_fail(DB_ERR_UNSUPPORTED_SHAPE, "linear: variant cublas: %s", api.error);
-  if (p->split_k > 1)
+  if (p->split_k < 0 || p->split_k > 1)
     return db_fail(DB_ERR_INVALID_ARGUMENT, "linear: split_k=%d applies to the GEMV variant only", p->split_k);
   std::lock_guard<std::mutex> lock(g_lt_mutex);
   return lt_plan_locked(api, ctx, p, out);
