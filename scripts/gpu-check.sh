@@ -174,6 +174,18 @@ else
 	rm -rf "$GPU_BUILD"
 fi
 export DECODEBENCH_KERNELS="$KERNELS_DIR"
+# The cublas variant dlopens libcublasLt: where the loader does not know one, offer the
+# toolkit's and PyTorch's.
+if [ "$DRY" != 1 ] && ! ldconfig -p 2>/dev/null | grep -q libcublasLt; then
+	for d in "$(dirname "$(command -v "$NVCC" 2>/dev/null || echo /usr/local/cuda/bin/nvcc)")/../lib64" \
+		"$("$PY" -c 'import os, nvidia.cublas as c; print(os.path.join(list(c.__path__)[0], "lib"))' 2>/dev/null)"; do
+		if [ -n "$d" ] && ls "$d"/libcublasLt.so* >/dev/null 2>&1; then
+			export LD_LIBRARY_PATH="${LD_LIBRARY_PATH:+$LD_LIBRARY_PATH:}$d"
+			log "libcublasLt for the cublas variant: $d"
+			break
+		fi
+	done
+fi
 log "kernels library: $LIB_SOURCE ($KERNELS_DIR)"
 
 # ---- 3. verify on the card --------------------------------------------------------------------
@@ -293,11 +305,11 @@ cublas_peer() { # TAG MODEL_ARGS...
 	local tag=$1
 	shift
 	if "$BIN" bench linear --help 2>&1 | grep -q -- '--peer'; then
-		step "bench linear --peer cublas $tag" 150 "${B[@]}" linear --backend "$BACKEND" "$@" --batch "$PEER_BATCHES" \
+		step "bench linear --peer cublas $tag" 90 "${B[@]}" linear --backend "$BACKEND" "$@" --batch "$PEER_BATCHES" \
 			--peer cublas "${CEIL[@]}" "${TIMING[@]}" --out "$RES/cublas-peer-$tag.jsonl"
 	else
 		log "=== bench linear --peer cublas $tag: this decodebench has no --peer flag yet; timing --variant cublas on its own instead"
-		step "bench linear --variant cublas $tag" 150 "${B[@]}" linear --backend "$BACKEND" "$@" --batch "$PEER_BATCHES" \
+		step "bench linear --variant cublas $tag" 90 "${B[@]}" linear --backend "$BACKEND" "$@" --batch "$PEER_BATCHES" \
 			--variant cublas "${CEIL[@]}" "${TIMING[@]}" --out "$RES/cublas-peer-$tag.jsonl"
 	fi
 }
