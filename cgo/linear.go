@@ -15,25 +15,46 @@ const (
 	LinearAuto LinearVariant = C.DB_LINEAR_AUTO // chosen from the shape and the device
 	LinearGEMV LinearVariant = C.DB_LINEAR_GEMV // CUDA-core GEMV, small batches, optional split-K
 	LinearMMA  LinearVariant = C.DB_LINEAR_MMA  // tensor-core skinny GEMM, mma.sync m16n8k16
+	// LinearCUBLAS is cuBLASLt, opened at run time by the CUDA library: the peer our kernels are
+	// timed against. Its plan fails with ErrUnsupportedShape on the emulator or without libcublasLt.
+	LinearCUBLAS LinearVariant = C.DB_LINEAR_CUBLAS
 )
 
-var linearVariantNames = []string{"auto", "gemv", "mma"}
+// linearVariants in the order help texts list them.
+var linearVariants = []struct {
+	v    LinearVariant
+	name string
+}{{LinearAuto, "auto"}, {LinearGEMV, "gemv"}, {LinearMMA, "mma"}, {LinearCUBLAS, "cublas"}}
+
+// Valid reports whether v is one of the DB_LINEAR_* variants.
+func (v LinearVariant) Valid() bool {
+	for _, lv := range linearVariants {
+		if lv.v == v {
+			return true
+		}
+	}
+	return false
+}
 
 func (v LinearVariant) String() string {
-	if v >= 0 && int(v) < len(linearVariantNames) {
-		return linearVariantNames[v]
+	for _, lv := range linearVariants {
+		if lv.v == v {
+			return lv.name
+		}
 	}
 	return fmt.Sprintf("variant(%d)", int32(v))
 }
 
-// ParseLinearVariant accepts auto, gemv or mma.
+// ParseLinearVariant accepts auto, gemv, mma or cublas.
 func ParseLinearVariant(s string) (LinearVariant, error) {
-	for i, name := range linearVariantNames {
-		if s == name {
-			return LinearVariant(i), nil
+	names := make([]string, len(linearVariants))
+	for i, lv := range linearVariants {
+		if s == lv.name {
+			return lv.v, nil
 		}
+		names[i] = lv.name
 	}
-	return 0, fmt.Errorf("unknown linear variant %q (want %s)", s, strings.Join(linearVariantNames, ", "))
+	return 0, fmt.Errorf("unknown linear variant %q (want %s)", s, strings.Join(names, ", "))
 }
 
 // LinearParams mirrors db_linear_params: Y[Batch x N] = X[Batch x K] · Wᵀ, W row-major

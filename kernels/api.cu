@@ -410,3 +410,23 @@ extern "C" int db_timer_elapsed_ms(db_timer *t, float *ms) {
     return DB_OK;
   });
 }
+
+/* ---- launch baseline -------------------------------------------------------------------------- */
+
+namespace {
+// Does nothing: what is left of its time is the launch itself.
+__global__ void empty_kernel() {}
+constexpr int32_t kMaxEmptyLaunches = 1000000;
+}  // namespace
+
+extern "C" int db_empty_kernel(db_context *ctx, int32_t launches) {
+  return db_guard("db_empty_kernel", [&]() -> int {
+    DB_CHECK(db_enter(ctx));
+    if (launches < 1 || launches > kMaxEmptyLaunches)
+      return db_fail(DB_ERR_INVALID_ARGUMENT, "db_empty_kernel: launches=%d is not in 1..%d",
+                     launches, kMaxEmptyLaunches);
+    for (int32_t i = 0; i < launches; ++i)
+      DB_CHECK(db_launch("empty_kernel", empty_kernel, dim3(1), dim3(32), 0, ctx->stream));
+    return DB_OK;
+  });
+}

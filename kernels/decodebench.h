@@ -128,7 +128,10 @@ int db_timer_elapsed_ms(db_timer *t, float *ms);
 enum {
   DB_LINEAR_AUTO = 0, /* chosen from the shape and the device */
   DB_LINEAR_GEMV = 1, /* CUDA-core GEMV, small batches, optional split-K */
-  DB_LINEAR_MMA = 2   /* tensor-core skinny GEMM, mma.sync m16n8k16 */
+  DB_LINEAR_MMA = 2,  /* tensor-core skinny GEMM, mma.sync m16n8k16 */
+  DB_LINEAR_CUBLAS = 4 /* cuBLASLt, opened at run time (kernels/cublas.cu): the peer our kernels
+                          are measured against; unsupported on the emulator and where
+                          libcublasLt cannot be opened */
 };
 
 typedef struct {
@@ -254,6 +257,27 @@ typedef struct {
 
 /* Writes each sequence's new K and V at its position, in either layout. */
 int db_kv_append(db_context *ctx, const db_kv_append_params *p);
+
+/* ---- launch geometry (for the static performance gate, cmd/kernels-check) ----------------- */
+
+typedef struct {
+  char kernel[128];          /* the kernel's name as cuobjdump shows it, demangled (no args) */
+  int32_t grid_x, grid_y, grid_z;
+  int32_t block_threads;
+  int32_t smem_bytes;        /* dynamic + static shared memory per block */
+} db_launch_info;
+/* Plans p (as db_*_plan does) and lists the kernel launches one call makes, in order. */
+int db_linear_launches(db_context *ctx, const db_linear_params *p, db_launch_info *out,
+                       int32_t max, int32_t *count);
+int db_attention_launches(db_context *ctx, const db_attention_params *p, db_launch_info *out,
+                          int32_t max, int32_t *count);
+
+/* ---- launch baseline ---------------------------------------------------------------------- */
+
+/* Launches an empty kernel (1 block of 32 threads) `launches` times (1..1000000) on the
+ * context's stream and returns without waiting: bracketed by a timer, (stop - start) /
+ * launches is what one launch costs back to back on this card. */
+int db_empty_kernel(db_context *ctx, int32_t launches);
 
 #ifdef __cplusplus
 }

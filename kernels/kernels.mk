@@ -2,6 +2,7 @@
 # top-level Makefile, which defines LIBDIR, NVCC and CXX.
 #
 #   make kernels   lib/libdecodebench_cuda.so   nvcc, sm_80/86/89/90 machine code + compute_90 PTX
+#                  (-ldl: cublas.cu opens libcublasLt at run time; it is never linked)
 #   make emu       lib/libdecodebench_emu.so    g++ -x c++ on the same .cu files + kernels/emu
 #   make emu-test  the emulator's and the kernels' own C++ tests, run under emulation
 #   make emu-hazard-test  those and the Go kernel tests under the emulator's hazard modes
@@ -43,7 +44,7 @@ $(LIBDIR)/libdecodebench_cuda.so: $(CUDA_OBJS) kernels/exports.map kernels/check
 	cat $(CUDA_OBJS:.o=.ptxas.log) > $(KERNELS_BUILD)/kernels-ptxas.log
 	sh kernels/check-spills.sh $(KERNELS_BUILD)/kernels-ptxas.log
 	$(NVCC) -shared -cudart static $(NVCC_HOST_FLAGS) -o $@ $(CUDA_OBJS) \
-	  -Xlinker --version-script=kernels/exports.map
+	  -Xlinker --version-script=kernels/exports.map -ldl
 
 # ---- emulation ----
 $(KERNELS_BUILD)/emu/%.o: kernels/%.cu $(KERNELS_DEPS)
@@ -110,3 +111,45 @@ cuda-test: $(KERNELS_BUILD)/cuda/linear_test
 $(KERNELS_BUILD)/cuda/linear_test: kernels/emu/linear_test.cpp $(LIBDIR)/libdecodebench_cuda.so
 	@mkdir -p $(@D)
 	$(CXX) $(EMU_CXXFLAGS) -o $@ $< -L$(LIBDIR) -ldecodebench_cuda -Wl,-rpath,'$$ORIGIN/../../$(LIBDIR)'
+
+# ---- the static performance gate (cmd/kernels-check; see kernels/README.md, "Static gate") ----
+# make kernels-check: the sm_90 SASS of the objects `make kernels` built, against the minimums of
+# kernels/perf-manifest.json; prints the table, writes build/kernels-check.json, fails below a
+# minimum. The waves section plans through the emulator library as a 132-SM card (DB_EMU_SM_COUNT).
+# make kernels-check-selftest: plants a regression (`#pragma unroll 1` on the GEMV's load loop) in
+# a copy of linear.cu, compiles that file alone for sm_90, and passes only if the gate then fails
+# on the GEMV (and names it).
+KERNELS_CHECK      := bin/kernels-check
+KERNELS_MANIFEST   := kernels/perf-manifest.json
+KERNELS_CHECK_ARGS ?=
+# The line of linear.cu the selftest puts `#pragma unroll 1` on: the GEMV's 16-byte load loop.
+KERNELS_SELFTEST_LOOP ?= for (int u = 0; u < kGemvUnroll; ++u) {
+KERNELS_SELFTEST_DIR  := $(KERNELS_BUILD)/selftest
+
+.PHONY: kernels-check kernels-check-selftest $(KERNELS_CHECK)
+$(KERNELS_CHECK):
+	$(GO) build -o $@ ./cmd/kernels-check
+
+kernels-check: $(KERNELS_CHECK) $(LIBDIR)/libdecodebench_cuda.so $(LIBDIR)/libdecodebench_emu.so
+	$(KERNELS_CHECK) -manifest $(KERNELS_MANIFEST) -ptxas $(KERNELS_BUILD)/kernels-ptxas.log \
+	  -json $(KERNELS_BUILD)/kernels-check.json -library $(LIBDIR)/libdecodebench_emu.so \
+	  $(KERNELS_CHECK_ARGS) $(CUDA_OBJS)
+
+KERNELS_SELFTEST_KEEP := $(filter-out %/linear.o,$(CUDA_OBJS))
+kernels-check-selftest: $(KERNELS_CHECK) $(LIBDIR)/libdecodebench_cuda.so
+	@mkdir -p $(KERNELS_SELFTEST_DIR)
+	@sh kernels/plant-unroll1.sh kernels/linear.cu '$(KERNELS_SELFTEST_LOOP)' > $(KERNELS_SELFTEST_DIR)/linear.cu
+	$(NVCC) -O3 -std=c++17 -Ikernels -gencode arch=compute_90,code=sm_90 -Xptxas -v $(NVCC_HOST_FLAGS) \
+	  -Xcompiler -fPIC -c $(KERNELS_SELFTEST_DIR)/linear.cu -o $(KERNELS_SELFTEST_DIR)/linear.o \
+	  > $(KERNELS_SELFTEST_DIR)/linear.ptxas.log 2>&1 || { cat $(KERNELS_SELFTEST_DIR)/linear.ptxas.log; exit 1; }
+	cat $(KERNELS_SELFTEST_KEEP:.o=.ptxas.log) $(KERNELS_SELFTEST_DIR)/linear.ptxas.log > $(KERNELS_SELFTEST_DIR)/ptxas.log
+	@set +e; $(KERNELS_CHECK) -manifest $(KERNELS_MANIFEST) -ptxas $(KERNELS_SELFTEST_DIR)/ptxas.log \
+	  -json $(KERNELS_SELFTEST_DIR)/kernels-check.json -library none \
+	  $(KERNELS_SELFTEST_KEEP) $(KERNELS_SELFTEST_DIR)/linear.o \
+	  > $(KERNELS_SELFTEST_DIR)/gate.out 2>&1; rc=$$?; set -e; cat $(KERNELS_SELFTEST_DIR)/gate.out; \
+	if [ $$rc -ne 1 ]; then echo "kernels-check-selftest: FAIL: the gate exited $$rc on the planted regression, want 1"; exit 1; fi; \
+	if ! grep -q '^linear_gemv_kernel<__nv_bfloat16, 1> .* FAIL ' $(KERNELS_SELFTEST_DIR)/gate.out; then \
+	  echo "kernels-check-selftest: FAIL: the gate failed, but not on linear_gemv_kernel<__nv_bfloat16, 1>'s loop"; exit 1; fi; \
+	if grep ' FAIL ' $(KERNELS_SELFTEST_DIR)/gate.out | grep -v '^linear_gemv_kernel<'; then \
+	  echo "kernels-check-selftest: FAIL: kernels the regression did not touch failed too (above)"; exit 1; fi; \
+	echo "kernels-check-selftest: ok: the gate fails on the planted regression (#pragma unroll 1 on the GEMV's load loop)"

@@ -15,6 +15,7 @@
 #include <cstdio>
 
 #include "common.cuh"
+#include "cublas.cuh"
 
 namespace {
 
@@ -323,6 +324,10 @@ int plan_linear(const db_context *ctx, const db_linear_params *p, LinearPlan *pl
   DB_CHECK(check_pointer("x", p->x, 16));
   DB_CHECK(check_pointer("w", p->w, 16));
   DB_CHECK(check_pointer("y", p->y, 2));
+  if (p->variant == DB_LINEAR_CUBLAS) {  // the cuBLASLt peer: kernels/cublas.cu
+    plan->variant = DB_LINEAR_CUBLAS, plan->split_k = 1;
+    return db_cublas_plan(ctx, p, &plan->workspace_bytes);
+  }
   if (p->variant < DB_LINEAR_AUTO || p->variant > DB_LINEAR_MMA)
     return db_fail(DB_ERR_INVALID_ARGUMENT, "linear: variant=%d is not a DB_LINEAR_*", p->variant);
   if (p->split_k < 0 || p->split_k > kMaxSplitK)
@@ -423,6 +428,7 @@ extern "C" int db_linear(db_context *ctx, const db_linear_params *p) {
                        (unsigned long long)p->workspace_bytes, (unsigned long long)p->workspace);
       DB_CHECK(check_pointer("workspace", p->workspace, 16));
     }
+    if (plan.variant == DB_LINEAR_CUBLAS) return db_cublas_linear(ctx, p);
     if (p->dtype == DB_DTYPE_BF16) return launch_linear<__nv_bfloat16>(ctx, p, plan);
     return launch_linear<__half>(ctx, p, plan);
   });

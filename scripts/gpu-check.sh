@@ -11,19 +11,25 @@
 #   5. a short default sweep (report in the tarball) and `decodebench validate` (its verdict);
 #   6. writes everything under $OUT (gpu-check.tar.gz plus the summary, the records and the log)
 #      and prints the targets table of issues 3 and 4 LAST.
+# Beside those: the static gate (bin/kernels-check, `make kernels-check`) on the sm_90 objects
+# this machine's nvcc built, so its minimums can be set against what the card then measures;
+# our linear kernels beside cuBLASLt in the same process (`bench linear --peer cublas`); and the
+# empty kernel's launch-to-launch time that every run records in run.json.
 #
 # Every step runs under a timeout and its exit code is recorded; one failure never stops the
 # rest (set -u, not -e). Steps are ordered by what the targets need most, and a step that would
 # start with under 10 s of the time budget left is skipped and said so.
 #
-# Needs bin/decodebench (built here: Go is not on the GPU machine) and lib/ carried with it.
+# Needs bin/decodebench and bin/kernels-check (`make build bin/kernels-check` here: Go is not on
+# the GPU machine) and lib/ carried with them.
 #
 # GPU_CHECK_DRY=1: the same steps end to end on --backend emu with tiny shapes, no nvidia-smi,
 # no nvcc, no torch: to know the script works before the precious GPU run. Its times are the
 # emulator's and mean nothing.
 #
 # Environment: OUT (default: a new temporary folder), GPU_CHECK_BUDGET (seconds for the steps,
-# default 450), DECODEBENCH_BIN (default bin/decodebench), NVCC (default nvcc).
+# default 450), DECODEBENCH_BIN (default bin/decodebench), KERNELS_CHECK_BIN (default
+# bin/kernels-check), NVCC (default nvcc).
 set -u
 
 ROOT=$(cd "$(dirname "$0")/.." && pwd)
@@ -40,6 +46,7 @@ START=$(date +%s)
 BUDGET=${GPU_CHECK_BUDGET:-450}
 BIN=${DECODEBENCH_BIN:-$ROOT/bin/decodebench}
 NVCC=${NVCC:-nvcc}
+GATE=${KERNELS_CHECK_BIN:-$ROOT/bin/kernels-check}
 PY=${PYTHON:-python3}
 export PYTHONUNBUFFERED=1
 
@@ -91,6 +98,22 @@ elif ! "$BIN" bench --help >/dev/null 2>&1; then
 	log "$BIN has no bench command: register benchCommand() in cmd/decodebench/main.go and rebuild bin/"
 fi
 
+# kernels_check PTXAS_LOG LIBRARY OBJECTS...: the static gate's table into the log and
+# kernels-check.txt (printed again at the end), its JSON into kernels-check.json.
+kernels_check() {
+	local ptxas=$1 library=$2
+	shift 2
+	if [ ! -x "$GATE" ]; then
+		log "=== kernels-check: NO BINARY at $GATE: build it with \`make bin/kernels-check\` where Go is and carry bin/"
+		record "kernels-check" skipped 0
+		return
+	fi
+	[ -f "$library" ] || library=none
+	# cuobjdump takes most of it: about 20 s of CPU for the attention object.
+	step "kernels-check" 150 bash -c '"$@" 2>&1 | tee "$0"; exit "${PIPESTATUS[0]}"' "$RES/kernels-check.txt" \
+		"$GATE" -manifest kernels/perf-manifest.json -ptxas "$ptxas" -json "$RES/kernels-check.json" -library "$library" "$@"
+}
+
 # ---- 2. the kernels library -------------------------------------------------------------------
 KERNELS_DIR="$ROOT/lib"
 LIB_SOURCE="carried lib/ (built with the CI machine's nvcc)"
@@ -121,6 +144,12 @@ export -f build_kernels
 export NVCC
 if [ "$DRY" = 1 ]; then
 	log "=== rebuild of the kernels: skipped (dry run); using lib/"
+	if [ -f build/kernels-ptxas.log ] && [ -e build/cuda/linear.o ]; then
+		kernels_check build/kernels-ptxas.log "$ROOT/lib/libdecodebench_emu.so" build/cuda/*.o
+	else
+		log "=== kernels-check: skipped (dry run without build/cuda: run \`make kernels\` first)"
+		record "kernels-check" skipped 0
+	fi
 else
 	GPU_LIB="$RES/kernels-here/lib"
 	GPU_BUILD="${TMPDIR:-/tmp}/gpu-check-build"
@@ -132,9 +161,31 @@ else
 	else
 		log "REBUILD FAILED (a finding: see the log above); falling back to the carried lib/"
 	fi
+	# The static gate on the objects this nvcc built (make puts them in cuda/, the fallback
+	# beside the log); its waves are planned by the rebuilt library, which sees the card's SMs.
+	GATE_OBJS=("$GPU_BUILD"/cuda/*.o)
+	[ -e "${GATE_OBJS[0]}" ] || GATE_OBJS=("$GPU_BUILD"/*.o)
+	if [ -e "${GATE_OBJS[0]}" ]; then
+		kernels_check "$GPU_BUILD/kernels-ptxas.log" "$GPU_LIB/libdecodebench_cuda.so" "${GATE_OBJS[@]}"
+	else
+		log "=== kernels-check: no objects built here, so no gate on this nvcc's SASS"
+		record "kernels-check" skipped 0
+	fi
 	rm -rf "$GPU_BUILD"
 fi
 export DECODEBENCH_KERNELS="$KERNELS_DIR"
+# The cublas variant dlopens libcublasLt: where the loader does not know one, offer the
+# toolkit's and PyTorch's.
+if [ "$DRY" != 1 ] && ! ldconfig -p 2>/dev/null | grep -q libcublasLt; then
+	for d in "$(dirname "$(command -v "$NVCC" 2>/dev/null || echo /usr/local/cuda/bin/nvcc)")/../lib64" \
+		"$("$PY" -c 'import os, nvidia.cublas as c; print(os.path.join(list(c.__path__)[0], "lib"))' 2>/dev/null)"; do
+		if [ -n "$d" ] && ls "$d"/libcublasLt.so* >/dev/null 2>&1; then
+			export LD_LIBRARY_PATH="${LD_LIBRARY_PATH:+$LD_LIBRARY_PATH:}$d"
+			log "libcublasLt for the cublas variant: $d"
+			break
+		fi
+	done
+fi
 log "kernels library: $LIB_SOURCE ($KERNELS_DIR)"
 
 # ---- 3. verify on the card --------------------------------------------------------------------
@@ -249,7 +300,23 @@ peer() { # TAG: PyTorch on the shapes of that tag
 
 # Most needed first: the 8B shapes and their peer, a short default sweep and validate (issues 5
 # and 6), then 70B, then GQA vs MHA.
+# cuBLASLt (DB_LINEAR_CUBLAS) beside our linear kernels in the same process, timed the same way.
+cublas_peer() { # TAG MODEL_ARGS...
+	local tag=$1
+	shift
+	if "$BIN" bench linear --help 2>&1 | grep -q -- '--peer'; then
+		step "bench linear --peer cublas $tag" 90 "${B[@]}" linear --backend "$BACKEND" "$@" --batch "$PEER_BATCHES" \
+			--peer cublas "${CEIL[@]}" "${TIMING[@]}" --out "$RES/cublas-peer-$tag.jsonl"
+	else
+		log "=== bench linear --peer cublas $tag: this decodebench has no --peer flag yet; timing --variant cublas on its own instead"
+		step "bench linear --variant cublas $tag" 90 "${B[@]}" linear --backend "$BACKEND" "$@" --batch "$PEER_BATCHES" \
+			--variant cublas "${CEIL[@]}" "${TIMING[@]}" --out "$RES/cublas-peer-$tag.jsonl"
+	fi
+}
+if [ "$DRY" = 1 ]; then PEER_BATCHES=1,2; else PEER_BATCHES=1,16,64,256; fi
+
 bench_model 8b "${MODEL_8B[@]}"
+cublas_peer 8b "${MODEL_8B[@]}"
 peer 8b
 if [ "$DRY" = 1 ]; then
 	SWEEP_MODEL=(--hidden 128 --ffn 256 --heads 2 --kv-heads 1 --head-dim 64 --layers 2 --vocab 512)
@@ -264,6 +331,7 @@ step "sweep llama3-8b" 100 "$BIN" sweep --backend "$BACKEND" "${SWEEP_MODEL[@]}"
 	--progress lines --out "$RES/sweep"
 step "validate" 150 "$BIN" validate --backend "$BACKEND" "${VALIDATE_EXTRA[@]}" --json "$RES/validate.json"
 bench_model 70b "${MODEL_70B[@]}"
+cublas_peer 70b "${MODEL_70B[@]}"
 # The tensor-core attention kernel (--variant mma) at the 8B and 70B layouts, next to the default
 # (simt) records above: not yet measured on a card; auto stays simt until this comparison says
 # otherwise. Into variant-mma.jsonl, not attention-*.jsonl, so the targets table stays the default's.
@@ -280,6 +348,26 @@ if [ "$DRY" != 1 ]; then # did the card hold its clocks? (the records do not say
 fi
 
 # ---- 5. results -------------------------------------------------------------------------------
+# The launch baseline: db_empty_kernel's launch-to-launch time, which every run records in its
+# run.json (any key naming "launch").
+"$PY" -c 'import glob,json,sys
+found = []
+def walk(o, path):
+    items = o.items() if isinstance(o, dict) else enumerate(o) if isinstance(o, list) else []
+    for k, v in items:
+        if isinstance(v, (dict, list)):
+            walk(v, path + [str(k)])
+        elif "launch" in str(k).lower():
+            found.append((".".join(path + [str(k)]), v))
+for f in sorted(glob.glob(sys.argv[1] + "/**/run.json", recursive=True)):
+    walk(json.load(open(f)), [f.split("/gpu-check/")[-1]])
+print("launch baseline (empty kernel, launch to launch):")
+for k, v in found: print("  %s = %s" % (k, v))
+if not found: print("  not recorded: no run.json here has a launch field (the Go side that records it is another branch)")
+' "$RES" >"$RES/launch-baseline.txt" 2>&1 || echo "launch baseline: run.json unreadable" >"$RES/launch-baseline.txt"
+cat "$RES/launch-baseline.txt" | tee -a "$LOG"
+[ -f "$RES/kernels-check.txt" ] || echo "kernels-check: not run (see the log)" >"$RES/kernels-check.txt"
+
 cat "$RES"/probe.jsonl "$RES"/linear-*.jsonl "$RES"/attention-*.jsonl 2>/dev/null >"$RES/all.jsonl"
 touch "$RES/peer.jsonl"
 "$PY" scripts/peer_torch.py --summary "$RES/all.jsonl" "$RES/peer.jsonl" >"$RES/summary.txt" 2>&1 || echo "summary failed" >>"$RES/summary.txt"
@@ -306,14 +394,20 @@ for k in sorted(mma, key=str):
 		NR > 1 { n++ } END { printf "%d steps, %d not ok\n", n, bad }' "$STEPS"
 } >"$RES/steps-summary.txt"
 tar czf "$OUT/gpu-check.tar.gz" -C "$OUT" gpu-check
-cp "$RES/summary.txt" "$RES/steps-summary.txt" "$RES/variants.txt" "$RES/all.jsonl" "$RES/peer.jsonl" "$LOG" "$OUT/"
+cp "$RES/summary.txt" "$RES/steps-summary.txt" "$RES/variants.txt" "$RES/all.jsonl" "$RES/peer.jsonl" "$LOG" \
+	"$RES/kernels-check.txt" "$RES/launch-baseline.txt" "$OUT/"
 [ -f "$RES/validate.json" ] && cp "$RES/validate.json" "$OUT/"
+[ -f "$RES/kernels-check.json" ] && cp "$RES/kernels-check.json" "$OUT/"
 rm -rf "$RES"
 echo
 if [ -f "$OUT/validate.json" ]; then
 	"$PY" -c 'import json,sys; r=json.load(open(sys.argv[1])); print("validate verdict:", r.get("verdict") or r.get("overall"))' "$OUT/validate.json" 2>/dev/null
 fi
 cat "$OUT/steps-summary.txt"
+echo
+cat "$OUT/kernels-check.txt"
+echo
+cat "$OUT/launch-baseline.txt"
 echo
 cat "$OUT/variants.txt"
 echo

@@ -56,7 +56,7 @@ func (s LinearSpec) check() (status, reason string) {
 		return StatusFailed, fmt.Sprintf("invalid shape batch %d, n %d, k %d: each must be >= 1", s.Batch, s.N, s.K)
 	case s.SplitK < 0:
 		return StatusFailed, fmt.Sprintf("invalid split-k %d: want 0 (auto) or >= 1", s.SplitK)
-	case !knownLinearVariant(s.Variant):
+	case !s.Variant.Valid():
 		return StatusFailed, fmt.Sprintf("invalid variant %v", s.Variant)
 	case s.Batch > cgo.MaxBatch:
 		return StatusSkipped, fmt.Sprintf("unsupported: batch %d (the linear kernels take 1..%d)", s.Batch, cgo.MaxBatch)
@@ -82,12 +82,6 @@ func linearInputs(s LinearSpec, seed uint64) ref.LinearInputs {
 		SeedX: ref.Hash64(seed, 0), SeedW: ref.Hash64(seed, 1),
 		ScaleX: 1, ScaleW: float32(1 / math.Sqrt(float64(s.K))),
 	}
-}
-
-// knownLinearVariant reports whether the seam names v (every DB_LINEAR_* it knows).
-func knownLinearVariant(v cgo.LinearVariant) bool {
-	_, err := cgo.ParseLinearVariant(v.String())
-	return err == nil
 }
 
 // Linear verifies, then times, one decode linear layer. W rotates through enough copies that

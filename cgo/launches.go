@@ -1,0 +1,189 @@
+package cgo
+
+// The optional functions of decodebench.h: the launch geometry the static gate reads
+// (db_linear_launches, db_attention_launches) and the launch baseline (db_empty_kernel). A
+// library built before they existed still loads; each is looked up on first use, and a
+// library without it answers ErrNotExported.
+
+/*
+#include <dlfcn.h>
+#include <stdlib.h>
+#include "shim.h"
+
+typedef __typeof__(&db_linear_launches) dbshim_linear_launches_fn;
+typedef __typeof__(&db_attention_launches) dbshim_attention_launches_fn;
+typedef __typeof__(&db_empty_kernel) dbshim_empty_kernel_fn;
+
+// The already loaded library at path (RTLD_NOLOAD: never a second copy), then name in it; NULL
+// when either is missing. The handle stays open: the library is never closed anyway.
+static void *dbshim_optional(const char *path, const char *name) {
+	void *h = dlopen(path, RTLD_NOW | RTLD_LOCAL | RTLD_NOLOAD);
+	if (!h) return NULL;
+	return dlsym(h, name);
+}
+
+static int dbshim_call_linear_launches(void *fn, db_context *ctx, const db_linear_params *p,
+                                       db_launch_info *out, int32_t max, int32_t *count) {
+	return ((dbshim_linear_launches_fn)fn)(ctx, p, out, max, count);
+}
+static int dbshim_call_attention_launches(void *fn, db_context *ctx, const db_attention_params *p,
+                                          db_launch_info *out, int32_t max, int32_t *count) {
+	return ((dbshim_attention_launches_fn)fn)(ctx, p, out, max, count);
+}
+static int dbshim_call_empty_kernel(void *fn, db_context *ctx, int32_t launches) {
+	return ((dbshim_empty_kernel_fn)fn)(ctx, launches);
+}
+*/
+import "C"
+
+import (
+	"errors"
+	"fmt"
+	"sync"
+	"unsafe"
+)
+
+// ErrNotExported matches the error of an optional function the loaded library lacks (one built
+// from an older decodebench.h, or a kernel family whose planner does not list its launches).
+var ErrNotExported = errors.New("not exported by the kernels library")
+
+// NotExportedError names the function and the library.
+type NotExportedError struct {
+	Function, Library string
+}
+
+func (e *NotExportedError) Error() string {
+	return fmt.Sprintf("%s does not export %s (built from an older decodebench.h?)", e.Library, e.Function)
+}
+
+func (e *NotExportedError) Is(target error) bool { return target == ErrNotExported }
+
+// LaunchInfo mirrors db_launch_info: one kernel launch a call makes.
+type LaunchInfo struct {
+	Kernel       string // demangled, without the argument list, as cuobjdump's functions read after c++filt -p
+	GridX        int
+	GridY        int
+	GridZ        int
+	BlockThreads int
+	SmemBytes    int // dynamic + static shared memory per block
+}
+
+// Blocks is the launch's grid size.
+func (l LaunchInfo) Blocks() int64 { return int64(l.GridX) * int64(l.GridY) * int64(l.GridZ) }
+
+// maxLaunches bounds one call's list; today's calls make one or two launches.
+const maxLaunches = 16
+
+var (
+	optionalMu sync.Mutex
+	optional   = map[*Library]map[string]unsafe.Pointer{} // per library: name -> function, nil when absent
+)
+
+// symbol finds an optional function of the library, once.
+func (l *Library) symbol(name string) (unsafe.Pointer, error) {
+	optionalMu.Lock()
+	defer optionalMu.Unlock()
+	syms := optional[l]
+	if syms == nil {
+		syms = map[string]unsafe.Pointer{}
+		optional[l] = syms
+	}
+	fn, seen := syms[name]
+	if !seen {
+		cpath, cname := C.CString(l.path), C.CString(name)
+		fn = C.dbshim_optional(cpath, cname)
+		C.free(unsafe.Pointer(cpath))
+		C.free(unsafe.Pointer(cname))
+		syms[name] = fn
+	}
+	if fn == nil {
+		return nil, &NotExportedError{Function: name, Library: l.path}
+	}
+	return fn, nil
+}
+
+// HasFunction reports whether the library exports an optional function of decodebench.h.
+func (l *Library) HasFunction(name string) bool {
+	_, err := l.symbol(name)
+	return err == nil
+}
+
+func launchesFromC(out []C.db_launch_info, count C.int32_t) []LaunchInfo {
+	launches := make([]LaunchInfo, 0, int(count))
+	for i := 0; i < int(count) && i < len(out); i++ {
+		c := &out[i]
+		launches = append(launches, LaunchInfo{
+			Kernel: C.GoString(&c.kernel[0]),
+			GridX:  int(c.grid_x), GridY: int(c.grid_y), GridZ: int(c.grid_z),
+			BlockThreads: int(c.block_threads), SmemBytes: int(c.smem_bytes),
+		})
+	}
+	return launches
+}
+
+// LinearLaunches plans p as LinearPlan does and lists the kernel launches one Linear call with
+// it makes, in order. Nothing runs and no memory is read: the addresses need only be non-zero
+// and aligned as Linear wants them.
+func (d *Device) LinearLaunches(p LinearParams) ([]LaunchInfo, error) {
+	const op = "db_linear_launches"
+	fn, err := d.lib.symbol(op)
+	if err != nil {
+		return nil, err
+	}
+	c, err := p.toC(op)
+	if err != nil {
+		return nil, err
+	}
+	out := make([]C.db_launch_info, maxLaunches)
+	var count C.int32_t
+	err = d.Do(func() error {
+		return d.check(op, C.dbshim_call_linear_launches(fn, d.ctx, &c, &out[0], maxLaunches, &count))
+	})
+	if err != nil {
+		return nil, err
+	}
+	return launchesFromC(out, count), nil
+}
+
+// AttentionLaunches is LinearLaunches for an attention call.
+func (d *Device) AttentionLaunches(p AttentionParams) ([]LaunchInfo, error) {
+	const op = "db_attention_launches"
+	fn, err := d.lib.symbol(op)
+	if err != nil {
+		return nil, err
+	}
+	c, err := p.toC(op)
+	if err != nil {
+		return nil, err
+	}
+	out := make([]C.db_launch_info, maxLaunches)
+	var count C.int32_t
+	err = d.Do(func() error {
+		return d.check(op, C.dbshim_call_attention_launches(fn, d.ctx, &c, &out[0], maxLaunches, &count))
+	})
+	if err != nil {
+		return nil, err
+	}
+	return launchesFromC(out, count), nil
+}
+
+// MaxEmptyLaunches is the most launches one EmptyKernel call takes (kMaxEmptyLaunches in
+// kernels/api.cu).
+const MaxEmptyLaunches = 1000000
+
+// EmptyKernel launches an empty kernel (one block of 32 threads) launches times on the
+// device's stream without waiting. Bracketed by a Timer's Start and Stop, the elapsed time over
+// launches is the launch-to-launch cost of this card: the floor under every kernel time.
+func (d *Device) EmptyKernel(launches int) error {
+	const op = "db_empty_kernel"
+	if launches < 1 || launches > MaxEmptyLaunches {
+		return argError(op, "launches = %d is not in 1..%d", launches, MaxEmptyLaunches)
+	}
+	fn, err := d.lib.symbol(op)
+	if err != nil {
+		return err
+	}
+	return d.Do(func() error {
+		return d.check(op, C.dbshim_call_empty_kernel(fn, d.ctx, C.int32_t(launches)))
+	})
+}

@@ -1,0 +1,168 @@
+package main
+
+import (
+	"errors"
+	"fmt"
+	"math"
+
+	"github.com/decodebench/decodebench/bench/model"
+	"github.com/decodebench/decodebench/cgo"
+)
+
+// Planner lists the launches of a call as the kernels library plans it (a *cgo.Device; a fake
+// in tests).
+type Planner interface {
+	LinearLaunches(p cgo.LinearParams) ([]cgo.LaunchInfo, error)
+	AttentionLaunches(p cgo.AttentionParams) ([]cgo.LaunchInfo, error)
+}
+
+// Call is one linear or attention call of a decode step whose launches the gate plans.
+type Call struct {
+	Model   string `json:"model"`
+	Name    string `json:"call"` // model.Kernel's name: "qkv_proj", "attention", ...
+	Kind    string `json:"kind"` // model.KindLinear or model.KindAttention
+	Batch   int    `json:"batch"`
+	N       int    `json:"n,omitempty"`
+	K       int    `json:"k,omitempty"`
+	Context int    `json:"context,omitempty"`
+	QHeads  int    `json:"q_heads,omitempty"`
+	KVHeads int    `json:"kv_heads,omitempty"`
+	HeadDim int    `json:"head_dim,omitempty"`
+}
+
+// WaveModels and the batches and contexts the waves are planned at: the decode shapes of
+// Llama-3-8B and -70B from batch 1 to 256; attention at short and long contexts.
+var (
+	WaveModels        = []string{"llama3-8b", "llama3-70b"}
+	WaveLinearBatches = []int{1, 8, 16, 64, 256}
+	WaveAttention     = []struct{ Batch, Context int }{{1, 8192}, {1, 32768}, {16, 8192}, {64, 4096}, {256, 1024}}
+)
+
+// StepCalls lists the distinct linear and attention calls of the models' decode steps at the
+// wave batches and contexts.
+func StepCalls() ([]Call, error) {
+	var calls []Call
+	for _, name := range WaveModels {
+		s, err := model.Lookup(name)
+		if err != nil {
+			return nil, err
+		}
+		for _, b := range WaveLinearBatches {
+			for _, k := range s.Kernels(b, 1) {
+				if k.Kind == model.KindLinear {
+					calls = append(calls, Call{Model: s.Name, Name: k.Name, Kind: k.Kind, Batch: k.M, N: k.N, K: k.K})
+				}
+			}
+		}
+		for _, a := range WaveAttention {
+			for _, k := range s.Kernels(a.Batch, a.Context) {
+				if k.Kind == model.KindAttention {
+					calls = append(calls, Call{Model: s.Name, Name: k.Name, Kind: k.Kind, Batch: k.Batch,
+						Context: k.Context, QHeads: k.QHeads, KVHeads: k.KVHeads, HeadDim: k.HeadDim})
+				}
+			}
+		}
+	}
+	return calls, nil
+}
+
+// Wave is one launch of one call, with its residency and waves on the card.
+type Wave struct {
+	Call
+	Launch       int    `json:"launch"` // 0-based position among the call's launches
+	Kernel       string `json:"kernel"`
+	Blocks       int64  `json:"blocks"`
+	BlockThreads int    `json:"block_threads"`
+	Smem         int    `json:"smem"`
+	Registers    int    `json:"registers"`
+	BlocksPerSM  int    `json:"blocks_per_sm"`
+	WarpsPerSM   int    `json:"warps_per_sm"`
+	// Waves is Blocks / (BlocksPerSM x SMs); LastWave is how full the last wave is (1 when the
+	// launch is whole waves): 1.08 waves leave the card 54% idle for the last one.
+	Waves    float64 `json:"waves"`
+	LastWave float64 `json:"last_wave"`
+	Error    string  `json:"error,omitempty"`
+}
+
+// Fake device addresses for planning: planners check they are non-zero and aligned, and read
+// nothing.
+const (
+	fakeBase  = uint64(1) << 40
+	fakeAlign = uint64(1) << 30
+)
+
+func fakeAddress(i int) uint64 { return fakeBase + uint64(i)*fakeAlign }
+
+// PlanWaves plans every call with planner and computes the waves of each launch on an SM count
+// of sms, with each kernel's registers from k. A call the planner rejects is a row with its
+// error; a planner without the launch-listing function stops the whole section (errors.Is
+// cgo.ErrNotExported).
+func PlanWaves(planner Planner, calls []Call, k *Kernels, limits SMLimits, sms int) ([]Wave, error) {
+	var waves []Wave
+	for _, c := range calls {
+		var (
+			launches []cgo.LaunchInfo
+			err      error
+		)
+		switch c.Kind {
+		case model.KindLinear:
+			launches, err = planner.LinearLaunches(cgo.LinearParams{
+				X: fakeAddress(0), W: fakeAddress(1), Y: fakeAddress(2),
+				Batch: c.Batch, N: c.N, K: c.K, DType: cgo.DTypeBF16, Variant: cgo.LinearAuto,
+			})
+		case model.KindAttention:
+			launches, err = planner.AttentionLaunches(cgo.AttentionParams{
+				Q: fakeAddress(0), Out: fakeAddress(1), ContextLens: fakeAddress(2),
+				Cache: cgo.KVCache{K: fakeAddress(3), V: fakeAddress(4), Layout: cgo.KVContiguous, DType: cgo.DTypeBF16,
+					KVHeads: c.KVHeads, HeadDim: c.HeadDim, Capacity: c.Context},
+				Batch: c.Batch, QHeads: c.QHeads, MaxContext: c.Context,
+			})
+		default:
+			err = fmt.Errorf("unknown call kind %q", c.Kind)
+		}
+		if errors.Is(err, cgo.ErrNotExported) {
+			return waves, err
+		}
+		if err != nil {
+			waves = append(waves, Wave{Call: c, Launch: -1, Error: err.Error()})
+			continue
+		}
+		for i, l := range launches {
+			waves = append(waves, waveOf(c, i, l, k, limits, sms))
+		}
+	}
+	return waves, nil
+}
+
+func waveOf(c Call, i int, l cgo.LaunchInfo, k *Kernels, limits SMLimits, sms int) Wave {
+	w := Wave{Call: c, Launch: i, Kernel: l.Kernel, Blocks: l.Blocks(), BlockThreads: l.BlockThreads, Smem: l.SmemBytes}
+	res, ok := k.Resources(l.Kernel)
+	if !ok {
+		w.Error = fmt.Sprintf("ptxas reported nothing for %q (db_launch_info.kernel must be the demangled name)", l.Kernel)
+		return w
+	}
+	w.Registers = res.Registers
+	occ, err := limits.Occupancy(res.Registers, l.BlockThreads, l.SmemBytes)
+	if err != nil {
+		w.Error = err.Error()
+		return w
+	}
+	w.BlocksPerSM, w.WarpsPerSM = occ.BlocksPerSM, occ.WarpsPerSM
+	if occ.BlocksPerSM < 1 || sms < 1 {
+		w.Error = "no block fits an SM"
+		return w
+	}
+	w.Waves, w.LastWave = Waves(w.Blocks, occ.BlocksPerSM*sms)
+	return w
+}
+
+// Waves is how many rounds blocks take on a card holding perWave at once, and how full the
+// last round is.
+func Waves(blocks int64, perWave int) (waves, lastWave float64) {
+	if blocks <= 0 || perWave <= 0 {
+		return 0, 0
+	}
+	waves = float64(blocks) / float64(perWave)
+	full := math.Ceil(waves) - 1
+	return waves, float64(blocks-int64(full)*int64(perWave)) / float64(perWave)
+}
