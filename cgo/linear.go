@@ -12,16 +12,20 @@ import (
 type LinearVariant int32
 
 const (
-	LinearAuto LinearVariant = C.DB_LINEAR_AUTO // chosen from the shape and the device
-	LinearGEMV LinearVariant = C.DB_LINEAR_GEMV // CUDA-core GEMV, small batches, optional split-K
-	LinearMMA  LinearVariant = C.DB_LINEAR_MMA  // tensor-core skinny GEMM, mma.sync m16n8k16
+	LinearAuto  LinearVariant = C.DB_LINEAR_AUTO  // chosen by batch: gemv to 4, mma to 16, tiled above
+	LinearGEMV  LinearVariant = C.DB_LINEAR_GEMV  // CUDA-core GEMV, small batches, optional split-K
+	LinearMMA   LinearVariant = C.DB_LINEAR_MMA   // tensor-core skinny GEMM, mma.sync m16n8k16
+	LinearTiled LinearVariant = C.DB_LINEAR_TILED // tensor-core GEMM, shared-memory tiles by cp.async, split-K
 )
 
-// MaxSplitK is the most K splits the GEMV variant takes (kMaxSplitK in kernels/linear.cu), so
+// MaxSplitK is the most K splits the gemv and tiled variants take (DB_LINEAR_MAX_SPLIT_K), so
 // that a command refuses a larger --split-k before it opens a device.
-const MaxSplitK = 64
+const MaxSplitK = C.DB_LINEAR_MAX_SPLIT_K
 
-var linearVariantNames = []string{"auto", "gemv", "mma"}
+// MaxBatch is the largest batch the linear kernels take (DB_MAX_BATCH).
+const MaxBatch = C.DB_MAX_BATCH
+
+var linearVariantNames = []string{"auto", "gemv", "mma", "tiled"}
 
 func (v LinearVariant) String() string {
 	if v >= 0 && int(v) < len(linearVariantNames) {
@@ -30,7 +34,7 @@ func (v LinearVariant) String() string {
 	return fmt.Sprintf("variant(%d)", int32(v))
 }
 
-// ParseLinearVariant accepts auto, gemv or mma.
+// ParseLinearVariant accepts auto, gemv, mma or tiled.
 func ParseLinearVariant(s string) (LinearVariant, error) {
 	for i, name := range linearVariantNames {
 		if s == name {
@@ -46,10 +50,10 @@ type LinearParams struct {
 	X, W, Y        uint64 // device addresses
 	Workspace      uint64 // fp32 split-K partials, WorkspaceBytes long (see LinearPlan)
 	WorkspaceBytes uint64
-	Batch, N, K    int // 1 <= Batch <= 256, N >= 1, K >= 8 and K % 8 == 0
+	Batch, N, K    int // 1 <= Batch <= MaxBatch, N >= 1, K >= 8 and K % 8 == 0
 	DType          DType
 	Variant        LinearVariant
-	SplitK         int // 0 = auto; else 1.. (GEMV only)
+	SplitK         int // 0 = auto; else 1..MaxSplitK (gemv and tiled)
 }
 
 func (p LinearParams) toC(op string) (C.db_linear_params, error) {

@@ -105,22 +105,37 @@ int db_timer_stop(db_timer *t);
 /* Waits for the stop event, then gives the milliseconds between start and stop. */
 int db_timer_elapsed_ms(db_timer *t, float *ms);
 
+/* The one batch limit of the linear layer, the attention and the KV append. */
+#define DB_MAX_BATCH 1024
+/* The most K splits a linear call takes (its fp32 partials: split_k x batch x n x 4 bytes). */
+#define DB_LINEAR_MAX_SPLIT_K 64
+
+/* ---- launch geometry (for the static performance gate: no launch is made) ------------------ */
+
+typedef struct {
+  char kernel[128];          /* the kernel's name as cuobjdump shows it, demangled (no args) */
+  int32_t grid_x, grid_y, grid_z;
+  int32_t block_threads;
+  int32_t smem_bytes;        /* dynamic + static shared memory per block */
+} db_launch_info;
+
 /* ---- decode linear: Y[batch x n] = X[batch x k] * W^T, W row-major [n x k] ----------------- */
 
 enum {
-  DB_LINEAR_AUTO = 0, /* chosen from the shape and the device */
-  DB_LINEAR_GEMV = 1, /* CUDA-core GEMV, small batches, optional split-K */
-  DB_LINEAR_MMA = 2   /* tensor-core skinny GEMM, mma.sync m16n8k16 */
+  DB_LINEAR_AUTO = 0,  /* chosen by batch: gemv up to 4, mma up to 16, tiled above */
+  DB_LINEAR_GEMV = 1,  /* CUDA-core GEMV, small batches, optional split-K */
+  DB_LINEAR_MMA = 2,   /* tensor-core skinny GEMM, mma.sync m16n8k16, W straight from DRAM */
+  DB_LINEAR_TILED = 3  /* tensor-core GEMM, shared-memory tiles by a cp.async pipeline, split-K */
 };
 
 typedef struct {
   uint64_t x, w, y;       /* device addresses; x, w, y all of dtype */
   uint64_t workspace;     /* fp32 split-K partials; see db_linear_plan */
   uint64_t workspace_bytes;
-  int32_t batch, n, k;    /* 1 <= batch <= 256, n >= 1, k >= 8 and k % 8 == 0 */
+  int32_t batch, n, k;    /* 1 <= batch <= DB_MAX_BATCH, n >= 1, k >= 8 and k % 8 == 0 */
   int32_t dtype;          /* DB_DTYPE_BF16 or DB_DTYPE_FP16; fp32 accumulation */
   int32_t variant;        /* DB_LINEAR_* */
-  int32_t split_k;        /* 0 = auto; else 1.. (GEMV only) */
+  int32_t split_k;        /* 0 = auto; else 1..DB_LINEAR_MAX_SPLIT_K (GEMV and tiled) */
 } db_linear_params;
 
 /* Validates p, resolves variant and split_k where they are AUTO / 0 (written back into p), and
@@ -128,6 +143,9 @@ typedef struct {
  * message that names the value. */
 int db_linear_plan(db_context *ctx, db_linear_params *p, uint64_t *workspace_bytes);
 int db_linear(db_context *ctx, const db_linear_params *p);
+/* Plans p (as db_*_plan does) and lists the kernel launches one call makes, in order. */
+int db_linear_launches(db_context *ctx, const db_linear_params *p, db_launch_info *out,
+                       int32_t max, int32_t *count);
 
 /* ---- probes: the measured ceilings -------------------------------------------------------- */
 

@@ -54,10 +54,10 @@ func (s LinearSpec) check() (status, reason string) {
 		return StatusFailed, fmt.Sprintf("invalid shape batch %d, n %d, k %d: each must be >= 1", s.Batch, s.N, s.K)
 	case s.SplitK < 0:
 		return StatusFailed, fmt.Sprintf("invalid split-k %d: want 0 (auto) or >= 1", s.SplitK)
-	case s.Variant < cgo.LinearAuto || s.Variant > cgo.LinearMMA:
+	case s.Variant < cgo.LinearAuto || s.Variant > cgo.LinearTiled:
 		return StatusFailed, fmt.Sprintf("invalid variant %v", s.Variant)
-	case s.Batch > 256:
-		return StatusSkipped, fmt.Sprintf("unsupported: batch %d (the linear kernels take 1..256)", s.Batch)
+	case s.Batch > cgo.MaxBatch:
+		return StatusSkipped, fmt.Sprintf("unsupported: batch %d (the linear kernels take 1..%d)", s.Batch, cgo.MaxBatch)
 	case s.K%8 != 0:
 		return StatusSkipped, fmt.Sprintf("unsupported: k %d is not a multiple of 8 (rows are read as 16-byte vectors)", s.K)
 	case s.N > math.MaxInt32 || s.K > math.MaxInt32:
@@ -65,7 +65,7 @@ func (s LinearSpec) check() (status, reason string) {
 	case s.DType != cgo.DTypeBF16 && s.DType != cgo.DTypeFP16:
 		return StatusSkipped, fmt.Sprintf("unsupported: dtype %v (the linear kernels take bf16 or fp16)", s.DType)
 	case s.Variant == cgo.LinearMMA && s.SplitK > 1:
-		return StatusSkipped, fmt.Sprintf("unsupported: split-k %d with the mma variant (only gemv splits K)", s.SplitK)
+		return StatusSkipped, fmt.Sprintf("unsupported: split-k %d with the mma variant (gemv and tiled split K)", s.SplitK)
 	}
 	return "", ""
 }
