@@ -11,8 +11,8 @@
   X(db_device_count) X(db_device_props_get) X(db_context_create) X(db_context_destroy)            \
   X(db_synchronize) X(db_buffer_alloc) X(db_buffer_free) X(db_memset) X(db_copy_to_host)          \
   X(db_copy_to_device) X(db_fill_hash) X(db_timer_create) X(db_timer_destroy) X(db_timer_start)   \
-  X(db_timer_stop) X(db_timer_elapsed_ms) X(db_linear_plan) X(db_linear) X(db_probe)              \
-  X(db_probe_plan)                                                                                  \
+  X(db_timer_stop) X(db_timer_elapsed_ms) X(db_linear_plan) X(db_linear) X(db_linear_launches)   \
+  X(db_probe) X(db_probe_plan)                                                                      \
   X(db_attention_plan) X(db_attention) X(db_kv_append)
 
 db_api *dbshim_load(const char *path, char *err, size_t errlen) {
@@ -100,6 +100,10 @@ int dbshim_linear_plan(const db_api *a, db_context *ctx, db_linear_params *p, ui
   return a->db_linear_plan(ctx, p, workspace_bytes);
 }
 int dbshim_linear(const db_api *a, db_context *ctx, const db_linear_params *p) { return a->db_linear(ctx, p); }
+int dbshim_linear_launches(const db_api *a, db_context *ctx, const db_linear_params *p, db_launch_info *out,
+                           int32_t max, int32_t *count) {
+  return a->db_linear_launches(ctx, p, out, max, count);
+}
 int dbshim_probe(const db_api *a, db_context *ctx, db_probe_params *p) { return a->db_probe(ctx, p); }
 int dbshim_probe_plan(const db_api *a, db_context *ctx, db_probe_params *p) { return a->db_probe_plan(ctx, p); }
 int dbshim_attention_plan(const db_api *a, db_context *ctx, db_attention_params *p, uint64_t *workspace_bytes) {

@@ -38,6 +38,7 @@ typedef struct {
   DBSHIM_FN(db_timer_elapsed_ms);
   DBSHIM_FN(db_linear_plan);
   DBSHIM_FN(db_linear);
+  DBSHIM_FN(db_linear_launches);
   DBSHIM_FN(db_probe);
   DBSHIM_FN(db_probe_plan);
   DBSHIM_FN(db_attention_plan);
@@ -80,6 +81,8 @@ int dbshim_timer_stop(const db_api *a, db_timer *t);
 int dbshim_timer_elapsed_ms(const db_api *a, db_timer *t, float *ms);
 int dbshim_linear_plan(const db_api *a, db_context *ctx, db_linear_params *p, uint64_t *workspace_bytes);
 int dbshim_linear(const db_api *a, db_context *ctx, const db_linear_params *p);
+int dbshim_linear_launches(const db_api *a, db_context *ctx, const db_linear_params *p, db_launch_info *out,
+                           int32_t max, int32_t *count);
 int dbshim_probe(const db_api *a, db_context *ctx, db_probe_params *p);
 int dbshim_probe_plan(const db_api *a, db_context *ctx, db_probe_params *p);
 int dbshim_attention_plan(const db_api *a, db_context *ctx, db_attention_params *p, uint64_t *workspace_bytes);

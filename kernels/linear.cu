@@ -85,16 +85,17 @@ void plan_gemv(const db_context *ctx, const db_linear_params *p, LinearPlan *pla
 }
 
 void plan_mma(const db_context *ctx, const db_linear_params *p, LinearPlan *plan) {
-  plan->config = kMmaN4;
+  plan->config = kMmaN2;
   plan->split_k = 1;
   plan->groups = (int)ceil_div64(p->batch, kMmaBatchTile);
   const int64_t blocks = ceil_div64(p->n, kMmaRowsPerWarp) * plan->groups;
   const int64_t steps = ceil_div64(p->k, 64);
   // Split K over the warps of a block while the grid alone leaves SMs short of warps (a power of
-  // two, at most 16), but give every warp at least two k-steps.
+  // two, at most 16, rounded down so that the blocks stay one wave where they fit one), but give
+  // every warp at least two k-steps.
   const int64_t wanted = ceil_div64((int64_t)ctx->sm_count * kMmaWarpsPerSm, blocks);
   int warps = 1;
-  while (warps < kMmaMaxWarps && warps < wanted) warps *= 2;
+  while (warps < kMmaMaxWarps && 2 * warps <= wanted) warps *= 2;
   while (warps > 1 && steps < 2 * warps) warps /= 2;
   plan->grid = dim3((unsigned)blocks);
   plan->threads = warps * 32;

@@ -23,7 +23,7 @@ constexpr int kMaxSplitK = DB_LINEAR_MAX_SPLIT_K;
 
 /* Kernel instantiations, chosen by the planner. */
 enum GemvConfig { kGemvB1 = 0, kGemvB2, kGemvB4, kGemvB8 };       /* batch tile 1, 2, 4, 8 */
-enum MmaConfig { kMmaN4 = 0 };                                     /* 4 n8 tiles of W a warp */
+enum MmaConfig { kMmaN2 = 0 };                                     /* 2 n8 tiles of W a warp */
 enum TiledConfig { kTiledN32 = 0, kTiledN64, kTiledN128 };         /* batch tile 32, 64, 128 */
 
 struct LinearPlan {
@@ -99,7 +99,7 @@ int gemv_run(const db_context *ctx, const db_linear_params *p, const LinearPlan 
              const LaunchSink *sink);
 
 /* MMA (linear_mma.cu): a warp owns 8 x kMmaTilesN rows of W and one 16-row batch group. */
-constexpr int kMmaTilesN = 4;
+constexpr int kMmaTilesN = 2;
 constexpr int kMmaRowsPerWarp = 8 * kMmaTilesN;
 constexpr int kMmaMaxWarps = 16;
 constexpr int kMmaBatchTile = 16;

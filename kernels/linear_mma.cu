@@ -3,21 +3,23 @@
 //
 // Operands: A = X (16 batch rows x 16 k), B = W^T (16 k x 8 W rows), so the weights are the B
 // operand and one 16-byte load of a W row feeds two mma as their {b0, b1} registers with no
-// moves. A warp owns kMmaTilesN = 4 n8 tiles (32 rows of W) and one group of 16 batch rows; the
+// moves. A warp owns kMmaTilesN = 2 n8 tiles (16 rows of W) and one group of 16 batch rows; the
 // warps of a block share those rows and split K between them, step by step (a step is 64 k),
 // and sum their tiles in shared memory at the end in a fixed order.
 //
 // k-permutation (a dot product does not care about the order of k): in a step, lane
 // (g = lane >> 2, t = lane % 4) loads elements 16t .. 16t + 15 of its W row g of every n8 tile
 // and of batch rows g and g + 8 - two 16-byte loads, one whole 32-byte sector a row, so a warp
-// reads four full sectors (128 contiguous bytes) of each of its 32 rows. mma j (0..3) of the
+// reads four full sectors (128 contiguous bytes) of each of its 16 rows. mma j (0..3) of the
 // step takes the elements 16t + 4j + {0, 1} as fragment k 2t, 2t + 1 and 16t + 4j + {2, 3} as
 // k 2t + 8, 2t + 9, on A and B alike: 32-bit registers 2j and 2j + 1 of each 16-element load.
 //
-// The loop carries the next step's W loads (8 a lane, 4 KiB a warp) in registers, in two
-// buffers that take turns: they are issued before this step's mma, so two steps' weights (8 KiB
-// a warp) are in flight while a warp waits. Registers (ptxas, CUDA 11.8, sm_90): see kernels/README.md;
-// __launch_bounds__(512, 1) caps them at 128 so a block of 16 warps fits an SM.
+// The loop carries the next step's loads (4 of W and 4 of X a lane; 2 KiB of W a warp) in
+// registers, in two buffers that take turns: they are issued before this step's mma, so two
+// steps' weights are in flight while a warp waits, and the moves that assemble the A fragments
+// read activations loaded a step earlier. Two n8 tiles a warp, not four: four with both
+// buffers need more than the 128 registers that __launch_bounds__(512, 1) allows (ptxas spills);
+// registers and occupancy are in kernels/README.md.
 #include "linear_common.cuh"
 
 namespace {
@@ -81,20 +83,23 @@ __global__ __launch_bounds__(kMmaMaxThreads, 1) void linear_mma_kernel(
     }
   };
 
-  // One k-step: this step's activations (L1: every warp of the block reads them), then the
-  // mma on this step's weights.
-  auto step = [&](const uint4 (&wlo)[NT], const uint4 (&whi)[NT], int s) {
+  // A step's activations: batch rows g and g + 8 (L1: every warp of the block reads them).
+  struct MmaX {
+    uint4 lo[2], hi[2];
+  };
+  auto load_x = [&](MmaX &xv, int s) {
     const int c = s * 8;
-    const bool ok0 = c + 2 * t < chunks, ok1 = c + 2 * t + 1 < chunks;
-    uint4 xlo[2], xhi[2];
+    const bool ok0 = s < steps && c + 2 * t < chunks, ok1 = s < steps && c + 2 * t + 1 < chunks;
     DB_UNROLL
     for (int h = 0; h < 2; ++h) {
-      xlo[h] = ok0 && x_ok[h] ? db_ld_nc_v4(x_row[h] + c) : zero;
-      xhi[h] = ok1 && x_ok[h] ? db_ld_nc_v4(x_row[h] + c + 1) : zero;
+      xv.lo[h] = ok0 && x_ok[h] ? db_ld_nc_v4(x_row[h] + c) : zero;
+      xv.hi[h] = ok1 && x_ok[h] ? db_ld_nc_v4(x_row[h] + c + 1) : zero;
     }
+  };
+  auto step = [&](const uint4 (&wlo)[NT], const uint4 (&whi)[NT], const MmaX &xv) {
     DB_UNROLL
     for (int j = 0; j < 4; ++j) {
-      const uint4 &x0 = j < 2 ? xlo[0] : xhi[0], &x1 = j < 2 ? xlo[1] : xhi[1];
+      const uint4 &x0 = j < 2 ? xv.lo[0] : xv.hi[0], &x1 = j < 2 ? xv.lo[1] : xv.hi[1];
       // a0a1: batch row g, k 2t; a2a3: row g + 8; a4a5 / a6a7: the same rows at k 2t + 8
       const uint32_t a[4] = {j & 1 ? x0.z : x0.x, j & 1 ? x1.z : x1.x, j & 1 ? x0.w : x0.y,
                              j & 1 ? x1.w : x1.y};
@@ -107,16 +112,21 @@ __global__ __launch_bounds__(kMmaMaxThreads, 1) void linear_mma_kernel(
     }
   };
 
-  // Two W buffers in turn, so that no register move waits for a load: the next step's weights
-  // are issued before this step's mma.
+  // Two buffers of W and X in turn, so that no register move waits for a load: the next step's
+  // weights and activations are issued before this step's mma (the moves that assemble the A
+  // fragments from two batch rows read activations loaded a step earlier).
   uint4 alo[NT], ahi[NT], blo[NT], bhi[NT];
+  MmaX ax, bx;
   load_w(alo, ahi, warp);
+  load_x(ax, warp);
   for (int s = warp; s < steps; s += 2 * warps) {
     load_w(blo, bhi, s + warps);
-    step(alo, ahi, s);
+    load_x(bx, s + warps);
+    step(alo, ahi, ax);
     if (s + warps >= steps) break;
     load_w(alo, ahi, s + 2 * warps);
-    step(blo, bhi, s + warps);
+    load_x(ax, s + 2 * warps);
+    step(blo, bhi, bx);
   }
 
   // Sum the warps' tiles in warp order; each thread then finishes some of the tile's outputs.
@@ -156,7 +166,7 @@ namespace db_lin {
 
 int mma_run(const db_context *ctx, const db_linear_params *p, const LinearPlan &plan,
             const LaunchSink *sink) {
-  if (plan.config != kMmaN4)
+  if (plan.config != kMmaN2)
     return db_fail(DB_ERR_INTERNAL, "linear: no MMA kernel for config %d", plan.config);
   if (p->dtype == DB_DTYPE_BF16) return mma_launch<__nv_bfloat16>(ctx, p, plan, sink);
   return mma_launch<__half>(ctx, p, plan, sink);

@@ -296,7 +296,7 @@ func TestBenchUsageErrors(t *testing.T) {
 		{[]string{"bench", "linear", "--n", "8", "--k", "12"}, "--k 12: want a positive multiple of 8"},
 		{[]string{"bench", "linear", "--n", "0", "--k", "8"}, "--n 0"},
 		{append(lin, "--batch", "0"), "--batch"},
-		{append(lin, "--batch", "1,300"), "--batch 300: the linear kernels take a batch of at most 256"},
+		{append(lin, "--batch", "1,1025"), "--batch 1025: the linear kernels take a batch of at most 1024"},
 		{append(lin, "--batch", "x"), `item "x"`},
 		{append(lin, "--dtype", "fp32"), `--dtype "fp32"`},
 		{append(lin, "--variant", "cublas"), "unknown linear variant"},
