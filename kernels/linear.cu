@@ -77,8 +77,9 @@ void plan_gemv(const db_context *ctx, const db_linear_params *p, LinearPlan *pla
   plan->split_k = p->split_k ? p->split_k : gemv_auto_split(ctx, blocks, p->k);
   plan->per_split = (int)ceil_div64(p->k / 8, plan->split_k);
   // Grid-stride: at most the blocks every SM is sure to hold, over all splits.
+  const int batch_tile = plan->config == kGemvB1 ? 1 : plan->config == kGemvB2 ? 2 : plan->config == kGemvB4 ? 4 : 8;
   const int64_t resident = std::max<int64_t>(
-      1, ceil_div64((int64_t)ctx->sm_count * kGemvMinBlocks, plan->split_k));
+      1, ceil_div64((int64_t)ctx->sm_count * gemv_min_blocks(batch_tile), plan->split_k));
   plan->grid = dim3((unsigned)std::min(blocks, resident), (unsigned)plan->split_k);
   plan->threads = kGemvThreads;
   plan->smem = 0;

@@ -93,8 +93,10 @@ constexpr int kGemvWarps = 4;
 constexpr int kGemvThreads = kGemvWarps * 32;
 constexpr int kGemvRowsPerWarp = 2;
 constexpr int kGemvUnroll = 4;
-/* Blocks an SM holds for certain: __launch_bounds__(kGemvThreads, kGemvMinBlocks). */
-constexpr int kGemvMinBlocks = 4;
+/* Blocks an SM holds for certain: __launch_bounds__(kGemvThreads, gemv_min_blocks(batch tile)).
+ * Four (at most 128 registers) except at a batch tile of 4, whose two carried buffers need more
+ * (ptxas spills at 128): three there (at most 168). */
+constexpr int gemv_min_blocks(int batch_tile) { return batch_tile == 4 ? 3 : 4; }
 int gemv_run(const db_context *ctx, const db_linear_params *p, const LinearPlan &plan,
              const LaunchSink *sink);
 

@@ -9,7 +9,7 @@
 // them in shared memory would cost a barrier and occupancy for no fewer L1 wavefronts.
 //
 // Warps stride over the row pairs (grid-stride), and the grid is at most the blocks every SM is
-// sure to hold (kGemvMinBlocks from __launch_bounds__): a shape with a few more rows than one
+// sure to hold (gemv_min_blocks from __launch_bounds__): a shape with a few more rows than one
 // round (the Llama-3-70B qkv, n = 10240: 5120 row pairs on 132 x 16 warps) gives some warps one
 // more row pair, spread over every SM, instead of a second wave of blocks on a few SMs.
 // Split-K over gridDim.y (fp32 partials, then linear.cu's reduce) where n alone leaves SMs idle.
@@ -75,7 +75,7 @@ DB_DEVICE void gemv_fma_trip(float (&acc0)[BT], float (&acc1)[BT], const uint4 (
 // registers it would take push the kernel past 128 and the batch tile of 8 is a fallback for a
 // forced GEMV at large batch, not a decode path).
 template <class T, int BT, bool Carry>
-__global__ __launch_bounds__(kGemvThreads, kGemvMinBlocks) void linear_gemv_kernel(
+__global__ __launch_bounds__(kGemvThreads, gemv_min_blocks(BT)) void linear_gemv_kernel(
     const uint4 *__restrict__ x, const uint4 *__restrict__ w, T *__restrict__ y,
     float *__restrict__ partial, int batch, int n, int k, int chunks_per_split) {
   constexpr int kStride = 32 * kGemvUnroll;  // chunks a warp covers in one trip

@@ -302,7 +302,7 @@ func TestBenchUsageErrors(t *testing.T) {
 		{append(lin, "--variant", "cublas"), "unknown linear variant"},
 		{append(lin, "--split-k", "-1"), "--split-k -1"},
 		{append(lin, "--split-k", "65"), "--split-k 65"},
-		{append(lin, "--variant", "mma", "--split-k", "2"), "only the gemv variant splits K"},
+		{append(lin, "--variant", "mma", "--split-k", "2"), "only the gemv and tiled variants split K"},
 		{append(lin, "--min-samples", "0"), "timing flags: minimum samples 0"},
 		{append(lin, "--max-seconds", "0.1", "--min-seconds", "1"), "timing flags: timeout"},
 		{append(lin, "--rotate-factor", "0"), "--rotate-factor 0"},
