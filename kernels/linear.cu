@@ -71,16 +71,24 @@ int gemv_auto_split(const db_context *ctx, int64_t blocks, int k) {
 }
 
 void plan_gemv(const db_context *ctx, const db_linear_params *p, LinearPlan *plan) {
-  plan->config = p->batch == 1 ? kGemvB1 : p->batch == 2 ? kGemvB2 : p->batch <= 4 ? kGemvB4 : kGemvB8;
+  const int batch_tile = p->batch == 1 ? 1 : p->batch == 2 ? 2 : p->batch <= 4 ? 4 : 8;
+  plan->config = batch_tile == 1   ? kGemvB1
+                 : batch_tile == 2 ? kGemvB2
+                 : batch_tile == 4 ? kGemvB4
+                                   : kGemvB8;
   const int64_t row_pairs = ceil_div64(p->n, kGemvRowsPerWarp);
   const int64_t blocks = ceil_div64(row_pairs, kGemvWarps);
   plan->split_k = p->split_k ? p->split_k : gemv_auto_split(ctx, blocks, p->k);
   plan->per_split = (int)ceil_div64(p->k / 8, plan->split_k);
-  // Grid-stride: at most the blocks every SM is sure to hold, over all splits.
-  const int batch_tile = plan->config == kGemvB1 ? 1 : plan->config == kGemvB2 ? 2 : plan->config == kGemvB4 ? 4 : 8;
+  // Grid-stride: at most the blocks every SM is sure to hold, over all splits, and then as few
+  // as give every warp the same number of row pairs (rounds), so that no round ends with a few
+  // warps busy: 10240 rows (5120 pairs) on 528 resident blocks would be 2.42 rounds, the last
+  // with 42% of the warps; 427 blocks do 3 rounds each (13 warps an SM, each with two trips of
+  // W in flight, keep DRAM busy).
   const int64_t resident = std::max<int64_t>(
       1, ceil_div64((int64_t)ctx->sm_count * gemv_min_blocks(batch_tile), plan->split_k));
-  plan->grid = dim3((unsigned)std::min(blocks, resident), (unsigned)plan->split_k);
+  const int64_t rounds = ceil_div64(blocks, resident);
+  plan->grid = dim3((unsigned)ceil_div64(blocks, rounds), (unsigned)plan->split_k);
   plan->threads = kGemvThreads;
   plan->smem = 0;
 }
@@ -140,8 +148,9 @@ int plan_tiled(const db_context *ctx, const db_linear_params *p, LinearPlan *pla
     // its DRAM bytes or its mma, plus the partials' traffic and the reduce launch.
     const int slots = ctx->sm_count * tiled_blocks_per_sm(ctx, shape);
     const int per_sm = slots / std::max(1, ctx->sm_count);
-    const double trip = std::max(per_sm * (double)kTiledBM * kTiledBK * 2 / kTiledBytesPerSmSecond,
-                                 per_sm * 2.0 * kTiledBM * shape.bn * kTiledBK / kTiledFlopsPerSmSecond);
+    const double trip =
+        std::max(per_sm * (double)kTiledBM * kTiledBK * 2 / kTiledBytesPerSmSecond,
+                 per_sm * 2.0 * kTiledBM * shape.bn * kTiledBK / kTiledFlopsPerSmSecond);
     const double outputs = (double)p->batch * p->n;
     double best = 0;
     plan->split_k = 1;
@@ -211,8 +220,8 @@ int plan_linear(const db_context *ctx, const db_linear_params *p, LinearPlan *pl
   if (plan->split_k > 1) {
     plan->reduce_outputs = (uint64_t)p->batch * (uint64_t)p->n;
     plan->workspace_bytes = (uint64_t)plan->split_k * plan->reduce_outputs * 4u;
-    plan->reduce_grid = (unsigned)std::min<uint64_t>(db_ceil_div(plan->reduce_outputs, kReduceThreads),
-                                                     (uint64_t)ctx->sm_count * 8);
+    plan->reduce_grid = (unsigned)std::min<uint64_t>(
+        db_ceil_div(plan->reduce_outputs, kReduceThreads), (uint64_t)ctx->sm_count * 8);
   }
   return DB_OK;
 }

@@ -50,8 +50,8 @@ struct LaunchSink {
 
 inline int sink_add(const LaunchSink &sink, const char *kernel, dim3 grid, int threads, int smem) {
   if (*sink.count >= sink.max)
-    return db_fail(DB_ERR_INVALID_ARGUMENT, "db_linear_launches: max=%d is too small for the launches",
-                   sink.max);
+    return db_fail(DB_ERR_INVALID_ARGUMENT,
+                   "db_linear_launches: max=%d is too small for the launches", sink.max);
   db_launch_info &info = sink.out[*sink.count];
   std::memset(&info, 0, sizeof info);
   std::snprintf(info.kernel, sizeof info.kernel, "%s", kernel);

@@ -5,13 +5,15 @@
 // and trip, so a trip is 2 x 4 = 8 independent 16-byte loads of W a lane (4 KiB a warp). The
 // loop carries them in registers one trip ahead (batch tiles 1, 2, 4), in two buffers that take
 // turns: the next trip's eight loads are issued before this trip's FMAs, so a warp has two trips
-// (8 KiB) in flight while it waits. The activations come from L1 (every warp of an SM rereads the same few KiB): staging
-// them in shared memory would cost a barrier and occupancy for no fewer L1 wavefronts.
+// (8 KiB) in flight while it waits. The activations come from L1 (every warp of an SM rereads
+// the same few KiB): staging them in shared memory would cost a barrier and occupancy for no
+// fewer L1 wavefronts.
 //
 // Warps stride over the row pairs (grid-stride), and the grid is at most the blocks every SM is
-// sure to hold (gemv_min_blocks from __launch_bounds__): a shape with a few more rows than one
-// round (the Llama-3-70B qkv, n = 10240: 5120 row pairs on 132 x 16 warps) gives some warps one
-// more row pair, spread over every SM, instead of a second wave of blocks on a few SMs.
+// sure to hold (gemv_min_blocks from __launch_bounds__), sized so that every warp gets the same
+// number of row pairs (linear.cu): a shape with a few more rows than one round (the
+// Llama-3-70B qkv, n = 10240: 5120 row pairs, 1.08 waves of one pair a warp) runs as rounds
+// that every resident warp shares, with no near-empty wave at the end.
 // Split-K over gridDim.y (fp32 partials, then linear.cu's reduce) where n alone leaves SMs idle.
 #include "linear_common.cuh"
 

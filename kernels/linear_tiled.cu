@@ -179,17 +179,20 @@ int tiled_launch(const db_context *ctx, const db_linear_params *p, const LinearP
                  const LaunchSink *sink) {
   constexpr int kSmem = tiled_smem_bytes<BN, STAGES>();
   if (plan.smem != kSmem || plan.threads != WARPS_M * WARPS_N * 32)
-    return db_fail(DB_ERR_INTERNAL, "linear: tiled plan (%d threads, %d bytes) does not match its kernel",
+    return db_fail(DB_ERR_INTERNAL,
+                   "linear: tiled plan (%d threads, %d bytes) does not match its kernel",
                    plan.threads, plan.smem);
   if (sink) {
     char name[128];
-    std::snprintf(name, sizeof name, "(anonymous namespace)::linear_tiled_kernel<%s, %d, %d, %d, %d>",
+    std::snprintf(name, sizeof name,
+                  "(anonymous namespace)::linear_tiled_kernel<%s, %d, %d, %d, %d>",
                   dtype_cxx_name<T>(), BN, WARPS_M, WARPS_N, STAGES);
     return sink_add(*sink, name, plan.grid, plan.threads, plan.smem + plan.static_smem);
   }
   static std::atomic<uint64_t> smem_set{0};
-  DB_CHECK(allow_smem(linear_tiled_kernel<T, BN, WARPS_M, WARPS_N, STAGES>, smem_set, ctx->device,
-                      kSmem, "cudaFuncSetAttribute(linear_tiled_kernel, MaxDynamicSharedMemorySize)"));
+  DB_CHECK(allow_smem(linear_tiled_kernel<T, BN, WARPS_M, WARPS_N, STAGES>, smem_set,
+                      ctx->device, kSmem,
+                      "cudaFuncSetAttribute(linear_tiled_kernel, MaxDynamicSharedMemorySize)"));
   float *partial = plan.split_k > 1 ? reinterpret_cast<float *>(p->workspace) : nullptr;
   return DB_LAUNCH((linear_tiled_kernel<T, BN, WARPS_M, WARPS_N, STAGES>), plan.grid,
                    dim3(plan.threads), (size_t)kSmem, ctx->stream,
