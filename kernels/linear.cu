@@ -106,7 +106,12 @@ void plan_mma(const db_context *ctx, const db_linear_params *p, LinearPlan *plan
   int warps = 1;
   while (warps < kMmaMaxWarps && 2 * warps <= wanted) warps *= 2;
   while (warps > 1 && steps < 2 * warps) warps /= 2;
-  plan->grid = dim3((unsigned)blocks);
+  // Grid-stride over the units as the GEMV: at most the blocks every SM holds for certain
+  // (__launch_bounds__(512, 1): 16 warps of at most 128 registers), each the same number of
+  // units.
+  const int64_t resident = (int64_t)ctx->sm_count * (kMmaMaxWarps / warps);
+  const int64_t rounds = ceil_div64(blocks, resident);
+  plan->grid = dim3((unsigned)ceil_div64(blocks, rounds));
   plan->threads = warps * 32;
   plan->smem = warps * kMmaTilesN * 4 * 32 * (int)sizeof(float);
 }

@@ -208,9 +208,11 @@ void test_linear(db_context *ctx) {
         DB_LINEAR_MMA, 0);
     run(dtype, 17, 130, 4104, DB_LINEAR_TILED, dtype == DB_DTYPE_BF16 ? 1 : 0);
   }
-  // GEMV's grid-stride row loop: 2050 row pairs on the 32 blocks it plans for 8 SMs.
+  // The grid-stride loops: GEMV's 2050 row pairs on the 31 blocks it plans for 8 SMs, MMA's
+  // 257 row tiles on 86 blocks of one warp.
   run(DB_DTYPE_BF16, 1, 4099, 136, DB_LINEAR_GEMV, 0);
   run(DB_DTYPE_FP16, 2, 4099, 8, DB_LINEAR_GEMV, 0);
+  run(DB_DTYPE_BF16, 9, 4099, 136, DB_LINEAR_MMA, 0);
   // AUTO, including an automatic split-K (7 rows cannot fill even the emulated 8 SMs).
   run(DB_DTYPE_BF16, 3, 7, 2048, DB_LINEAR_AUTO, 0);
   run(DB_DTYPE_BF16, 40, 100, 136, DB_LINEAR_AUTO, 0);
