@@ -42,23 +42,42 @@ DB_DEVICE void gemv_store(T *y, float *partial, size_t at, float v) {
     y[at] = db_dtype<T>::from_float(v);
 }
 
-// One trip's W chunks of the warp's two rows: chunk c + 32 u for u < kGemvUnroll; zeros past
-// c_end (a row past n reads row0 again: has_row1 is false and its sums are never stored).
-DB_DEVICE void gemv_load_trip(uint4 (&w0v)[kGemvUnroll], uint4 (&w1v)[kGemvUnroll],
-                              const uint4 *w0, const uint4 *w1, int c, int c_end) {
+// One trip's loads: the W chunks c + 32 u (u < kGemvUnroll) of the warp's two rows, and with
+// WithX the same chunks of the batch tile's activations; zeros past c_end (a row past n reads
+// row0 again: has_row1 is false and its sums are never stored).
+template <int BT, bool WithX>
+struct GemvTrip {
+  uint4 w0[kGemvUnroll], w1[kGemvUnroll];
+  uint4 x[kGemvUnroll][WithX ? BT : 1];
+};
+
+template <int BT, bool WithX>
+DB_DEVICE void gemv_load_trip(GemvTrip<BT, WithX> &trip, const uint4 *w0, const uint4 *w1,
+                              const uint4 *const (&xb)[BT], const bool (&b_ok)[BT], int c,
+                              int c_end) {
   const uint4 zero = make_uint4(0, 0, 0, 0);
   DB_UNROLL
   for (int u = 0; u < kGemvUnroll; ++u) {
     const int cc = c + 32 * u;
-    w0v[u] = cc < c_end ? db_ld_stream_v4(w0 + cc) : zero;
-    w1v[u] = cc < c_end ? db_ld_stream_v4(w1 + cc) : zero;
+    trip.w0[u] = cc < c_end ? db_ld_stream_v4(w0 + cc) : zero;
+    trip.w1[u] = cc < c_end ? db_ld_stream_v4(w1 + cc) : zero;
+  }
+  if (WithX) {
+    DB_UNROLL
+    for (int u = 0; u < kGemvUnroll; ++u) {
+      const int cc = c + 32 * u;
+      DB_UNROLL
+      for (int b = 0; b < BT; ++b)
+        trip.x[u][WithX ? b : 0] = cc < c_end && b_ok[b] ? db_ld_nc_v4(xb[b] + cc) : zero;
+    }
   }
 }
 
-template <class T, int BT>
-DB_DEVICE void gemv_fma_trip(float (&acc0)[BT], float (&acc1)[BT], const uint4 (&w0v)[kGemvUnroll],
-                             const uint4 (&w1v)[kGemvUnroll], const uint4 *const (&xb)[BT],
-                             const bool (&b_ok)[BT], int c, int c_end) {
+// Without WithX the activations are loaded here, just before their FMAs.
+template <class T, int BT, bool WithX>
+DB_DEVICE void gemv_fma_trip(float (&acc0)[BT], float (&acc1)[BT], const GemvTrip<BT, WithX> &trip,
+                             const uint4 *const (&xb)[BT], const bool (&b_ok)[BT], int c,
+                             int c_end) {
   DB_UNROLL
   for (int u = 0; u < kGemvUnroll; ++u) {
     const int cc = c + 32 * u;
@@ -66,9 +85,9 @@ DB_DEVICE void gemv_fma_trip(float (&acc0)[BT], float (&acc1)[BT], const uint4 (
     DB_UNROLL
     for (int b = 0; b < BT; ++b) {
       if (!b_ok[b]) continue;
-      const uint4 xv = db_ld_nc_v4(xb[b] + cc);
-      acc0[b] = dot8<T>(w0v[u], xv, acc0[b]);
-      acc1[b] = dot8<T>(w1v[u], xv, acc1[b]);
+      const uint4 xv = WithX ? trip.x[u][WithX ? b : 0] : db_ld_nc_v4(xb[b] + cc);
+      acc0[b] = dot8<T>(trip.w0[u], xv, acc0[b]);
+      acc1[b] = dot8<T>(trip.w1[u], xv, acc1[b]);
     }
   }
 }
@@ -110,20 +129,24 @@ __global__ __launch_bounds__(kGemvThreads, gemv_min_blocks(BT)) void linear_gemv
       if (Carry) {
         // Two buffers in turn (no register moves, which would wait for the loads they copy):
         // a's trip computes while b's loads fly, then the other way round.
-        uint4 a0[kGemvUnroll], a1[kGemvUnroll], b0v[kGemvUnroll], b1v[kGemvUnroll];
-        gemv_load_trip(a0, a1, w0, w1, c0, c_end);
+        // At batch 1 the activations ride along too (4 more loads a trip); at 2 and 4 they
+        // would take the kernel past its register budget (ptxas spills), so they are loaded
+        // just before their FMAs, from L1.
+        constexpr bool kCarryX = BT == 1;
+        GemvTrip<BT, kCarryX> a, b;
+        gemv_load_trip(a, w0, w1, xb, b_ok, c0, c_end);
         for (int c = c0; c < c_end; c += 2 * kStride) {
-          gemv_load_trip(b0v, b1v, w0, w1, c + kStride, c_end);
-          gemv_fma_trip<T, BT>(acc0, acc1, a0, a1, xb, b_ok, c, c_end);
+          gemv_load_trip(b, w0, w1, xb, b_ok, c + kStride, c_end);
+          gemv_fma_trip<T, BT, kCarryX>(acc0, acc1, a, xb, b_ok, c, c_end);
           if (c + kStride >= c_end) break;
-          gemv_load_trip(a0, a1, w0, w1, c + 2 * kStride, c_end);
-          gemv_fma_trip<T, BT>(acc0, acc1, b0v, b1v, xb, b_ok, c + kStride, c_end);
+          gemv_load_trip(a, w0, w1, xb, b_ok, c + 2 * kStride, c_end);
+          gemv_fma_trip<T, BT, kCarryX>(acc0, acc1, b, xb, b_ok, c + kStride, c_end);
         }
       } else {
         for (int c = c0; c < c_end; c += kStride) {
-          uint4 cur0[kGemvUnroll], cur1[kGemvUnroll];
-          gemv_load_trip(cur0, cur1, w0, w1, c, c_end);
-          gemv_fma_trip<T, BT>(acc0, acc1, cur0, cur1, xb, b_ok, c, c_end);
+          GemvTrip<BT, false> cur;
+          gemv_load_trip(cur, w0, w1, xb, b_ok, c, c_end);
+          gemv_fma_trip<T, BT, false>(acc0, acc1, cur, xb, b_ok, c, c_end);
         }
       }
       // Every lane ends with the totals; lane b stores row0's, lane BT + b row1's.
