@@ -13,7 +13,7 @@ type LinearSpec struct {
 	Batch, N, K int
 	DType       cgo.DType         // bf16 or fp16
 	Variant     cgo.LinearVariant // LinearAuto lets the kernel choose
-	SplitK      int               // 0 lets the kernel choose (GEMV only)
+	SplitK      int               // 0 lets the kernel choose (gemv and tiled split K)
 }
 
 // maxLinearRefRows is how many output features (rows of W) the float64 reference computes,
