@@ -1,5 +1,6 @@
 // linear_mma.cu: the skinny tensor-core decode linear kernel for batch 5..16 (any batch works:
-// batch groups of 16 on the grid), Y = X * W^T with mma.sync m16n8k16, fp32 accumulation.
+// batch groups of 16 are units of their own), Y = X * W^T with mma.sync m16n8k16, fp32
+// accumulation.
 //
 // Operands: A = X (16 batch rows x 16 k), B = W^T (16 k x 8 W rows), so the weights are the B
 // operand and one 16-byte load of a W row feeds two mma as their {b0, b1} registers with no
@@ -27,10 +28,6 @@ namespace {
 using namespace db_lin;
 
 constexpr int kMmaMaxThreads = kMmaMaxWarps * 32;
-
-struct MmaW {
-  uint4 lo[kMmaTilesN], hi[kMmaTilesN];
-};
 
 template <class T, int NT>
 __global__ __launch_bounds__(kMmaMaxThreads, 1) void linear_mma_kernel(
