@@ -437,7 +437,7 @@ func TestDTypeValuesMatchRef(t *testing.T) {
 }
 
 func TestNames(t *testing.T) {
-	for _, v := range []cgo.LinearVariant{cgo.LinearAuto, cgo.LinearGEMV, cgo.LinearMMA, cgo.LinearCUBLAS} {
+	for _, v := range []cgo.LinearVariant{cgo.LinearAuto, cgo.LinearGEMV, cgo.LinearMMA, cgo.LinearTiled, cgo.LinearCUBLAS} {
 		if got, err := cgo.ParseLinearVariant(v.String()); err != nil || got != v {
 			t.Errorf("ParseLinearVariant(%q) = %v, %v", v.String(), got, err)
 		}

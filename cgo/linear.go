@@ -12,9 +12,10 @@ import (
 type LinearVariant int32
 
 const (
-	LinearAuto LinearVariant = C.DB_LINEAR_AUTO // chosen from the shape and the device
-	LinearGEMV LinearVariant = C.DB_LINEAR_GEMV // CUDA-core GEMV, small batches, optional split-K
-	LinearMMA  LinearVariant = C.DB_LINEAR_MMA  // tensor-core skinny GEMM, mma.sync m16n8k16
+	LinearAuto  LinearVariant = C.DB_LINEAR_AUTO  // chosen by batch: gemv to 4, mma to 16, tiled above
+	LinearGEMV  LinearVariant = C.DB_LINEAR_GEMV  // CUDA-core GEMV, small batches, optional split-K
+	LinearMMA   LinearVariant = C.DB_LINEAR_MMA   // tensor-core skinny GEMM, mma.sync m16n8k16
+	LinearTiled LinearVariant = C.DB_LINEAR_TILED // tensor-core GEMM, shared-memory tiles by cp.async, split-K
 	// LinearCUBLAS is cuBLASLt, opened at run time by the CUDA library: the peer our kernels are
 	// timed against. Its plan fails with ErrUnsupportedShape on the emulator or without libcublasLt.
 	LinearCUBLAS LinearVariant = C.DB_LINEAR_CUBLAS
@@ -24,7 +25,7 @@ const (
 var linearVariants = []struct {
 	v    LinearVariant
 	name string
-}{{LinearAuto, "auto"}, {LinearGEMV, "gemv"}, {LinearMMA, "mma"}, {LinearCUBLAS, "cublas"}}
+}{{LinearAuto, "auto"}, {LinearGEMV, "gemv"}, {LinearMMA, "mma"}, {LinearTiled, "tiled"}, {LinearCUBLAS, "cublas"}}
 
 // Valid reports whether v is one of the DB_LINEAR_* variants.
 func (v LinearVariant) Valid() bool {
@@ -45,7 +46,7 @@ func (v LinearVariant) String() string {
 	return fmt.Sprintf("variant(%d)", int32(v))
 }
 
-// ParseLinearVariant accepts auto, gemv, mma or cublas.
+// ParseLinearVariant accepts auto, gemv, mma, tiled or cublas.
 func ParseLinearVariant(s string) (LinearVariant, error) {
 	names := make([]string, len(linearVariants))
 	for i, lv := range linearVariants {
@@ -66,7 +67,7 @@ type LinearParams struct {
 	Batch, N, K    int // 1 <= Batch <= MaxBatch, N >= 1, K >= 8 and K % LinearKMultiple == 0
 	DType          DType
 	Variant        LinearVariant
-	SplitK         int // 0 = auto; else 1.. (GEMV only)
+	SplitK         int // 0 = auto; else 1..MaxSplitK (gemv and tiled)
 }
 
 func (p LinearParams) toC(op string) (C.db_linear_params, error) {

@@ -11,8 +11,8 @@
   X(db_device_count) X(db_device_props_get) X(db_context_create) X(db_context_destroy)            \
   X(db_synchronize) X(db_buffer_alloc) X(db_buffer_free) X(db_memset) X(db_copy_to_host)          \
   X(db_copy_to_device) X(db_fill_hash) X(db_timer_create) X(db_timer_destroy) X(db_timer_start)   \
-  X(db_timer_stop) X(db_timer_elapsed_ms) X(db_linear_plan) X(db_linear) X(db_probe)              \
-  X(db_probe_plan)                                                                                  \
+  X(db_timer_stop) X(db_timer_elapsed_ms) X(db_linear_plan) X(db_linear)                           \
+  X(db_probe) X(db_probe_plan)                                                                      \
   X(db_attention_plan) X(db_attention) X(db_kv_append)
 
 db_api *dbshim_load(const char *path, char *err, size_t errlen) {

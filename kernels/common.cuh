@@ -351,6 +351,57 @@ DB_DEVICE void db_mma_m16n8k16_f16(float (&acc)[4], const uint32_t (&a)[4],
 }
 #endif
 
+/* ---- ldmatrix (shared memory -> mma fragments) -------------------------------------------------
+ * ldmatrix.sync.aligned.m8n8.x4.shared.b16 (sm_75+): four 8x8 matrices of 16-bit elements, one
+ * warp. Lane 8i + r gives the address of row r of matrix i (16 contiguous bytes, 16-byte
+ * aligned); every lane l then receives, in its register i, the 32-bit word holding elements
+ * 2 (l % 4) and 2 (l % 4) + 1 of row l / 4 of matrix i (PTX ISA, "Warp-level matrix load
+ * instruction: ldmatrix"): for A of mma.m16n8k16 the four matrices are (rows 0-7, k 0-7),
+ * (rows 8-15, k 0-7), (rows 0-7, k 8-15), (rows 8-15, k 8-15); for B (stored n-major, k
+ * contiguous) two n8 tiles' (k 0-7), (k 8-15).
+ * The emulation gathers every lane's row address and hands out the words as the hardware does;
+ * a row address that is not 16-byte aligned ends the launch with an error naming it. */
+#if DB_EMU
+#include <cstdio>
+namespace db_emu_ptx {
+inline void ldmatrix_x4_complete(void *const *in, void *const *out, unsigned mask) {
+  if (mask != 0xffffffffu) db_emu::fail_launch("ldmatrix.sync.aligned needs all 32 lanes of the warp");
+  for (int lane = 0; lane < 32; ++lane) {
+    const uintptr_t at = reinterpret_cast<uintptr_t>(*static_cast<const void *const *>(in[lane]));
+    if (at % 16 != 0) {
+      char message[128];
+      std::snprintf(message, sizeof message,
+                    "ldmatrix.x4: lane %d's row address %p is not 16-byte aligned", lane,
+                    reinterpret_cast<const void *>(at));
+      db_emu::fail_launch(message);
+    }
+  }
+  for (int lane = 0; lane < 32; ++lane) {
+    uint32_t *d = static_cast<uint32_t *>(out[lane]);
+    for (int i = 0; i < 4; ++i) {
+      const unsigned char *row =
+          static_cast<const unsigned char *>(*static_cast<const void *const *>(in[8 * i + lane / 4]));
+      std::memcpy(&d[i], row + 4 * (lane % 4), 4);
+    }
+  }
+}
+}  // namespace db_emu_ptx
+inline void db_ldmatrix_x4(uint32_t (&r)[4], const void *smem_row, DB_EMU_CALLER) {
+  const void *in = smem_row;
+  uint32_t d[4];
+  db_emu::warp_collective(0xffffffffu, "ldmatrix.sync.aligned.m8n8.x4", &db_emu_ptx::ldmatrix_x4_complete,
+                          &in, d, file, line);
+  for (int i = 0; i < 4; ++i) r[i] = d[i];
+}
+#else
+DB_DEVICE void db_ldmatrix_x4(uint32_t (&r)[4], const void *smem_row) {
+  const unsigned addr = static_cast<unsigned>(__cvta_generic_to_shared(smem_row));
+  asm volatile("ldmatrix.sync.aligned.m8n8.x4.shared.b16 {%0, %1, %2, %3}, [%4];"
+               : "=r"(r[0]), "=r"(r[1]), "=r"(r[2]), "=r"(r[3])
+               : "r"(addr));
+}
+#endif
+
 /* The mma for a dtype, so kernels templated on T call one name. */
 template <class T>
 DB_DEVICE void db_mma_m16n8k16(float (&acc)[4], const uint32_t (&a)[4], const uint32_t (&b)[2]);

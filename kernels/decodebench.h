@@ -29,7 +29,7 @@ extern "C" {
  * with the same numbers. */
 #define DB_MAX_BATCH 1024        /* sequences of one linear, attention or KV append call */
 #define DB_LINEAR_K_MULTIPLE 8   /* linear k: rows of X and W are read as 16-byte vectors */
-#define DB_MAX_SPLIT_K 64        /* K splits of the GEMV linear */
+#define DB_MAX_SPLIT_K 64        /* K splits of the gemv and tiled linear (fp32 partials: split_k x batch x n x 4 bytes) */
 #define DB_MAX_SPLITS 1024       /* KV splits of one attention sequence */
 #define DB_MIN_PAGE_SIZE 16      /* tokens per page of a paged KV cache: a power of two */
 #define DB_MAX_PAGE_SIZE 256
@@ -126,9 +126,10 @@ int db_timer_elapsed_ms(db_timer *t, float *ms);
 /* ---- decode linear: Y[batch x n] = X[batch x k] * W^T, W row-major [n x k] ----------------- */
 
 enum {
-  DB_LINEAR_AUTO = 0, /* chosen from the shape and the device */
-  DB_LINEAR_GEMV = 1, /* CUDA-core GEMV, small batches, optional split-K */
-  DB_LINEAR_MMA = 2,  /* tensor-core skinny GEMM, mma.sync m16n8k16 */
+  DB_LINEAR_AUTO = 0,  /* chosen by batch: gemv up to 4, mma up to 16, tiled above */
+  DB_LINEAR_GEMV = 1,  /* CUDA-core GEMV, small batches, optional split-K */
+  DB_LINEAR_MMA = 2,   /* tensor-core skinny GEMM, mma.sync m16n8k16, W straight from DRAM */
+  DB_LINEAR_TILED = 3, /* tensor-core GEMM, shared-memory tiles by a cp.async pipeline, split-K */
   DB_LINEAR_CUBLAS = 4 /* cuBLASLt, opened at run time (kernels/cublas.cu): the peer our kernels
                           are measured against; unsupported on the emulator and where
                           libcublasLt cannot be opened */
@@ -141,7 +142,7 @@ typedef struct {
   int32_t batch, n, k;    /* 1 <= batch <= DB_MAX_BATCH, n >= 1, k >= 8, k % DB_LINEAR_K_MULTIPLE == 0 */
   int32_t dtype;          /* DB_DTYPE_BF16 or DB_DTYPE_FP16; fp32 accumulation */
   int32_t variant;        /* DB_LINEAR_* */
-  int32_t split_k;        /* 0 = auto; else 1.. (GEMV only) */
+  int32_t split_k;        /* 0 = auto; else 1..DB_MAX_SPLIT_K (GEMV and tiled) */
 } db_linear_params;
 
 /* Validates p, resolves variant and split_k where they are AUTO / 0 (written back into p), and

@@ -15,7 +15,7 @@ type LinearSpec struct {
 	K       int               `json:"k"`
 	DType   cgo.DType         `json:"dtype"`             // bf16 or fp16
 	Variant cgo.LinearVariant `json:"variant"`           // LinearAuto lets the kernel choose
-	SplitK  int               `json:"split_k,omitempty"` // 0 lets the kernel choose (GEMV only)
+	SplitK  int               `json:"split_k,omitempty"` // 0 lets the kernel choose (gemv and tiled split K)
 }
 
 // maxLinearRefRows is how many output features (rows of W) the float64 reference computes,
@@ -69,7 +69,7 @@ func (s LinearSpec) check() (status, reason string) {
 	case s.DType != cgo.DTypeBF16 && s.DType != cgo.DTypeFP16:
 		return StatusSkipped, fmt.Sprintf("unsupported: dtype %v (the linear kernels take bf16 or fp16)", s.DType)
 	case s.Variant == cgo.LinearMMA && s.SplitK > 1:
-		return StatusSkipped, fmt.Sprintf("unsupported: split-k %d with the mma variant (only gemv splits K)", s.SplitK)
+		return StatusSkipped, fmt.Sprintf("unsupported: split-k %d with the mma variant (gemv and tiled split K)", s.SplitK)
 	}
 	return "", ""
 }

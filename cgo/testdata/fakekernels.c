@@ -213,6 +213,22 @@ int db_linear_plan(db_context *ctx, db_linear_params *p, uint64_t *workspace_byt
   *workspace_bytes = p->split_k > 1 ? (uint64_t)p->split_k * p->batch * p->n * 4 : 0;
   return DB_OK;
 }
+/* One launch named after the variant the plan resolved, with a token geometry. */
+int db_linear_launches(db_context *ctx, const db_linear_params *in, db_launch_info *out, int32_t max,
+                       int32_t *count) {
+  db_linear_params p = *in;
+  uint64_t ws = 0;
+  int st = db_linear_plan(ctx, &p, &ws);
+  if (st != DB_OK) return st;
+  if (max < 1) return fail(DB_ERR_INVALID_ARGUMENT, "max=%d", max);
+  memset(out, 0, sizeof *out);
+  snprintf(out->kernel, sizeof out->kernel, "fake_linear_kernel<%d>", p.variant);
+  out->grid_x = out->grid_y = out->grid_z = 1;
+  out->block_threads = 32;
+  *count = 1;
+  return DB_OK;
+}
+
 int db_linear(db_context *ctx, const db_linear_params *in) {
   db_linear_params p = *in;
   uint64_t ws;

@@ -20,15 +20,15 @@ func benchLinearCommand() *cli.Command {
 		Name:  "linear",
 		Usage: "time the decode linear layers of a model (or one N x K shape) at each batch size",
 		UsageText: "decodebench bench linear (--model NAME [--tp N] | --n N --k K) [--batch LIST] [--dtype bf16|fp16] " +
-			"[--variant auto|gemv|mma] [--backend auto|cuda|emu] [--out FILE.jsonl] [--json]\n\n   LIST syntax: " + axes.Syntax,
+			"[--variant auto|gemv|mma|tiled] [--backend auto|cuda|emu] [--out FILE.jsonl] [--json]\n\n   LIST syntax: " + axes.Syntax,
 		Description: "With --model, every distinct linear shape of one decode step (fused QKV, O, fused gate/up,\n" +
 			"down, LM head; routers and experts for a mixture of experts) at each batch size. The read\n" +
 			"probe runs first: % READ is the achieved bandwidth over that measured ceiling.",
 		Flags: append(append(shapeFlags("1-256*2"),
 			&cli.IntFlag{Name: "n", EnvVars: []string{"DECODEBENCH_N"}, Usage: "output features (rows of W), instead of --model"},
 			&cli.IntFlag{Name: "k", EnvVars: []string{"DECODEBENCH_K"}, Usage: "input features, a positive multiple of 8, instead of --model"},
-			&cli.StringFlag{Name: "variant", Value: "auto", EnvVars: []string{"DECODEBENCH_VARIANT"}, Usage: "kernel: gemv, mma or auto"},
-			&cli.IntFlag{Name: "split-k", EnvVars: []string{"DECODEBENCH_SPLIT_K"}, Usage: "K splits of the gemv variant, 1..64; 0 lets the kernel choose"},
+			&cli.StringFlag{Name: "variant", Value: "auto", EnvVars: []string{"DECODEBENCH_VARIANT"}, Usage: "kernel: gemv, mma, tiled or auto"},
+			&cli.IntFlag{Name: "split-k", EnvVars: []string{"DECODEBENCH_SPLIT_K"}, Usage: fmt.Sprintf("K splits of the gemv or tiled variant, 1..%d; 0 lets the kernel choose", cgo.MaxSplitK)},
 		), benchFlags()...),
 		OnUsageError: onUsageError,
 		Action:       benchLinearAction,
@@ -59,7 +59,7 @@ func parseBenchLinear(c *cli.Context) (jobs []linearJob, modelName string, tp in
 	case splitK < 0 || splitK > cgo.MaxSplitK:
 		return nil, "", 0, usageError("--split-k %d: want 0 (the kernel chooses) or a count of splits in 1..%d", splitK, cgo.MaxSplitK)
 	case variant == cgo.LinearMMA && splitK > 1:
-		return nil, "", 0, usageError("--split-k %d: only the gemv variant splits K", splitK)
+		return nil, "", 0, usageError("--split-k %d: only the gemv and tiled variants split K", splitK)
 	}
 	explicit := c.IsSet("n") || c.IsSet("k")
 	haveModel := c.String("model") != "" || c.String("model-config") != ""

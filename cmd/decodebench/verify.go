@@ -43,14 +43,14 @@ func verifyLinearCommand() *cli.Command {
 	return &cli.Command{
 		Name:      "linear",
 		Usage:     "check Y = X·Wᵀ (the decode linear layer) for one shape",
-		UsageText: "decodebench verify linear --batch B --n N --k K [--dtype bf16|fp16] [--variant auto|gemv|mma] [--split-k S] [--backend auto|cuda|emu] [--seed S] [--json]",
+		UsageText: "decodebench verify linear --batch B --n N --k K [--dtype bf16|fp16] [--variant auto|gemv|mma|tiled] [--split-k S] [--backend auto|cuda|emu] [--seed S] [--json]",
 		Flags: append([]cli.Flag{
 			&cli.IntFlag{Name: "batch", Usage: fmt.Sprintf("sequences in the batch (rows of X and Y), 1..%d", cgo.MaxBatch)},
 			&cli.IntFlag{Name: "n", Usage: "output features (rows of W), >= 1"},
 			&cli.IntFlag{Name: "k", Usage: "input features, a positive multiple of 8"},
 			&cli.StringFlag{Name: "dtype", Value: "bf16", Usage: "element type of X, W and Y: bf16 or fp16"},
-			&cli.StringFlag{Name: "variant", Value: "auto", Usage: "kernel: gemv (CUDA cores), mma (tensor cores) or auto"},
-			&cli.IntFlag{Name: "split-k", Usage: "K splits of the gemv variant, 1..64; 0 lets the kernel choose"},
+			&cli.StringFlag{Name: "variant", Value: "auto", Usage: "kernel: gemv (CUDA cores), mma (skinny tensor-core), tiled (tensor cores, shared-memory tiles) or auto"},
+			&cli.IntFlag{Name: "split-k", Usage: fmt.Sprintf("K splits of the gemv or tiled variant, 1..%d; 0 lets the kernel choose", cgo.MaxSplitK)},
 			&cli.Uint64Flag{Name: "seed", Value: 1, Usage: "seed of the input hash (X and W get distinct seeds derived from it)"},
 			jsonFlag(),
 		}, backendFlags()...),
@@ -98,7 +98,7 @@ func parseLinearRequest(c *cli.Context) (linearRequest, error) {
 		return r, usageError("--split-k %d: want 0 (the kernel chooses) or a count of splits in 1..%d", r.splitK, cgo.MaxSplitK)
 	}
 	if r.variant == cgo.LinearMMA && r.splitK > 1 {
-		return r, usageError("--split-k %d: only the gemv variant splits K (mma splits it inside a block)", r.splitK)
+		return r, usageError("--split-k %d: only the gemv and tiled variants split K (mma splits it inside a block)", r.splitK)
 	}
 	if r.backend, err = parseBackendFlags(c); err != nil {
 		return r, err

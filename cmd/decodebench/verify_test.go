@@ -35,6 +35,9 @@ func TestVerifyLinearShapes(t *testing.T) {
 		{256, 7, 24, "bf16", "auto", 0},
 		{256, 1, 8, "fp16", "gemv", 0},
 		{256, 9, 40, "fp16", "mma", 1},
+		{17, 130, 136, "bf16", "tiled", 0},
+		{257, 7, 200, "fp16", "tiled", 5}, // 4 k tiles in 5 splits: one is empty
+		{1000, 9, 24, "bf16", "tiled", 0},
 	}
 	for _, c := range cases {
 		name := fmt.Sprintf("b%d_n%d_k%d_%s_%s_split%d", c.batch, c.n, c.k, c.dtype, c.variant, c.splitK)
@@ -55,7 +58,7 @@ func TestVerifyLinearShapes(t *testing.T) {
 			if c.variant != "auto" && rep.Variant != c.variant {
 				t.Errorf("variant %s was asked, %s ran", c.variant, rep.Variant)
 			}
-			if c.variant == "auto" && rep.Variant != "gemv" && rep.Variant != "mma" {
+			if c.variant == "auto" && rep.Variant != "gemv" && rep.Variant != "mma" && rep.Variant != "tiled" {
 				t.Errorf("auto resolved to %q", rep.Variant)
 			}
 			if c.splitK > 0 && rep.SplitK != c.splitK {
@@ -130,7 +133,7 @@ func TestVerifyUsageErrors(t *testing.T) {
 		{"k not a multiple of 8", append(linear, "--batch", "1", "--n", "8", "--k", "1001"), "--k 1001"},
 		{"k zero", append(linear, "--batch", "1", "--n", "8", "--k", "0"), "--k 0"},
 		{"batch 0", append(linear, "--batch", "0", "--n", "8", "--k", "8"), "--batch 0"},
-		{"batch past the limit", append(linear, "--batch", "1025", "--n", "8", "--k", "8"), "--batch 1025"},
+		{"batch 1025", append(linear, "--batch", "1025", "--n", "8", "--k", "8"), "--batch 1025"},
 		{"dtype fp32", append(linear, "--batch", "1", "--n", "8", "--k", "8", "--dtype", "fp32"), `"fp32"`},
 		{"n 0", append(linear, "--batch", "1", "--n", "0", "--k", "8"), "--n 0"},
 		{"unknown variant", append(linear, "--batch", "1", "--n", "8", "--k", "8", "--variant", "wmma"), `"wmma"`},

@@ -3,7 +3,7 @@
 // make emu-test runs it on the emulation library (a few seconds); make cuda-test builds the same
 // program against the CUDA library for a GPU machine, where it adds decode-sized shapes.
 //
-//   linear: both variants (and GEMV split-K) at awkward shapes, bf16 and fp16;
+//   linear: every variant (and split-K) at awkward shapes, bf16 and fp16, and its launches;
 //   probes: READ's exact sum, WRITE / COPY / TRIAD element by element, FMA / MMA finite;
 //   errors: the statuses and messages the Go side relies on.
 #include <atomic>
@@ -156,48 +156,144 @@ void check_linear(db_context *ctx, int32_t dtype, int batch, int n, int k, int32
          dtype == DB_DTYPE_BF16 ? "bf16" : "fp16", batch, n, k, p.variant, p.split_k, bad);
 }
 
+const char *variant_name(int32_t v) {
+  switch (v) {
+    case DB_LINEAR_AUTO: return "auto";
+    case DB_LINEAR_GEMV: return "gemv";
+    case DB_LINEAR_MMA: return "mma";
+    case DB_LINEAR_TILED: return "tiled";
+  }
+  return "?";
+}
+
 void test_linear(db_context *ctx) {
   int runs = 0;
+  auto run = [&](int32_t dtype, int batch, int n, int k, int32_t variant, int32_t split_k) {
+    check_linear(ctx, dtype, batch, n, k, variant, split_k);
+    ++runs;
+  };
+  // Every variant at small awkward shapes: n and k tails, k of one 16-byte chunk, a k tile and
+  // a chunk (136), batch 1 to past one tile of the skinny kernel.
   for (int32_t dtype : {DB_DTYPE_BF16, DB_DTYPE_FP16})
     for (int batch : {1, 3, 8, 17, 64})
-      for (int n : {1, 7, 300})
-        for (int k : {8, 24, 200}) {
-          check_linear(ctx, dtype, batch, n, k, DB_LINEAR_GEMV, 0);
-          check_linear(ctx, dtype, batch, n, k, DB_LINEAR_MMA, 0);
-          runs += 2;
-          if (k == 200 && batch <= 17) {  // split-K with uneven and empty splits (25 chunks)
-            check_linear(ctx, dtype, batch, n, k, DB_LINEAR_GEMV, 3);
-            check_linear(ctx, dtype, batch, n, k, DB_LINEAR_GEMV, 30);
-            runs += 2;
-          }
-        }
-  for (int32_t variant : {DB_LINEAR_GEMV, DB_LINEAR_MMA}) {
-    check_linear(ctx, DB_DTYPE_BF16, 256, 7, 24, variant, 0);
-    check_linear(ctx, DB_DTYPE_FP16, 256, 33, 72, variant, 0);
-    runs += 2;
+      for (int n : {1, 7, 130})
+        for (int k : {8, 136})
+          for (int32_t variant : {DB_LINEAR_GEMV, DB_LINEAR_MMA, DB_LINEAR_TILED})
+            run(dtype, batch, n, k, variant, 0);
+  // Split-K with uneven and empty splits: GEMV (25 chunks in 3 or 30 splits), tiled (3 k tiles
+  // in 2, 3, 7 or 64 splits).
+  for (int32_t dtype : {DB_DTYPE_BF16, DB_DTYPE_FP16}) {
+    for (int batch : {1, 5})
+      for (int split : {3, 30}) run(dtype, batch, 7, 200, DB_LINEAR_GEMV, split);
+    for (int split : {2, 3, 7, 64}) run(dtype, split == 7 ? 100 : 17, 130, 136, DB_LINEAR_TILED, split);
   }
+  // Batches at and past the tiled kernel's tiles (32, 64, 128) up to DB_MAX_BATCH; dtypes
+  // alternate to keep the emulated time down.
+  int i = 0;
+  for (int batch : {33, 100, 255, 256, 257, 1000, DB_MAX_BATCH})
+    run(i++ % 2 ? DB_DTYPE_FP16 : DB_DTYPE_BF16, batch, 130, 136, DB_LINEAR_TILED, 0);
+  run(DB_DTYPE_BF16, DB_MAX_BATCH, 7, 8, DB_LINEAR_TILED, 0);
+  for (int32_t variant : {DB_LINEAR_GEMV, DB_LINEAR_MMA}) {
+    run(DB_DTYPE_FP16, DB_MAX_BATCH, 7, 24, variant, 0);
+    run(DB_DTYPE_BF16, 257, 33, 72, variant, 0);
+  }
+  run(DB_DTYPE_FP16, 33, 4099, 136, DB_LINEAR_TILED, 0);  // 33 W tiles, the last of 3 rows
+  // Shapes that send warps round their k loops several times with the most warps a block has:
+  // GEMV (4 warps, 128 chunks a trip: 513 chunks in 1 or 4 splits), MMA (16 warps on a 7- or
+  // 130-row layer under 8 SMs, 65 k-steps), tiled (65 k tiles in one split, or the planner's).
+  for (int32_t dtype : {DB_DTYPE_BF16, DB_DTYPE_FP16}) {
+    run(dtype, 1, 7, 4104, DB_LINEAR_GEMV, 1);
+    run(dtype, 3, 7, 4104, DB_LINEAR_GEMV, 0);
+    run(dtype, dtype == DB_DTYPE_BF16 ? 5 : 16, dtype == DB_DTYPE_BF16 ? 7 : 130, 4104,
+        DB_LINEAR_MMA, 0);
+    run(dtype, 17, 130, 4104, DB_LINEAR_TILED, dtype == DB_DTYPE_BF16 ? 1 : 0);
+  }
+  // The grid-stride loops: GEMV's 2050 row pairs on the 31 blocks it plans for 8 SMs, MMA's
+  // 257 row tiles on 86 blocks of one warp.
+  run(DB_DTYPE_BF16, 1, 4099, 136, DB_LINEAR_GEMV, 0);
+  run(DB_DTYPE_FP16, 2, 4099, 8, DB_LINEAR_GEMV, 0);
+  run(DB_DTYPE_BF16, 9, 4099, 136, DB_LINEAR_MMA, 0);
   // AUTO, including an automatic split-K (7 rows cannot fill even the emulated 8 SMs).
-  check_linear(ctx, DB_DTYPE_BF16, 3, 7, 2048, DB_LINEAR_AUTO, 0);
-  check_linear(ctx, DB_DTYPE_BF16, 40, 100, 136, DB_LINEAR_AUTO, 0);
-  runs += 2;
+  run(DB_DTYPE_BF16, 3, 7, 2048, DB_LINEAR_AUTO, 0);
+  run(DB_DTYPE_BF16, 40, 100, 136, DB_LINEAR_AUTO, 0);
   std::printf("linear: %d runs\n", runs);
 
+  // AUTO's choice by batch; the plan's split and workspace agree.
   db_linear_params p{};
   p.x = p.w = p.y = 256;
-  p.batch = 3;
   p.n = 7;
   p.k = 2048;
   p.dtype = DB_DTYPE_BF16;
-  uint64_t ws = 0;
-  MUST(db_linear_plan(ctx, &p, &ws));
-  EXPECT(p.variant == DB_LINEAR_GEMV && p.split_k > 1 && ws == (uint64_t)p.split_k * 3 * 7 * 4,
-         "auto plan: variant %d split %d ws %llu", p.variant, p.split_k, (unsigned long long)ws);
-  p.batch = 64;
-  p.variant = DB_LINEAR_AUTO;
-  p.split_k = 0;
-  MUST(db_linear_plan(ctx, &p, &ws));
-  EXPECT(p.variant == DB_LINEAR_MMA && p.split_k == 1 && ws == 0, "auto plan b=64: %d %d %llu",
-         p.variant, p.split_k, (unsigned long long)ws);
+  const struct {
+    int batch;
+    int32_t variant;
+  } autos[] = {{1, DB_LINEAR_GEMV},  {4, DB_LINEAR_GEMV},   {5, DB_LINEAR_MMA},
+               {16, DB_LINEAR_MMA},  {17, DB_LINEAR_TILED}, {DB_MAX_BATCH, DB_LINEAR_TILED}};
+  for (const auto &a : autos) {
+    p.batch = a.batch;
+    p.variant = DB_LINEAR_AUTO;
+    p.split_k = 0;
+    uint64_t ws = 0;
+    MUST(db_linear_plan(ctx, &p, &ws));
+    EXPECT(p.variant == a.variant, "auto plan at batch %d: %s, want %s", a.batch,
+           variant_name(p.variant), variant_name(a.variant));
+    EXPECT(p.split_k >= 1 && ws == (p.split_k > 1 ? (uint64_t)p.split_k * a.batch * 7 * 4 : 0),
+           "auto plan at batch %d: split %d workspace %llu", a.batch, p.split_k,
+           (unsigned long long)ws);
+  }
+}
+
+// db_linear_launches: the kernel (and the reduce after a split), named as cuobjdump demangles
+// them, with the plan's geometry.
+void test_linear_launches(db_context *ctx) {
+  db_linear_params p{};
+  p.x = p.w = p.y = 256;
+  p.dtype = DB_DTYPE_BF16;
+  db_launch_info info[4];
+  int32_t count = -1;
+  struct Case {
+    int batch, n, k;
+    int32_t variant, split_k;
+    const char *kernel;
+    int launches;
+  } cases[] = {
+      {1, 4096, 4096, DB_LINEAR_GEMV, 1,
+       "(anonymous namespace)::linear_gemv_kernel<__nv_bfloat16, 1, true>", 1},
+      {8, 4096, 4096, DB_LINEAR_MMA, 0, "(anonymous namespace)::linear_mma_kernel<__nv_bfloat16, 2>", 1},
+      {64, 4096, 4096, DB_LINEAR_TILED, 2,
+       "(anonymous namespace)::linear_tiled_kernel<__nv_bfloat16, 64, 4, 2, 4>", 2},
+      {1000, 4096, 4096, DB_LINEAR_TILED, 1,
+       "(anonymous namespace)::linear_tiled_kernel<__nv_bfloat16, 128, 2, 4, 3>", 1},
+  };
+  for (const Case &c : cases) {
+    p.batch = c.batch;
+    p.n = c.n;
+    p.k = c.k;
+    p.variant = c.variant;
+    p.split_k = c.split_k;
+    MUST(db_linear_launches(ctx, &p, info, 4, &count));
+    EXPECT(count == c.launches, "%s batch %d: %d launches", variant_name(c.variant), c.batch, count);
+    if (count < 1) continue;
+    EXPECT(std::strcmp(info[0].kernel, c.kernel) == 0, "kernel %s, want %s", info[0].kernel, c.kernel);
+    EXPECT(info[0].grid_x >= 1 && info[0].grid_y >= 1 && info[0].grid_z == 1 &&
+               info[0].block_threads >= 32 && info[0].smem_bytes >= 0,
+           "%s geometry %d,%d,%d x %d, %d bytes", info[0].kernel, info[0].grid_x, info[0].grid_y,
+           info[0].grid_z, info[0].block_threads, info[0].smem_bytes);
+    if (c.variant == DB_LINEAR_TILED && c.batch == 1000)  // 32 W tiles x 8 batch tiles, 96 KiB
+      EXPECT(info[0].grid_x == 256 && info[0].block_threads == 256 && info[0].smem_bytes == 98304,
+             "tiled geometry %d x %d, %d bytes", info[0].grid_x, info[0].block_threads,
+             info[0].smem_bytes);
+    if (count == 2)
+      EXPECT(std::strcmp(info[1].kernel,
+                         "(anonymous namespace)::linear_splitk_reduce_kernel<__nv_bfloat16>") == 0,
+             "second launch %s", info[1].kernel);
+  }
+  p.variant = DB_LINEAR_TILED;
+  p.split_k = 2;
+  EXPECT(db_linear_launches(ctx, &p, info, 1, &count) == DB_ERR_INVALID_ARGUMENT,
+         "max=1 with two launches");
+  p.batch = DB_MAX_BATCH + 1;
+  EXPECT(db_linear_launches(ctx, &p, info, 4, &count) == DB_ERR_UNSUPPORTED_SHAPE, "batch 1025");
 }
 
 // Decode-sized shapes, on a GPU (the host reference is the slow part: ~1e9 multiply-adds); under
@@ -207,12 +303,12 @@ void test_linear_large(db_context *ctx) {
     int batch, n, k;
   };
   const Shape shapes[] = {{1, 4096, 4096}, {4, 1024, 4096}, {16, 4096, 4096}, {64, 1024, 4096},
-                          {256, 512, 2048}, {7, 14336, 512}};
+                          {256, 512, 2048}, {7, 14336, 512}, {1024, 512, 4096}};
   for (const Shape &s : shapes)
-    for (int32_t variant : {DB_LINEAR_AUTO, DB_LINEAR_GEMV, DB_LINEAR_MMA})
+    for (int32_t variant : {DB_LINEAR_AUTO, DB_LINEAR_GEMV, DB_LINEAR_MMA, DB_LINEAR_TILED})
       check_linear(ctx, s.batch % 2 ? DB_DTYPE_FP16 : DB_DTYPE_BF16, s.batch, s.n, s.k, variant,
                    0);
-  std::printf("linear (decode sizes): %zu runs\n", sizeof shapes / sizeof shapes[0] * 3);
+  std::printf("linear (decode sizes): %zu runs\n", sizeof shapes / sizeof shapes[0] * 4);
 }
 
 void test_linear_errors(db_context *ctx) {
@@ -228,8 +324,11 @@ void test_linear_errors(db_context *ctx) {
   EXPECT(last_error().find("k=1001 is not a multiple of 8") != std::string::npos, "message: %s",
          last_error().c_str());
   p.k = 64;
-  p.batch = 257;
-  EXPECT(db_linear(ctx, &p) == DB_ERR_UNSUPPORTED_SHAPE, "batch=257");
+  p.batch = DB_MAX_BATCH + 1;
+  status = db_linear(ctx, &p);
+  EXPECT(status == DB_ERR_UNSUPPORTED_SHAPE, "batch=%d: %d", p.batch, status);
+  EXPECT(last_error().find("batch=1025 is over the 1024 supported") != std::string::npos,
+         "message: %s", last_error().c_str());
   p.batch = 0;
   EXPECT(db_linear(ctx, &p) == DB_ERR_INVALID_ARGUMENT, "batch=0");
   p.batch = 2;
@@ -242,6 +341,16 @@ void test_linear_errors(db_context *ctx) {
   p.variant = DB_LINEAR_MMA;
   p.split_k = 2;
   EXPECT(db_linear(ctx, &p) == DB_ERR_INVALID_ARGUMENT, "mma split");
+  p.variant = DB_LINEAR_TILED;
+  p.split_k = DB_MAX_SPLIT_K + 1;
+  status = db_linear(ctx, &p);
+  EXPECT(status == DB_ERR_INVALID_ARGUMENT && last_error().find("split_k=65") != std::string::npos,
+         "tiled split 65: %d %s", status, last_error().c_str());
+  p.variant = 4 + 100;
+  p.split_k = 0;
+  status = db_linear(ctx, &p);
+  EXPECT(status == DB_ERR_INVALID_ARGUMENT && last_error().find("variant=104") != std::string::npos,
+         "variant 104: %d %s", status, last_error().c_str());
   p.variant = DB_LINEAR_GEMV;
   p.split_k = 4;
   p.workspace_bytes = 0;
@@ -418,7 +527,7 @@ void test_threads() {
       MUST(db_context_create(0, &ctx));
       for (int i = 0; i < 4; ++i)
         check_linear(ctx, t == 1 ? DB_DTYPE_FP16 : DB_DTYPE_BF16, 5 + t, 40 + i, 136,
-                     i % 2 ? DB_LINEAR_MMA : DB_LINEAR_GEMV, 0);
+                     i % 3 == 0 ? DB_LINEAR_GEMV : i % 3 == 1 ? DB_LINEAR_MMA : DB_LINEAR_TILED, 0);
       MUST(db_context_destroy(ctx));
     });
   for (std::thread &t : threads) t.join();
@@ -433,6 +542,7 @@ int main() {
   test_api(ctx);
   test_probes(ctx);
   test_linear_errors(ctx);
+  test_linear_launches(ctx);
   test_linear(ctx);
   if (!g_emu || std::getenv("DB_TEST_LARGE")) test_linear_large(ctx);
   MUST(db_context_destroy(ctx));
