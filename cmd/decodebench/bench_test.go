@@ -299,7 +299,7 @@ func TestBenchUsageErrors(t *testing.T) {
 		{append(lin, "--batch", "1,300"), "--batch 300: the linear kernels take a batch of at most 256"},
 		{append(lin, "--batch", "x"), `item "x"`},
 		{append(lin, "--dtype", "fp32"), `--dtype "fp32"`},
-		{append(lin, "--variant", "cublas"), "unknown linear variant"},
+		{append(lin, "--variant", "wmma"), "unknown linear variant"},
 		{append(lin, "--split-k", "-1"), "--split-k -1"},
 		{append(lin, "--split-k", "65"), "--split-k 65"},
 		{append(lin, "--variant", "mma", "--split-k", "2"), "only the gemv variant splits K"},
