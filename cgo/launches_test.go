@@ -109,3 +109,45 @@ func TestCUBLASUnsupportedOnTheEmulator(t *testing.T) {
 		t.Errorf("Linear(cublas) on the emulator = %v, want unsupported shape", err)
 	}
 }
+
+// A library with the optional functions: the launch lists cross the seam intact.
+func TestLaunchesFromALibraryThatHasThem(t *testing.T) {
+	lib, err := cgo.OpenPath(cgotest.FakeLibrary(t, "libdecodebench_launches.so", "FAKE_LAUNCHES"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	dev, err := lib.OpenDevice(0)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer dev.Close()
+	// The fake splits K in 2 at k >= 64 for the GEMV: a main launch and a reduce.
+	got, err := dev.LinearLaunches(cgo.LinearParams{X: 16, W: 32, Y: 48, Batch: 1, N: 100, K: 64, DType: cgo.DTypeBF16})
+	if err != nil {
+		t.Fatal(err)
+	}
+	want := []cgo.LaunchInfo{
+		{Kernel: "linear_gemv_kernel<__nv_bfloat16, 1>", GridX: 13, GridY: 2, GridZ: 1, BlockThreads: 128},
+		{Kernel: "linear_splitk_reduce_kernel<__nv_bfloat16>", GridX: 64, GridY: 1, GridZ: 1, BlockThreads: 256},
+	}
+	if len(got) != len(want) || got[0] != want[0] || got[1] != want[1] {
+		t.Errorf("LinearLaunches = %+v, want %+v", got, want)
+	}
+	if got[0].Blocks() != 26 {
+		t.Errorf("Blocks() = %d, want 26", got[0].Blocks())
+	}
+	att, err := dev.AttentionLaunches(cgo.AttentionParams{Batch: 3, QHeads: 8, MaxContext: 100,
+		Cache: cgo.KVCache{KVHeads: 2, HeadDim: 128, DType: cgo.DTypeBF16}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if len(att) != 1 || att[0].GridX != 6 || att[0].GridY != 2 || att[0].SmemBytes != 39472 {
+		t.Errorf("AttentionLaunches = %+v, want one launch of 6 x 2 blocks with 39472 bytes", att)
+	}
+	if _, err := dev.LinearLaunches(cgo.LinearParams{Batch: 1, N: 8, K: 7, DType: cgo.DTypeBF16}); !errors.Is(err, cgo.ErrUnsupportedShape) {
+		t.Errorf("LinearLaunches of k=7 = %v, want the plan's unsupported shape", err)
+	}
+	if err := dev.EmptyKernel(3); err != nil {
+		t.Errorf("EmptyKernel(3) = %v", err)
+	}
+}

@@ -9,6 +9,7 @@
  *   -DFAKE_LINEAR_SKIP=i                       a linear layer that never writes Y[i]
  *   -DFAKE_LINEAR_BIAS=x                       a linear layer that adds x to every output
  *   -DFAKE_PROBE_BUG                           probes that get one word or value wrong
+ *   -DFAKE_LAUNCHES                            the optional functions (launch lists, empty kernel)
  * Faults chosen at run time by FAKEKERNELS_FAULT, so that one build serves a whole suite of
  * fault-injection tests (a subprocess or an in-process command reads it at each call):
  *   nan             the linear layer writes NaN to Y[0]
@@ -213,22 +214,6 @@ int db_linear_plan(db_context *ctx, db_linear_params *p, uint64_t *workspace_byt
   *workspace_bytes = p->split_k > 1 ? (uint64_t)p->split_k * p->batch * p->n * 4 : 0;
   return DB_OK;
 }
-/* One launch named after the variant the plan resolved, with a token geometry. */
-int db_linear_launches(db_context *ctx, const db_linear_params *in, db_launch_info *out, int32_t max,
-                       int32_t *count) {
-  db_linear_params p = *in;
-  uint64_t ws = 0;
-  int st = db_linear_plan(ctx, &p, &ws);
-  if (st != DB_OK) return st;
-  if (max < 1) return fail(DB_ERR_INVALID_ARGUMENT, "max=%d", max);
-  memset(out, 0, sizeof *out);
-  snprintf(out->kernel, sizeof out->kernel, "fake_linear_kernel<%d>", p.variant);
-  out->grid_x = out->grid_y = out->grid_z = 1;
-  out->block_threads = 32;
-  *count = 1;
-  return DB_OK;
-}
-
 int db_linear(db_context *ctx, const db_linear_params *in) {
   db_linear_params p = *in;
   uint64_t ws;
@@ -341,5 +326,42 @@ int db_attention(db_context *ctx, const db_attention_params *p) {
 int db_kv_append(db_context *ctx, const db_kv_append_params *p) {
   (void)ctx;
   return p->batch > 0 ? DB_OK : fail(DB_ERR_INVALID_ARGUMENT, "batch=%d", p->batch);
+}
+#endif
+
+#ifdef FAKE_LAUNCHES
+/* Fixed geometry: a linear call is one launch of ceil(n / 8) blocks of 128 threads, and one
+ * more (a split-K reduce) when it splits; an attention call is one launch of
+ * (batch x kv_heads, num_splits) blocks of 128 threads with 39472 bytes of shared memory. */
+static void fake_launch(db_launch_info *l, const char *kernel, int32_t gx, int32_t gy, int32_t threads, int32_t smem) {
+  memset(l, 0, sizeof *l);
+  snprintf(l->kernel, sizeof l->kernel, "%s", kernel);
+  l->grid_x = gx, l->grid_y = gy, l->grid_z = 1, l->block_threads = threads, l->smem_bytes = smem;
+}
+int db_linear_launches(db_context *ctx, const db_linear_params *p, db_launch_info *out, int32_t max, int32_t *count) {
+  db_linear_params q = *p;
+  uint64_t ws;
+  int st = db_linear_plan(ctx, &q, &ws);
+  if (st) return st;
+  if (max < 2) return fail(DB_ERR_INVALID_ARGUMENT, "max=%d < 2", max);
+  fake_launch(&out[0], "linear_gemv_kernel<__nv_bfloat16, 1>", (q.n + 7) / 8, q.split_k, 128, 0);
+  *count = 1;
+  if (q.split_k > 1) fake_launch(&out[(*count)++], "linear_splitk_reduce_kernel<__nv_bfloat16>", 64, 1, 256, 0);
+  return DB_OK;
+}
+int db_attention_launches(db_context *ctx, const db_attention_params *p, db_launch_info *out, int32_t max,
+                          int32_t *count) {
+  db_attention_params q = *p;
+  uint64_t ws;
+  int st = db_attention_plan(ctx, &q, &ws);
+  if (st) return st;
+  if (max < 1) return fail(DB_ERR_INVALID_ARGUMENT, "max=%d < 1", max);
+  fake_launch(&out[0], "attention_decode_kernel<__nv_bfloat16, 128, 4>", q.batch * q.cache.kv_heads, q.num_splits, 128, 39472);
+  *count = 1;
+  return DB_OK;
+}
+int db_empty_kernel(db_context *ctx, int32_t launches) {
+  (void)ctx;
+  return launches >= 1 ? DB_OK : fail(DB_ERR_INVALID_ARGUMENT, "launches=%d", launches);
 }
 #endif

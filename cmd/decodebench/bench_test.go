@@ -250,7 +250,7 @@ func TestBenchUsageErrors(t *testing.T) {
 		{append(lin, "--batch", "1,1025"), "--batch 1025: the linear kernels take a batch of at most 1024"},
 		{append(lin, "--batch", "x"), `item "x"`},
 		{append(lin, "--dtype", "fp32"), `--dtype "fp32"`},
-		{append(lin, "--variant", "cublass"), "unknown linear variant"},
+		{append(lin, "--variant", "wmma"), "unknown linear variant"},
 		{append(lin, "--split-k", "-1"), "--split-k -1"},
 		{append(lin, "--split-k", "65"), "--split-k 65"},
 		{append(lin, "--variant", "mma", "--split-k", "2"), "only the gemv and tiled variants split K"},

@@ -12,6 +12,7 @@ import (
 	"testing"
 
 	"github.com/decodebench/decodebench/cgo"
+	"github.com/decodebench/decodebench/cgo/cgotest"
 )
 
 func parseFixture(t *testing.T, name string, dropControl bool) *Function {
@@ -322,4 +323,51 @@ func TestManifestErrors(t *testing.T) {
 			t.Errorf("%s: %v, want an error mentioning %s", c.desc, err, c.want)
 		}
 	}
+}
+
+// The waves section end to end, through a library that lists its launches (the fake one of
+// package cgo): every decode-step call is planned and each launch gets its waves.
+func TestGateWavesThroughALibrary(t *testing.T) {
+	if _, err := exec.LookPath("c++filt"); err != nil {
+		t.Skip("no c++filt to demangle the fixtures' names")
+	}
+	lib := cgotest.FakeLibrary(t, "libdecodebench_launches.so", "FAKE_LAUNCHES")
+	dir := t.TempDir()
+	manifest := filepath.Join(dir, "manifest.json")
+	os.WriteFile(manifest, []byte(`{"loops": [{"kernel": "linear_gemv_kernel<__nv_bfloat16, 1>", "minimum": 4, "block_threads": 128}]}`), 0o644)
+	out := filepath.Join(dir, "out.json")
+	var stdout, stderr bytes.Buffer
+	if code := run([]string{"-manifest", manifest, "-sass", "testdata/gemv-bf16-1.sass", "-ptxas", "testdata/ptxas.log",
+		"-json", out, "-library", lib}, &stdout, &stderr); code != 0 {
+		t.Fatalf("exit %d\n%s%s", code, stdout.String(), stderr.String())
+	}
+	data, _ := os.ReadFile(out)
+	var rep Report
+	if err := json.Unmarshal(data, &rep); err != nil {
+		t.Fatal(err)
+	}
+	if rep.WavesSkipped != "" || len(rep.Waves) == 0 {
+		t.Fatalf("waves skipped (%q) or none: %s", rep.WavesSkipped, stdout.String())
+	}
+	var qkv, attention, reduce bool
+	for _, w := range rep.Waves {
+		switch {
+		case w.Model == "Llama-3-8B" && w.Name == "qkv_proj" && w.Batch == 1 && w.Launch == 0:
+			// n = 6144: 768 x 2 blocks (the fake's n / 8, K split in 2) of 9 per SM on 132 SMs.
+			qkv = w.Blocks == 1536 && w.BlocksPerSM == 9 && abs(w.Waves-1536.0/1188) < 1e-9
+		case w.Kind == "attention" && w.Error == "":
+			attention = w.Registers == 120 && w.BlocksPerSM == 4
+		case strings.HasPrefix(w.Kernel, "linear_splitk_reduce_kernel"):
+			reduce = strings.Contains(w.Error, "ptxas reported nothing")
+		}
+	}
+	if !qkv || !attention || !reduce {
+		t.Errorf("qkv row right %v, attention rows right %v, unknown reduce kernel named %v:\n%s", qkv, attention, reduce, stdout.String())
+	}
+}
+
+func TestMain(m *testing.M) {
+	code := m.Run()
+	cgotest.RemoveFakes()
+	os.Exit(code)
 }
