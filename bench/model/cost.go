@@ -8,7 +8,7 @@ import "math"
 // matrix is count projection weights of one layer, y = x W^T with W n x k (k the input width).
 type matrix struct {
 	n, k, count int
-	expert      bool // a routed expert's, which Quantization.ExpertsOnly quantizes
+	attn        bool // an attention projection, which Quantization.AttentionKept keeps unquantized
 }
 
 func (m matrix) params() int64 { return int64(m.count) * int64(m.n) * int64(m.k) }
@@ -32,20 +32,20 @@ func (s Shape) attnOut() int64 {
 func (s Shape) attnMatrices() []matrix {
 	h := s.Hidden
 	if !s.IsMLA() {
-		return []matrix{{n: int(s.qkvOut()), k: h, count: 1}, {n: h, k: int(s.attnOut()), count: 1}}
+		return []matrix{{n: int(s.qkvOut()), k: h, count: 1, attn: true}, {n: h, k: int(s.attnOut()), count: 1, attn: true}}
 	}
 	qOut := s.QHeads * s.HeadDim
 	var m []matrix
 	if s.QLoRARank > 0 {
-		m = append(m, matrix{n: s.QLoRARank, k: h, count: 1}, matrix{n: qOut, k: s.QLoRARank, count: 1})
+		m = append(m, matrix{s.QLoRARank, h, 1, true}, matrix{qOut, s.QLoRARank, 1, true})
 	} else {
-		m = append(m, matrix{n: qOut, k: h, count: 1})
+		m = append(m, matrix{qOut, h, 1, true})
 	}
 	return append(m,
-		matrix{n: s.KVLoRARank + s.RoPEHeadDim, k: h, count: 1},
-		matrix{n: s.QKNopeHeadDim(), k: s.KVLoRARank, count: s.QHeads},
-		matrix{n: s.VHeadDim, k: s.KVLoRARank, count: s.QHeads},
-		matrix{n: h, k: int(s.attnOut()), count: 1})
+		matrix{s.KVLoRARank + s.RoPEHeadDim, h, 1, true},
+		matrix{s.QKNopeHeadDim(), s.KVLoRARank, s.QHeads, true},
+		matrix{s.VHeadDim, s.KVLoRARank, s.QHeads, true},
+		matrix{h, int(s.attnOut()), 1, true})
 }
 
 // attnSmallParams counts one layer's attention parameters besides the matrices: biases,
@@ -71,7 +71,7 @@ func (s Shape) attnSmallParams() int64 {
 }
 
 // mlpMatrices lists one MLP of width ffn: gate and up (or up) and down.
-func (s Shape) mlpMatrices(ffn int, expert bool) []matrix {
+func (s Shape) mlpMatrices(ffn int) []matrix {
 	if ffn == 0 {
 		return nil
 	}
@@ -79,7 +79,7 @@ func (s Shape) mlpMatrices(ffn int, expert bool) []matrix {
 	if s.GatedMLP {
 		up = 2
 	}
-	return []matrix{{n: ffn, k: s.Hidden, count: up, expert: expert}, {n: s.Hidden, k: ffn, count: 1, expert: expert}}
+	return []matrix{{n: ffn, k: s.Hidden, count: up}, {n: s.Hidden, k: ffn, count: 1}}
 }
 
 // mlpBiases counts the biases of one MLP of width ffn.
@@ -105,7 +105,7 @@ func sumParams(ms []matrix) int64 {
 func (s Shape) sumBytes(ms []matrix) float64 {
 	var b float64
 	for _, m := range ms {
-		b += float64(m.count) * s.matrixBytes(m.n, m.k, m.expert)
+		b += float64(m.count) * s.matrixBytes(m.n, m.k, m.attn)
 	}
 	return b
 }
@@ -115,14 +115,14 @@ func (s Shape) expertParams() int64 {
 	if !s.IsMoE() {
 		return 0
 	}
-	return sumParams(s.mlpMatrices(s.ExpertFFN, true)) + s.mlpBiases(s.ExpertFFN)
+	return sumParams(s.mlpMatrices(s.ExpertFFN)) + s.mlpBiases(s.ExpertFFN)
 }
 
 func (s Shape) expertBytes() float64 {
 	if !s.IsMoE() {
 		return 0
 	}
-	return s.sumBytes(s.mlpMatrices(s.ExpertFFN, true)) + float64(s.mlpBiases(s.ExpertFFN))*s.WeightDType.Bytes()
+	return s.sumBytes(s.mlpMatrices(s.ExpertFFN)) + float64(s.mlpBiases(s.ExpertFFN))*s.WeightDType.Bytes()
 }
 
 // routerParams counts one MoE layer's router, a Hidden x Experts linear (and its bias).
@@ -159,8 +159,8 @@ func (s Shape) layerParts(matrices func([]matrix) float64, small func(int64) flo
 	moeLayers := float64(s.MoELayers())
 	shared := s.sharedFFN()
 	return layers*(matrices(s.attnMatrices())+small(s.attnSmallParams()+s.normParams())) +
-		float64(denseLayers)*(matrices(s.mlpMatrices(denseFFN, false))+small(s.mlpBiases(denseFFN))) +
-		moeLayers*(matrices(s.mlpMatrices(shared, false))+small(s.mlpBiases(shared)+s.routerParams()))
+		float64(denseLayers)*(matrices(s.mlpMatrices(denseFFN))+small(s.mlpBiases(denseFFN))) +
+		moeLayers*(matrices(s.mlpMatrices(shared))+small(s.mlpBiases(shared)+s.routerParams()))
 }
 
 // paramsBesidesExperts counts every layer's parameters except the routed experts.
@@ -350,10 +350,10 @@ func (s Shape) spans(context int) []span {
 // lookup does none.
 func (s Shape) linearMACsPerToken() float64 {
 	denseLayers, denseFFN := s.denseMLP()
-	moe := sumParams(s.mlpMatrices(s.sharedFFN(), false)) + int64(s.Hidden)*int64(s.Experts) +
-		int64(s.ExpertsPerToken)*sumParams(s.mlpMatrices(s.ExpertFFN, true))
+	moe := sumParams(s.mlpMatrices(s.sharedFFN())) + int64(s.Hidden)*int64(s.Experts) +
+		int64(s.ExpertsPerToken)*sumParams(s.mlpMatrices(s.ExpertFFN))
 	return float64(s.Layers)*float64(sumParams(s.attnMatrices())) +
-		float64(denseLayers)*float64(sumParams(s.mlpMatrices(denseFFN, false))) +
+		float64(denseLayers)*float64(sumParams(s.mlpMatrices(denseFFN))) +
 		float64(s.MoELayers())*float64(moe) + float64(s.embeddingParams())
 }
 

@@ -102,16 +102,16 @@ func (s Shape) Kernels(batch, context int) []Kernel {
 		qOut := s.QHeads * s.HeadDim
 		if s.QLoRARank > 0 {
 			kernels = append(kernels,
-				s.linear("q_a_proj", layers, batch, s.QLoRARank, h, false, false),
-				s.linear("q_b_proj", layers, batch, qOut, s.QLoRARank, false, false))
+				s.linear("q_a_proj", layers, batch, s.QLoRARank, h, false, true),
+				s.linear("q_b_proj", layers, batch, qOut, s.QLoRARank, false, true))
 		} else {
-			kernels = append(kernels, s.linear("q_proj", layers, batch, qOut, h, false, false))
+			kernels = append(kernels, s.linear("q_proj", layers, batch, qOut, h, false, true))
 		}
 		kernels = append(kernels,
-			s.linear("kv_a_proj", layers, batch, s.KVLoRARank+s.RoPEHeadDim, h, false, false),
+			s.linear("kv_a_proj", layers, batch, s.KVLoRARank+s.RoPEHeadDim, h, false, true),
 			s.grouped("q_absorb", layers, s.QHeads, batch, s.KVLoRARank, s.QKNopeHeadDim()))
 	} else {
-		kernels = append(kernels, s.linear("qkv_proj", layers, batch, int(s.qkvOut()), h, s.AttnBias, false))
+		kernels = append(kernels, s.linear("qkv_proj", layers, batch, int(s.qkvOut()), h, s.AttnBias, true))
 	}
 	// Layers that attend to fewer tokens than the context (sliding windows past
 	// the window, chunks past the chunk) have their own attention shape.
@@ -121,7 +121,7 @@ func (s Shape) Kernels(batch, context int) []Kernel {
 	if s.IsMLA() {
 		kernels = append(kernels, s.grouped("v_absorb", layers, s.QHeads, batch, s.VHeadDim, s.KVLoRARank))
 	}
-	kernels = append(kernels, s.linear("o_proj", layers, batch, h, int(s.attnOut()), s.OProjBias, false))
+	kernels = append(kernels, s.linear("o_proj", layers, batch, h, int(s.attnOut()), s.OProjBias, true))
 	if s.IsMoE() {
 		moeLayers := float64(s.MoELayers())
 		distinct := s.ExpectedDistinctExperts(batch)
@@ -130,18 +130,18 @@ func (s Shape) Kernels(batch, context int) []Kernel {
 		tokens := float64(batch*s.ExpertsPerToken) / distinct
 		m := max(1, int(math.Ceil(tokens-1e-9)))
 		kernels = append(kernels, s.linear("router", moeLayers, batch, s.Experts, h, s.RouterBias, false))
-		kernels = append(kernels, s.mlp("shared_expert_", moeLayers, batch, s.sharedFFN(), false)...)
-		kernels = append(kernels, s.mlp("expert_", moeLayers*distinct, m, s.ExpertFFN, true)...)
+		kernels = append(kernels, s.mlp("shared_expert_", moeLayers, batch, s.sharedFFN())...)
+		kernels = append(kernels, s.mlp("expert_", moeLayers*distinct, m, s.ExpertFFN)...)
 	}
 	denseLayers, denseFFN := s.denseMLP()
-	kernels = append(kernels, s.mlp("", float64(denseLayers), batch, denseFFN, false)...)
+	kernels = append(kernels, s.mlp("", float64(denseLayers), batch, denseFFN)...)
 	return append(kernels, s.linear("lm_head", 1, batch, s.Vocab, h, s.LMHeadBias, false))
 }
 
 // mlp lists an MLP's two linears, "<prefix>gate_up(_proj)" (or up) and
 // "<prefix>down(_proj)"; the dense MLP's names end in _proj. None when ffn is 0
 // or repeat is.
-func (s Shape) mlp(prefix string, repeat float64, m, ffn int, expert bool) []Kernel {
+func (s Shape) mlp(prefix string, repeat float64, m, ffn int) []Kernel {
 	if ffn == 0 || repeat == 0 {
 		return nil
 	}
@@ -154,15 +154,15 @@ func (s Shape) mlp(prefix string, repeat float64, m, ffn int, expert bool) []Ker
 		upName, upWidth = prefix+"gate_up"+suffix, 2*ffn
 	}
 	return []Kernel{
-		s.linear(upName, repeat, m, upWidth, s.Hidden, s.MLPBias, expert),
-		s.linear(prefix+"down"+suffix, repeat, m, s.Hidden, ffn, s.MLPBias, expert),
+		s.linear(upName, repeat, m, upWidth, s.Hidden, s.MLPBias, false),
+		s.linear(prefix+"down"+suffix, repeat, m, s.Hidden, ffn, s.MLPBias, false),
 	}
 }
 
-// linear describes Y[m x n] = X[m x k] * W^T (+ bias[n]). W is an expert's
-// when expert is set; the LM head and the router are never quantized.
-func (s Shape) linear(name string, repeat float64, m, n, k int, bias, expert bool) Kernel {
-	weights, format := s.matrixBytes(n, k, expert), s.matrixFormat(expert)
+// linear describes Y[m x n] = X[m x k] * W^T (+ bias[n]); attn marks an
+// attention projection. The LM head and the router are never quantized.
+func (s Shape) linear(name string, repeat float64, m, n, k int, bias, attn bool) Kernel {
+	weights, format := s.matrixBytes(n, k, attn), s.matrixFormat(attn)
 	if name == "lm_head" || name == "router" {
 		weights, format = float64(n)*float64(k)*s.WeightDType.Bytes(), ""
 	}

@@ -18,10 +18,12 @@ type Quantization struct {
 	// BlockN x BlockK is fp8's weight_block_size: one fp32 scale per tile (DeepSeek-V3: 128 x 128).
 	BlockN int `json:"block_n,omitempty"`
 	BlockK int `json:"block_k,omitempty"`
-	// ExpertsOnly: only the routed experts are quantized (gpt-oss keeps attention, the router,
-	// the embedding and the LM head in bf16); otherwise every projection of the layers is, and
-	// the embedding, LM head, router and norms are WeightDType.
-	ExpertsOnly bool `json:"experts_only,omitempty"`
+	// AttentionKept: the attention projections stay WeightDType (gpt-oss's
+	// modules_to_not_convert names self_attn); otherwise they are quantized too. The MLPs and
+	// experts are quantized; the embedding, LM head, router and norms never are.
+	AttentionKept bool `json:"attention_kept,omitempty"`
+	// Zeros: awq and gptq store a Bits-wide zero point per group (awq's zero_point; gptq always).
+	Zeros bool `json:"zeros,omitempty"`
 	// GIdx: gptq with desc_act stores one int32 group index per input row of each matrix.
 	GIdx bool `json:"g_idx,omitempty"`
 }
@@ -85,7 +87,11 @@ func (q Quantization) matrixBytes(n, k int) float64 {
 		return values + 4*rows
 	}
 	// awq and gptq: per group and output channel an fp16 scale and a Bits-wide zero point.
-	scales := rows * groups(q.GroupSize) * (2 + float64(q.Bits)/8)
+	perGroup := 2.0
+	if q.Zeros {
+		perGroup += float64(q.Bits) / 8
+	}
+	scales := rows * groups(q.GroupSize) * perGroup
 	if q.GIdx {
 		scales += 4 * float64(k)
 	}
@@ -98,17 +104,19 @@ func (q Quantization) BitsPerWeight(n, k int) float64 {
 	return 8 * q.matrixBytes(n, k) / (float64(n) * float64(k))
 }
 
-// matrixBytes is the storage of one n x k projection matrix of s, expert or not.
-func (s Shape) matrixBytes(n, k int, expert bool) float64 {
-	if s.Quant != nil && (expert || !s.Quant.ExpertsOnly) {
+// matrixBytes is the storage of one n x k projection matrix of s, of attention or not.
+func (s Shape) matrixBytes(n, k int, attn bool) float64 {
+	if s.quantized(attn) {
 		return s.Quant.matrixBytes(n, k)
 	}
 	return float64(n) * float64(k) * s.WeightDType.Bytes()
 }
 
-// matrixFormat is the format name of s's n x k projection matrices ("" when WeightDType).
-func (s Shape) matrixFormat(expert bool) string {
-	if s.Quant != nil && (expert || !s.Quant.ExpertsOnly) {
+func (s Shape) quantized(attn bool) bool { return s.Quant != nil && !(attn && s.Quant.AttentionKept) }
+
+// matrixFormat is the format name of s's projection matrices ("" when WeightDType).
+func (s Shape) matrixFormat(attn bool) string {
+	if s.quantized(attn) {
 		return s.Quant.String()
 	}
 	return ""
