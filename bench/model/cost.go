@@ -307,7 +307,7 @@ func (s Shape) attendedLayerTokens(context int) float64 {
 
 // span is a group of layers that attend to the same number of tokens.
 type span struct {
-	name           string // the attention kernel's name
+	name            string // the attention kernel's name
 	layers, context int
 }
 

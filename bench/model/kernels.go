@@ -217,4 +217,3 @@ func (s Shape) attention(name string, repeat float64, batch, context int) Kernel
 	k.FLOPs = b * s.attentionFLOPsPerToken() * ctx
 	return k
 }
-
