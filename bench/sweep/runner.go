@@ -329,6 +329,18 @@ func (s *state) useCeilingForCost() {
 
 // stepFits asks whether the weights and the batch's KV caches fit in the card's memory.
 func (s *state) stepFits(cfg Config) (bool, string) {
+	// A kernel variant (model.Kernel.Variant) has no kernel in the library yet: the step is
+	// skipped, naming it, before anything is allocated; predict still models it.
+	lacking, seen := "", map[string]bool{}
+	for _, k := range cfg.Model.Kernels(cfg.Batch, cfg.Context) {
+		if v := k.Variant(); v != "" && !seen[v+k.Name] {
+			seen[v+k.Name] = true
+			lacking += fmt.Sprintf(", %s (%s)", v, k.Name)
+		}
+	}
+	if lacking != "" {
+		return false, "the kernel library has no kernel yet for " + lacking[2:] + "; decodebench predict models this step"
+	}
 	if s.MemoryBytes <= 0 {
 		return true, ""
 	}
