@@ -143,7 +143,7 @@ var presets = []struct {
 	// DeepSeek-V3 (and R1, same shape): 671B in the main model (the checkpoint's 685B adds
 	// the multi-token-prediction layer, left out), 36.6B activated without the input
 	// embedding. Kimi-K2: 384 experts, 64 heads, one dense layer.
-	{deepseekV3("deepseek_v3", "DeepSeek-V3", 128, 256, 3, 129280, 671e9), []string{"DeepSeek-R1", "DeepSeek-V3-0324"}},
+	{withMTP(deepseekV3("deepseek_v3", "DeepSeek-V3", 128, 256, 3, 129280, 671e9)), []string{"DeepSeek-R1", "DeepSeek-V3-0324"}},
 	{deepseekV3("kimi_k2", "Kimi-K2", 64, 384, 1, 163840, 0), []string{"Kimi-K2-Instruct"}},
 
 	// gpt-oss: OpenAI's model card counts 20.91B and 116.83B in all, 3.61B and 5.13B active
@@ -178,7 +178,14 @@ func llama4Scout() Shape {
 	s := dense("llama4_text", "Llama-4-Scout", 5120, 8192, 48, 40, 8, 128, 202048, false, 0)
 	s.Experts, s.ExpertsPerToken, s.ExpertFFN = 16, 1, 8192
 	s.AttentionChunk, s.ChunkedLayers, s.NoRoPELayers, s.QKNorm = 8192, 36, 12, "l2"
-	s.LeftOut = "vision tower and multimodal projector"
+	s.LeftOut = "vision tower and multimodal projector (llama4's text_config read)"
+	return s
+}
+
+// withMTP notes the one multi-token-prediction layer of the checkpoint, which the shape
+// leaves out.
+func withMTP(s Shape) Shape {
+	s.LeftOut = "1 multi-token-prediction layer(s) (num_nextn_predict_layers), which a plain decode step does not run"
 	return s
 }
 
@@ -186,6 +193,6 @@ func llama4Scout() Shape {
 // layer, QK-norm, five of every six layers local.
 func gemma3(name string, hidden, ffn, layers, qHeads, kvHeads, headDim, window int, published float64) Shape {
 	s := dense("gemma3_text", name, hidden, ffn, layers, qHeads, kvHeads, headDim, 262208, true, published)
-	s.QKNorm, s.LeftOut = "rms", "vision tower and multimodal projector"
+	s.QKNorm, s.LeftOut = "rms", "vision tower and multimodal projector (gemma3's text_config read)"
 	return windowed(s, window, layers-layers/6)
 }

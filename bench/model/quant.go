@@ -48,20 +48,20 @@ func (q Quantization) validate() error {
 	return nil
 }
 
-// String names the format as a kernel would need it: "mxfp4 (32-weight groups)", "fp8 with
-// 128x128 block scales", "awq int4 g128".
+// String names the format as a kernel would need it: "mxfp4 (e2m1, one e8m0 scale per 32)",
+// "fp8 (128x128 block scales)", "awq int4 g128".
 func (q Quantization) String() string {
 	switch q.Method {
 	case QuantMXFP4:
 		return fmt.Sprintf("mxfp4 (e2m1, one e8m0 scale per %d)", q.GroupSize)
 	case QuantFP8:
 		if q.BlockN > 0 {
-			return fmt.Sprintf("fp8 with %dx%d block scales", q.BlockN, q.BlockK)
+			return fmt.Sprintf("fp8 (%dx%d block scales)", q.BlockN, q.BlockK)
 		}
-		return "fp8 with per-channel scales"
+		return "fp8 (per-channel scales)"
 	}
 	if q.GroupSize == 0 {
-		return fmt.Sprintf("%s int%d, per-channel scales", q.Method, q.Bits)
+		return fmt.Sprintf("%s int%d (per-channel scales)", q.Method, q.Bits)
 	}
 	return fmt.Sprintf("%s int%d g%d", q.Method, q.Bits, q.GroupSize)
 }
