@@ -52,3 +52,43 @@ func TestRunSkipsKernelVariantsTheLibraryLacks(t *testing.T) {
 		}
 	}
 }
+
+// The small ops follow the newer architectures: MLA appends 576 values a layer and rotates
+// only the rotary parts, QK-norm reads and writes every q and k head, Llama 4's no-rotary
+// layers rotate nothing, and a MoE's dense layers and shared experts have their activations.
+func TestSmallOpsNewArchitectures(t *testing.T) {
+	ops := func(name string, batch int) map[string]SmallOp {
+		s, err := model.Lookup(name)
+		if err != nil {
+			t.Fatal(err)
+		}
+		byName := map[string]SmallOp{}
+		for _, op := range SmallOps(s, batch) {
+			byName[op.Name] = op
+		}
+		return byName
+	}
+	ds := ops("deepseek-v3", 2)
+	if got, want := ds["kv_append"].Bytes, 2*576*2.0+2*576*2; got != want {
+		t.Errorf("DeepSeek-V3 kv_append %g bytes, want %g (latent 512 + rotary key 64)", got, want)
+	}
+	if got, want := ds["rotary"].Bytes, 2*2*129*64*2.0; got != want {
+		t.Errorf("DeepSeek-V3 rotary %g bytes, want %g (128 query heads' and the key's 64 rotary values)", got, want)
+	}
+	if n := ds["latent_norm"]; n.Repeat != 61 || n.Bytes != 2*2*(1536+512)*2+(1536+512)*2 {
+		t.Errorf("DeepSeek-V3 latent_norm %+v", n)
+	}
+	if ds["mlp_activation"].Repeat != 3 || ds["shared_expert_activation"].Repeat != 58 || ds["router_topk"].Repeat != 58 {
+		t.Errorf("DeepSeek-V3 activations: dense %+v, shared %+v, router %+v", ds["mlp_activation"], ds["shared_expert_activation"], ds["router_topk"])
+	}
+	q := ops("qwen3-8b", 4)
+	if n := q["qk_norm"]; n.Repeat != 36 || n.Bytes != 2*4*(32+8)*128*2+2*128*2 {
+		t.Errorf("Qwen3-8B qk_norm %+v", n)
+	}
+	if _, ok := ops("llama3-8b", 4)["qk_norm"]; ok {
+		t.Error("Llama-3-8B has no QK-norm")
+	}
+	if r := ops("llama-4-scout", 1)["rotary"]; r.Repeat != 36 {
+		t.Errorf("Llama-4-Scout rotates in %g layers, want 36 of 48", r.Repeat)
+	}
+}
