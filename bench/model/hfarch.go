@@ -309,4 +309,3 @@ func (c hfConfig) experts(arch hfArch, s *Shape) error {
 	}
 	return nil
 }
-

@@ -147,4 +147,3 @@ func (c hfConfig) slidingWindow(rule windowRule, layers int) (window, slidingLay
 	}
 	return window, layers, nil
 }
-
