@@ -8,9 +8,10 @@ import (
 // Kernel is one distinct kernel shape of a decode step and how often a step
 // launches it. Over a step's Kernels, Repeat * FLOPs adds up to FLOPsPerStep
 // (exactly for a dense model; a little more for a mixture of experts, whose
-// tokens per expert are rounded up), and the weights the linear calls read add
-// up to WeightBytesPerStep less the embedding rows, the norms, the QK-norm
-// weights and the MLA norms, which no kernel here reads.
+// tokens per expert are rounded up), and the weights the linear and grouped
+// linear calls read add up to WeightBytesPerStep less the embedding rows, the
+// norms, the QK-norm weights and the MLA norms, which no kernel here reads, and
+// the sinks, which the attention call reads.
 type Kernel struct {
 	// Name is one of "qkv_proj" (multi-head latent attention: "q_a_proj",
 	// "q_b_proj" or "q_proj", "kv_a_proj", "q_absorb", "v_absorb"), "attention"

@@ -400,3 +400,67 @@ func TestNewConfigErrors(t *testing.T) {
 		t.Errorf("small DeepSeek: %+v", s)
 	}
 }
+
+func TestLookupNewPresets(t *testing.T) {
+	for in, want := range map[string]string{
+		"Qwen/Qwen3-8B":                             "Qwen3-8B",
+		"qwen3-30b-a3b":                             "Qwen3-30B-A3B",
+		"Qwen/Qwen3-235B-A22B":                      "Qwen3-235B-A22B",
+		"meta-llama/Llama-4-Scout-17B-16E-Instruct": "Llama-4-Scout",
+		"google/gemma-3-27b-it":                     "Gemma-3-27B",
+		"deepseek-ai/DeepSeek-V3-Base":              "DeepSeek-V3",
+		"deepseek-ai/DeepSeek-R1":                   "DeepSeek-V3",
+		"moonshotai/Kimi-K2-Instruct":               "Kimi-K2",
+		"openai/gpt-oss-20b":                        "gpt-oss-20b",
+		"gpt_oss_120b":                              "gpt-oss-120b",
+		"meta-llama/Llama-3.3-70B-Instruct":         "Llama-3.1-70B",
+	} {
+		if s, err := Lookup(in); err != nil || s.Name != want {
+			t.Errorf("Lookup(%q) = %q, %v; want %s", in, s.Name, err, want)
+		}
+	}
+}
+
+// The shape's own checks of the new fields, each naming the field.
+func TestValidateNewFields(t *testing.T) {
+	ds := mustLookup(t, "DeepSeek-V3")
+	tests := []struct {
+		desc string
+		edit func(*Shape)
+		want string
+	}{
+		{"dense layers in a dense model", func(s *Shape) { s.Experts, s.ExpertsPerToken, s.ExpertFFN = 0, 0, 0; s.FFN = 1 }, "DenseLayers = 3"},
+		{"dense layers without a width", func(s *Shape) { s.DenseFFN = 0 }, "DenseFFN = 0"},
+		{"rotary part as wide as the head", func(s *Shape) { s.RoPEHeadDim = 192 }, "RoPEHeadDim = 192"},
+		{"MLA with fewer KV heads", func(s *Shape) { s.KVHeads = 1 }, "KVHeads = 1"},
+		{"no value width", func(s *Shape) { s.VHeadDim = 0 }, "VHeadDim = 0"},
+		{"MLA fields without a latent", func(s *Shape) { s.KVLoRARank = 0 }, "without KVLoRARank"},
+		{"chunk without layers", func(s *Shape) { s.AttentionChunk = 8192 }, "AttentionChunk = 8192"},
+		{"unknown QK-norm", func(s *Shape) { s.QKNorm = "layer" }, `QKNorm = "layer"`},
+		{"bad quantization", func(s *Shape) { s.Quant = &Quantization{Method: "nf4", Bits: 4} }, `Quant.Method = "nf4"`},
+	}
+	for _, tc := range tests {
+		s := ds
+		tc.edit(&s)
+		if err := s.Validate(); err == nil || !strings.Contains(err.Error(), tc.want) {
+			t.Errorf("%s: %v, want an error naming %q", tc.desc, err, tc.want)
+		}
+	}
+	// Sharding splits the dense layers' MLP as it does the experts'.
+	shard, err := ds.Shard(4)
+	if err != nil || shard.DenseFFN != 18432/4 || shard.FFN != 2048/4 {
+		t.Errorf("TP 4: %+v, %v", shard, err)
+	}
+	// q_lora_rank null: the query is projected from the hidden state in one q_proj.
+	cfg := `{"model_type": "kimi_k2", "hidden_size": 512, "intermediate_size": 1024, "num_hidden_layers": 2,
+		"num_attention_heads": 4, "vocab_size": 1000, "kv_lora_rank": 64, "qk_rope_head_dim": 16, "qk_nope_head_dim": 32,
+		"v_head_dim": 32, "q_lora_rank": null, "n_routed_experts": 8, "num_experts_per_tok": 2,
+		"moe_intermediate_size": 128, "n_shared_experts": 0, "first_k_dense_replace": 0}`
+	s, err := ParseHFConfig([]byte(cfg), "lite.json")
+	if err != nil {
+		t.Fatal(err)
+	}
+	if s.QLoRARank != 0 || s.FFN != 0 || s.DenseLayers != 0 || s.Kernels(1, 10)[0].Name != "q_proj" || s.Kernels(1, 10)[0].N != 4*48 {
+		t.Errorf("q_lora_rank null: %+v, first kernel %+v", s, s.Kernels(1, 10)[0])
+	}
+}
