@@ -403,9 +403,9 @@ func TestNewConfigErrors(t *testing.T) {
 
 func TestLookupNewPresets(t *testing.T) {
 	for in, want := range map[string]string{
-		"Qwen/Qwen3-8B":                             "Qwen3-8B",
-		"qwen3-30b-a3b":                             "Qwen3-30B-A3B",
-		"Qwen/Qwen3-235B-A22B":                      "Qwen3-235B-A22B",
+		"Qwen/Qwen3-8B":        "Qwen3-8B",
+		"qwen3-30b-a3b":        "Qwen3-30B-A3B",
+		"Qwen/Qwen3-235B-A22B": "Qwen3-235B-A22B",
 		"meta-llama/Llama-4-Scout-17B-16E-Instruct": "Llama-4-Scout",
 		"google/gemma-3-27b-it":                     "Gemma-3-27B",
 		"deepseek-ai/DeepSeek-V3-Base":              "DeepSeek-V3",
