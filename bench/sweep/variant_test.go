@@ -20,9 +20,9 @@ func TestRunSkipsKernelVariantsTheLibraryLacks(t *testing.T) {
 	mxfp4 := tinyModel()
 	mxfp4.Name, mxfp4.Quant = "tiny-mxfp4", &model.Quantization{Method: model.QuantMXFP4, Bits: 4, GroupSize: 32}
 	want := map[string]string{
-		"tiny-mla":   "no kernel yet for grouped linear (q_absorb), MLA attention (QK width 96, V width 64) (attention), grouped linear (v_absorb)",
+		"tiny-mla":   "no kernel yet for grouped linear (q_absorb, v_absorb); MLA attention (QK width 96, V width 64) (attention)",
 		"tiny-sinks": "no kernel yet for attention with sinks (attention)",
-		"tiny-mxfp4": "no kernel yet for linear with mxfp4 (e2m1, one e8m0 scale per 32) weights (qkv_proj)",
+		"tiny-mxfp4": "no kernel yet for linear with mxfp4 (e2m1, one e8m0 scale per 32) weights (qkv_proj, o_proj, gate_up_proj, down_proj)",
 	}
 	clock := newClock()
 	f := newFake(clock)

@@ -33,8 +33,8 @@ func TestSweepNewModelTypesOnTheEmulator(t *testing.T) {
 			"quantization_config": {"quant_method": "fp8", "weight_block_size": [128, 128]}}`,
 	}
 	want := map[string][]string{
-		"gpt_oss":     {"attention with sinks (attention)", "linear with mxfp4 (e2m1, one e8m0 scale per 32) weights (expert_gate_up)"},
-		"deepseek_v3": {"MLA attention (QK width 96, V width 64) (attention)", "grouped linear with fp8 (128x128 block scales) weights (q_absorb)", "linear with fp8 (128x128 block scales) weights (q_a_proj)"},
+		"gpt_oss":     {"attention with sinks (attention, attention_local)", "linear with mxfp4 (e2m1, one e8m0 scale per 32) weights (expert_gate_up, expert_down)"},
+		"deepseek_v3": {"MLA attention (QK width 96, V width 64) (attention)", "grouped linear with fp8 (128x128 block scales) weights (q_absorb, v_absorb)", "linear with fp8 (128x128 block scales) weights (q_a_proj, q_b_proj, kv_a_proj, o_proj"},
 	}
 	for name, config := range configs {
 		path := filepath.Join(t.TempDir(), "config.json")
