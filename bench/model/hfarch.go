@@ -127,6 +127,9 @@ func (c hfConfig) attentionDetails(arch hfArch, s *Shape) error {
 		} else if use {
 			s.QKNorm = "rms"
 		}
+		if err := c.partialRotary(s); err != nil {
+			return err
+		}
 	case "llama4_text":
 		if use, err := c.boolean("use_qk_norm", true); err != nil {
 			return err
@@ -306,6 +309,21 @@ func (c hfConfig) experts(arch hfArch, s *Shape) error {
 		key := map[moeRule]string{moeMixtral: "num_local_experts", moeGptOss: "num_local_experts", moeLlama4: "num_local_experts",
 			moeQwen3: "num_experts", moeDeepSeek: "n_routed_experts"}[arch.moe]
 		return c.errorf("num_experts_per_tok = %d exceeds %s = %d", s.ExpertsPerToken, key, s.Experts)
+	}
+	return nil
+}
+
+// partialRotary reads partial_rotary_factor (GLM-4.5: 0.5, transformers' default): rotary
+// covers that fraction of each head.
+func (c hfConfig) partialRotary(s *Shape) error {
+	factor := 0.5
+	if c.has("partial_rotary_factor") {
+		if err := json.Unmarshal(c.fields["partial_rotary_factor"], &factor); err != nil || factor <= 0 || factor > 1 {
+			return c.errorf("partial_rotary_factor = %s: must be a number in (0, 1]", bytes.TrimSpace(c.fields["partial_rotary_factor"]))
+		}
+	}
+	if factor < 1 {
+		s.RotaryDim = int(float64(s.HeadDim) * factor)
 	}
 	return nil
 }

@@ -341,7 +341,8 @@ func TestNewConfigsMatchPresets(t *testing.T) {
 		t.Errorf("PhiMoE: LayerNorm bias %v, LM head bias %v, attention bias %v, window layers %d", phi.NormBias, phi.LMHeadBias, phi.AttnBias, phi.SlidingLayers)
 	}
 	glm, _ := LoadHFConfig("testdata/GLM-4.5-Air.json")
-	if glm.DenseLayers != 1 || glm.DenseFFN != 10944 || glm.FFN != 1408 || !glm.AttnBias || glm.OProjBias || glm.IsMLA() {
+	if glm.DenseLayers != 1 || glm.DenseFFN != 10944 || glm.FFN != 1408 || !glm.AttnBias || glm.OProjBias || glm.IsMLA() ||
+		glm.RotaryDim != 64 || glm.RotaryElementsPerLayerToken() != (96+8)*64 {
 		t.Errorf("GLM-4.5-Air: %+v", glm)
 	}
 }

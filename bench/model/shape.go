@@ -55,6 +55,9 @@ type Shape struct {
 	ChunkedLayers  int `json:"chunked_layers,omitempty"`
 	// NoRoPELayers of the layers apply no rotary embedding (Llama 4's every fourth layer).
 	NoRoPELayers int `json:"no_rope_layers,omitempty"`
+	// RotaryDim: rotary covers only the first RotaryDim of each head (GLM-4.5's
+	// partial_rotary_factor 0.5: 64 of 128); 0: the whole head.
+	RotaryDim int `json:"rotary_dim,omitempty"`
 	// QKNorm normalizes each query and key head before rotary: "rms", a learned RMSNorm of
 	// HeadDim on q and one on k in every layer (Qwen3, Gemma 3); "l2", an unweighted L2 norm in
 	// the layers with rotary (Llama 4's use_qk_norm); "" none.
@@ -210,6 +213,8 @@ func (s Shape) Validate() error {
 		return bad("SlidingLayers = %d plus ChunkedLayers = %d exceed the %d layers", s.SlidingLayers, s.ChunkedLayers, s.Layers)
 	case s.NoRoPELayers < 0 || s.NoRoPELayers > s.Layers:
 		return bad("NoRoPELayers = %d: want 0..%d", s.NoRoPELayers, s.Layers)
+	case s.RotaryDim < 0 || s.RotaryDim > s.HeadDim:
+		return bad("RotaryDim = %d: want 0 (the whole head) up to HeadDim = %d", s.RotaryDim, s.HeadDim)
 	case s.QKNorm != "" && s.QKNorm != "rms" && s.QKNorm != "l2":
 		return bad("QKNorm = %q: accepted are \"\" (none), rms and l2", s.QKNorm)
 	}

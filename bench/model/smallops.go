@@ -7,13 +7,17 @@ package model
 func (s Shape) RotaryLayers() int { return s.Layers - s.NoRoPELayers }
 
 // RotaryElementsPerLayerToken is what one layer rotates for one token: every query and key
-// head, or for multi-head latent attention the rotary part of each query head and the one
-// shared rotary key.
+// head (its first RotaryDim when set), or for multi-head latent attention the rotary part of
+// each query head and the one shared rotary key.
 func (s Shape) RotaryElementsPerLayerToken() int {
 	if s.IsMLA() {
 		return (s.QHeads + 1) * s.RoPEHeadDim
 	}
-	return (s.QHeads + s.KVHeads) * s.HeadDim
+	width := s.HeadDim
+	if s.RotaryDim > 0 {
+		width = s.RotaryDim
+	}
+	return (s.QHeads + s.KVHeads) * width
 }
 
 // DenseMLP is how many layers have a dense MLP and its width (for a mixture of experts,
