@@ -5,19 +5,52 @@ import "math"
 // Parameter counts, per-step bytes and FLOPs. A Shape that fails Validate
 // gives meaningless numbers; batch and context below 0 count as 0.
 
-// qkvOut is the output width of the fused QKV projection.
+// matrix is count projection weights of one layer, y = x W^T with W n x k (k the input width).
+type matrix struct {
+	n, k, count int
+	attn        bool // an attention projection, which Quantization.AttentionKept keeps unquantized
+}
+
+func (m matrix) params() int64 { return int64(m.count) * int64(m.n) * int64(m.k) }
+
+// qkvOut is the output width of the fused QKV projection (grouped-query attention).
 func (s Shape) qkvOut() int64 { return int64((s.QHeads + 2*s.KVHeads) * s.HeadDim) }
 
 // attnOut is the width attention hands to the output projection.
-func (s Shape) attnOut() int64 { return int64(s.QHeads * s.HeadDim) }
-
-// attnWeights counts the Q, K, V and output projection matrices of one layer.
-func (s Shape) attnWeights() int64 {
-	return int64(s.Hidden)*s.qkvOut() + s.attnOut()*int64(s.Hidden)
+func (s Shape) attnOut() int64 {
+	if s.IsMLA() {
+		return int64(s.QHeads * s.VHeadDim)
+	}
+	return int64(s.QHeads * s.HeadDim)
 }
 
-// attnBiases counts the biases of one layer's attention projections.
-func (s Shape) attnBiases() int64 {
+// attnMatrices lists one layer's attention projections. Multi-head latent attention holds
+// them in the absorbed form a decode step uses: the query's down and up projections (q_a,
+// q_b; or q when QLoRARank is 0), the latent's down projection kv_a (latent and rotary key),
+// then kv_b split per head into W_UK (nope x latent, absorbed into the query) and W_UV
+// (value x latent, absorbed into the output), and o. The parameters are the checkpoint's.
+func (s Shape) attnMatrices() []matrix {
+	h := s.Hidden
+	if !s.IsMLA() {
+		return []matrix{{n: int(s.qkvOut()), k: h, count: 1, attn: true}, {n: h, k: int(s.attnOut()), count: 1, attn: true}}
+	}
+	qOut := s.QHeads * s.HeadDim
+	var m []matrix
+	if s.QLoRARank > 0 {
+		m = append(m, matrix{s.QLoRARank, h, 1, true}, matrix{qOut, s.QLoRARank, 1, true})
+	} else {
+		m = append(m, matrix{qOut, h, 1, true})
+	}
+	return append(m,
+		matrix{s.KVLoRARank + s.RoPEHeadDim, h, 1, true},
+		matrix{s.QKNopeHeadDim(), s.KVLoRARank, s.QHeads, true},
+		matrix{s.VHeadDim, s.KVLoRARank, s.QHeads, true},
+		matrix{h, int(s.attnOut()), 1, true})
+}
+
+// attnSmallParams counts one layer's attention parameters besides the matrices: biases,
+// QK-norm weights, sinks, and MLA's norms of the query and latent.
+func (s Shape) attnSmallParams() int64 {
 	var n int64
 	if s.AttnBias {
 		n += s.qkvOut()
@@ -25,17 +58,28 @@ func (s Shape) attnBiases() int64 {
 	if s.OProjBias {
 		n += int64(s.Hidden)
 	}
+	if s.QKNorm == "rms" {
+		n += 2 * int64(s.HeadDim)
+	}
+	if s.AttentionSinks {
+		n += int64(s.QHeads)
+	}
+	if s.IsMLA() {
+		n += int64(s.QLoRARank + s.KVLoRARank)
+	}
 	return n
 }
 
-// mlpWeights counts the matrices of one MLP of width ffn: gate, up and down
-// (or up and down when not gated).
-func (s Shape) mlpWeights(ffn int) int64 {
-	matrices := int64(2)
-	if s.GatedMLP {
-		matrices = 3
+// mlpMatrices lists one MLP of width ffn: gate and up (or up) and down.
+func (s Shape) mlpMatrices(ffn int) []matrix {
+	if ffn == 0 {
+		return nil
 	}
-	return matrices * int64(s.Hidden) * int64(ffn)
+	up := 1
+	if s.GatedMLP {
+		up = 2
+	}
+	return []matrix{{n: ffn, k: s.Hidden, count: up}, {n: s.Hidden, k: ffn, count: 1}}
 }
 
 // mlpBiases counts the biases of one MLP of width ffn.
@@ -50,56 +94,149 @@ func (s Shape) mlpBiases(ffn int) int64 {
 	return upWidth + int64(s.Hidden)
 }
 
-// expertParams counts one expert's MLP.
+func sumParams(ms []matrix) int64 {
+	var n int64
+	for _, m := range ms {
+		n += m.params()
+	}
+	return n
+}
+
+func (s Shape) sumBytes(ms []matrix) float64 {
+	var b float64
+	for _, m := range ms {
+		b += float64(m.count) * s.matrixBytes(m.n, m.k, m.attn)
+	}
+	return b
+}
+
+// expertParams counts one routed expert's MLP.
 func (s Shape) expertParams() int64 {
 	if !s.IsMoE() {
 		return 0
 	}
-	return s.mlpWeights(s.ExpertFFN) + s.mlpBiases(s.ExpertFFN)
+	return sumParams(s.mlpMatrices(s.ExpertFFN)) + s.mlpBiases(s.ExpertFFN)
 }
 
-// routerParams counts one layer's router, a Hidden x Experts linear.
-func (s Shape) routerParams() int64 { return int64(s.Hidden) * int64(s.Experts) }
+func (s Shape) expertBytes() float64 {
+	if !s.IsMoE() {
+		return 0
+	}
+	return s.sumBytes(s.mlpMatrices(s.ExpertFFN)) + float64(s.mlpBiases(s.ExpertFFN))*s.WeightDType.Bytes()
+}
 
-// layerParamsBesidesExperts counts everything one layer reads in full every
-// step: attention, dense MLP, router and norms.
-func (s Shape) layerParamsBesidesExperts() int64 {
-	return s.attnWeights() + s.attnBiases() +
-		s.mlpWeights(s.FFN) + s.mlpBiases(s.FFN) +
-		s.routerParams() + int64(s.NormsPerLayer())*int64(s.Hidden)
+// routerParams counts one MoE layer's router, a Hidden x Experts linear (and its bias).
+func (s Shape) routerParams() int64 {
+	n := int64(s.Hidden) * int64(s.Experts)
+	if s.RouterBias {
+		n += int64(s.Experts)
+	}
+	return n
+}
+
+// normParams counts one layer's norms.
+func (s Shape) normParams() int64 {
+	n := int64(s.NormsPerLayer()) * int64(s.Hidden)
+	if s.NormBias {
+		n *= 2
+	}
+	return n
+}
+
+func (s Shape) finalNormParams() int64 {
+	if s.NormBias {
+		return 2 * int64(s.Hidden)
+	}
+	return int64(s.Hidden)
+}
+
+// layerParts sums a quantity over the parts every layer reads in full each step: attention,
+// the dense MLP of the dense layers, and of the MoE layers their shared experts and router.
+// matrices gives the value of a matrix list, small that of count plain parameters.
+func (s Shape) layerParts(matrices func([]matrix) float64, small func(int64) float64) float64 {
+	layers := float64(s.Layers)
+	denseLayers, denseFFN := s.denseMLP()
+	moeLayers := float64(s.MoELayers())
+	shared := s.sharedFFN()
+	return layers*(matrices(s.attnMatrices())+small(s.attnSmallParams()+s.normParams())) +
+		float64(denseLayers)*(matrices(s.mlpMatrices(denseFFN))+small(s.mlpBiases(denseFFN))) +
+		moeLayers*(matrices(s.mlpMatrices(shared))+small(s.mlpBiases(shared)+s.routerParams()))
+}
+
+// paramsBesidesExperts counts every layer's parameters except the routed experts.
+func (s Shape) paramsBesidesExperts() int64 {
+	return int64(s.layerParts(
+		func(ms []matrix) float64 { return float64(sumParams(ms)) },
+		func(n int64) float64 { return float64(n) }))
+}
+
+func (s Shape) bytesBesidesExperts() float64 {
+	w := s.WeightDType.Bytes()
+	return s.layerParts(s.sumBytes, func(n int64) float64 { return float64(n) * w })
 }
 
 func (s Shape) embeddingParams() int64 { return int64(s.Vocab) * int64(s.Hidden) }
 
 func (s Shape) lmHeadParams() int64 {
-	if s.TiedEmbeddings {
-		return 0
+	var n int64
+	if !s.TiedEmbeddings {
+		n = s.embeddingParams()
 	}
-	return s.embeddingParams()
+	if s.LMHeadBias {
+		n += int64(s.Vocab)
+	}
+	return n
 }
 
 // ParamsTotal counts every parameter: projections and their biases, norms
-// (NormsPerLayer per layer plus the final one), routers and all experts, the
-// embedding table and, unless tied to it, the LM head. For a shard, the
-// parameters one GPU holds.
+// (NormsPerLayer per layer plus the final one), QK-norm weights, sinks, routers
+// and all experts, the embedding table and, unless tied to it, the LM head. For
+// a shard, the parameters one GPU holds. The parts of a checkpoint in LeftOut
+// (a vision tower) and multi-token-prediction layers are not counted.
 func (s Shape) ParamsTotal() int64 {
-	perLayer := s.layerParamsBesidesExperts() + int64(s.Experts)*s.expertParams()
-	return int64(s.Layers)*perLayer + s.embeddingParams() + s.lmHeadParams() + int64(s.Hidden)
+	return s.paramsBesidesExperts() + int64(s.MoELayers())*int64(s.Experts)*s.expertParams() +
+		s.embeddingParams() + s.lmHeadParams() + s.finalNormParams()
 }
 
 // ParamsActive counts the parameters one token uses: ParamsTotal less the
-// experts the router does not pick (Experts - ExpertsPerToken per layer). As in
-// published "active" counts, the whole embedding table counts though a token
-// reads one row of it.
+// experts the router does not pick (Experts - ExpertsPerToken per MoE layer).
+// As in Mistral's and Qwen's published "active" counts, the whole embedding
+// table counts though a token reads one row of it.
 func (s Shape) ParamsActive() int64 {
 	unused := int64(s.Experts-s.ExpertsPerToken) * s.expertParams()
-	return s.ParamsTotal() - int64(s.Layers)*unused
+	return s.ParamsTotal() - int64(s.MoELayers())*unused
 }
 
-// WeightBytesTotal is the size of all weights in WeightDType (norms, biases and
-// embeddings are counted in WeightDType too).
+// ParamsActiveExcludingEmbedding is ParamsActive without the input embedding
+// table, the convention of DeepSeek's and OpenAI's published active counts: the
+// LM head (the unembedding) counts, and a table tied to it counts once, as the
+// LM head.
+func (s Shape) ParamsActiveExcludingEmbedding() int64 {
+	if s.TiedEmbeddings {
+		return s.ParamsActive()
+	}
+	return s.ParamsActive() - s.embeddingParams()
+}
+
+// weightBytes sums the weights read with experts routed experts in each MoE
+// layer and embeddingRows rows of an untied embedding table: the LM head (or the
+// tied table) and the final norm in full.
+func (s Shape) weightBytes(experts, embeddingRows float64) float64 {
+	w := s.WeightDType.Bytes()
+	lmHead := float64(s.lmHeadParams())
+	if s.TiedEmbeddings {
+		lmHead += float64(s.embeddingParams())
+	} else {
+		lmHead += embeddingRows * float64(s.Hidden)
+	}
+	return s.bytesBesidesExperts() + float64(s.MoELayers())*experts*s.expertBytes() +
+		(lmHead+float64(s.finalNormParams()))*w
+}
+
+// WeightBytesTotal is the size of all weights: the quantized projections in
+// their format (Quant), scales included; everything else in WeightDType.
 func (s Shape) WeightBytesTotal() float64 {
-	return float64(s.ParamsTotal()) * s.WeightDType.Bytes()
+	return s.weightBytes(float64(s.Experts), float64(s.Vocab))
 }
 
 // ExpectedDistinctExperts is how many of a layer's experts a batch of B tokens
@@ -119,69 +256,116 @@ func (s Shape) ExpectedDistinctExperts(batch int) float64 {
 // WeightBytesPerStep is the weight bytes one decode step of B sequences must
 // read, each weight once however many tokens use it (that is why batching is
 // cheap until the KV cache or the FLOPs dominate):
-//   - every layer's attention projections, dense MLP, router and norms, in full;
+//   - every layer's attention projections, dense MLP or shared experts, router
+//     and norms, in full;
 //   - of a mixture of experts, only the experts the batch touches:
-//     ExpectedDistinctExperts(B) per layer;
+//     ExpectedDistinctExperts(B) per MoE layer;
 //   - the LM head in full: every token needs logits over the whole vocabulary;
 //   - of an untied embedding table, only the batch's B rows (one token each); a
 //     tied table is already counted in full as the LM head;
 //   - the final norm.
 func (s Shape) WeightBytesPerStep(batch int) float64 {
 	batch = max(batch, 0)
-	perLayer := float64(s.layerParamsBesidesExperts()) +
-		s.ExpectedDistinctExperts(batch)*float64(s.expertParams())
-	params := float64(s.Layers)*perLayer + float64(s.embeddingParams()) + float64(s.Hidden)
-	if !s.TiedEmbeddings {
-		params += float64(min(batch, s.Vocab)) * float64(s.Hidden)
-	}
-	return params * s.WeightDType.Bytes()
+	return s.weightBytes(s.ExpectedDistinctExperts(batch), float64(min(batch, s.Vocab)))
 }
 
-// KVBytesPerToken is the KV cache one token of context occupies and a step
-// reads: a key and a value vector per KV head per layer,
-// 2 * Layers * KVHeads * HeadDim * KVDType bytes.
+// KVElementsPerLayerToken is what one layer caches per token: a key and a value
+// vector per KV head, or for multi-head latent attention the latent and the
+// shared rotary key (DeepSeek-V3: 512 + 64).
+func (s Shape) KVElementsPerLayerToken() int {
+	if s.IsMLA() {
+		return s.KVLoRARank + s.RoPEHeadDim
+	}
+	return 2 * s.KVHeads * s.HeadDim
+}
+
+// KVBytesPerToken is the KV cache one token of context occupies in every layer:
+// Layers * KVElementsPerLayerToken * KVDType bytes (DeepSeek-V3 in bf16:
+// 61 x 576 x 2 = 70,272).
 func (s Shape) KVBytesPerToken() float64 {
-	return 2 * float64(s.Layers) * float64(s.KVHeads) * float64(s.HeadDim) * s.KVDType.Bytes()
+	return float64(s.Layers) * float64(s.KVElementsPerLayerToken()) * s.KVDType.Bytes()
 }
 
 // KVBytesPerSequence is the KV cache of one sequence of context tokens that a
 // decode step reads (and a server must keep): every token in the full-attention
-// layers, the last SlidingWindow tokens in the sliding-window layers. Without
-// sliding layers it is context * KVBytesPerToken.
+// layers, the last SlidingWindow tokens in the sliding-window layers, the
+// current chunk in the chunked layers. Without such layers it is context *
+// KVBytesPerToken.
 func (s Shape) KVBytesPerSequence(context int) float64 {
-	perLayerToken := 2 * float64(s.KVHeads) * float64(s.HeadDim) * s.KVDType.Bytes()
+	perLayerToken := float64(s.KVElementsPerLayerToken()) * s.KVDType.Bytes()
 	return perLayerToken * s.attendedLayerTokens(context)
 }
 
 // attendedLayerTokens sums, over the layers, the tokens each attends to at this context.
 func (s Shape) attendedLayerTokens(context int) float64 {
-	full, local, localContext := s.layerContexts(context)
-	return float64(full)*float64(max(context, 0)) + float64(local)*float64(localContext)
+	var n float64
+	for _, g := range s.spans(context) {
+		n += float64(g.layers) * float64(g.context)
+	}
+	return n
 }
 
-// layerContexts splits the layers into those attending to the whole context and the sliding-
-// window ones, which attend to min(context, SlidingWindow) tokens.
-func (s Shape) layerContexts(context int) (full, local, localContext int) {
+// span is a group of layers that attend to the same number of tokens.
+type span struct {
+	name            string // the attention kernel's name
+	layers, context int
+}
+
+// spans splits the layers by the tokens they attend to at this context: the
+// full-attention ones (context), the sliding-window ones (min(context,
+// SlidingWindow)) and the chunked ones (the current chunk's
+// ((context-1) mod AttentionChunk) + 1). A group that attends to the whole
+// context joins the full one; empty groups are left out.
+func (s Shape) spans(context int) []span {
 	context = max(context, 0)
-	if s.SlidingLayers == 0 || s.SlidingWindow <= 0 {
-		return s.Layers, 0, 0
+	full := span{"attention", s.Layers - s.SlidingLayers - s.ChunkedLayers, context}
+	var out []span
+	if s.SlidingLayers > 0 && s.SlidingWindow > 0 {
+		if c := min(context, s.SlidingWindow); c < context {
+			out = append(out, span{"attention_local", s.SlidingLayers, c})
+		} else {
+			full.layers += s.SlidingLayers
+		}
 	}
-	return s.Layers - s.SlidingLayers, s.SlidingLayers, min(context, s.SlidingWindow)
+	if s.ChunkedLayers > 0 && s.AttentionChunk > 0 {
+		c := 0
+		if context > 0 {
+			c = (context-1)%s.AttentionChunk + 1
+		}
+		if c < context {
+			out = append(out, span{"attention_chunked", s.ChunkedLayers, c})
+		} else {
+			full.layers += s.ChunkedLayers
+		}
+	}
+	if full.layers > 0 {
+		out = append([]span{full}, out...)
+	}
+	return out
 }
 
 // linearMACsPerToken counts the multiply-adds of one token's trip through every
-// linear layer: projections, dense MLP, router, its ExpertsPerToken experts and
-// the LM head. The embedding lookup does none.
+// linear layer: projections (MLA's in the absorbed form), dense MLP or shared
+// experts, router, its ExpertsPerToken experts and the LM head. The embedding
+// lookup does none.
 func (s Shape) linearMACsPerToken() float64 {
-	perLayer := s.attnWeights() + s.mlpWeights(s.FFN) + s.routerParams() +
-		int64(s.ExpertsPerToken)*s.mlpWeights(s.ExpertFFN)
-	return float64(s.Layers)*float64(perLayer) + float64(s.embeddingParams())
+	denseLayers, denseFFN := s.denseMLP()
+	moe := sumParams(s.mlpMatrices(s.sharedFFN())) + int64(s.Hidden)*int64(s.Experts) +
+		int64(s.ExpertsPerToken)*sumParams(s.mlpMatrices(s.ExpertFFN))
+	return float64(s.Layers)*float64(sumParams(s.attnMatrices())) +
+		float64(denseLayers)*float64(sumParams(s.mlpMatrices(denseFFN))) +
+		float64(s.MoELayers())*float64(moe) + float64(s.embeddingParams())
 }
 
-// attentionFLOPs is one layer's attention for B sequences of context tokens:
-// QK^T and PV, each 2 * QHeads * HeadDim * context FLOPs per sequence.
-func (s Shape) attentionFLOPs(batch, context int) float64 {
-	return 4 * float64(batch) * float64(s.QHeads) * float64(s.HeadDim) * float64(context)
+// attentionFLOPsPerToken is one sequence's attention FLOPs per attended token in
+// one layer: QK^T and PV, 2 * QHeads * (QK width + V width). For grouped-query
+// attention 4 * QHeads * HeadDim; for MLA's absorbed form, QK over the latent
+// and rotary key (576 for DeepSeek-V3) and PV over the latent (512).
+func (s Shape) attentionFLOPsPerToken() float64 {
+	if s.IsMLA() {
+		return 2 * float64(s.QHeads) * float64(2*s.KVLoRARank+s.RoPEHeadDim)
+	}
+	return 4 * float64(s.QHeads) * float64(s.HeadDim)
 }
 
 // FLOPsPerStep counts one decode step's matrix FLOPs: 2 per multiply-add of
@@ -191,5 +375,5 @@ func (s Shape) attentionFLOPs(batch, context int) float64 {
 func (s Shape) FLOPsPerStep(batch, context int) float64 {
 	batch, context = max(batch, 0), max(context, 0)
 	return 2*float64(batch)*s.linearMACsPerToken() +
-		4*float64(batch)*float64(s.QHeads)*float64(s.HeadDim)*s.attendedLayerTokens(context)
+		float64(batch)*s.attentionFLOPsPerToken()*s.attendedLayerTokens(context)
 }

@@ -15,6 +15,12 @@
 // caller prints them. A Shape may be one GPU's tensor-parallel shard of a model
 // (see Shape.Shard); every count then describes that one GPU.
 //
+// Beyond Llama's layer, a Shape holds what the models deployed today add: dense
+// first layers and shared experts beside the routed ones, sliding-window and
+// chunked attention spans per layer, QK-norm, attention sinks, multi-head latent
+// attention (counted in the absorbed form a decode step runs), and quantized
+// weight formats with their scales (Quantization).
+//
 // Shapes come from Presets (checked against published parameter counts), from
 // Lookup by name, or from a Hugging Face config.json (LoadHFConfig).
 package model

@@ -22,13 +22,29 @@ type hfArch struct {
 	// (Mistral and Mixtral 8, Qwen2 32, Gemma 16) the field is required.
 	kvHeadsFromHeads bool
 	// headDimRequired: transformers' default head_dim is Gemma-7B's 256, not
-	// hidden/heads, so the file must state it; elsewhere hidden/heads.
+	// hidden/heads, so the file must state it; elsewhere headDimDefault, or
+	// hidden/heads when that is 0.
 	headDimRequired bool
-	qkvBias         bool // Q, K and V always have a bias (Qwen2)
-	readsBiasFlags  bool // attention_bias (Q, K, V and O) and mlp_bias are honoured
-	moe             bool // num_local_experts and num_experts_per_tok (Mixtral)
-	// window says which layers use sliding_window, as transformers' modeling code does.
-	window windowRule
+	headDimDefault  int
+	// vocabDefault is transformers' vocab_size when the file omits it and every
+	// checkpoint relies on it (Gemma 3's text_config states none); 0: required.
+	vocabDefault   int
+	qkvBias        bool // Q, K and V always have a bias (Qwen2), O none
+	readsBiasFlags bool // attention_bias (Q, K, V and O) and mlp_bias are honoured
+	biasDefault    bool // attention_bias when the file omits it (gpt-oss: true)
+	qkvBiasFlag    bool // attention_bias gives Q, K and V a bias, not O (GLM-4.5)
+	qkNorm         string
+	sinks          bool // attention sinks (gpt-oss)
+	normBias       bool // LayerNorm with bias (PhiMoE), and lm_head_bias is read
+	moe            moeRule
+	mla            bool // multi-head latent attention (DeepSeek-V3's fields)
+	// window says which layers use sliding_window (or chunks), as transformers' modeling code
+	// does; layerTypes: a layer_types list, where given, says it instead.
+	window     windowRule
+	layerTypes bool
+	// mtp: the checkpoint may hold num_nextn_predict_layers multi-token-prediction layers,
+	// which a plain decode step does not run and the shape leaves out.
+	mtp bool
 }
 
 // windowRule is how a model type applies config.json's sliding_window.
@@ -39,6 +55,21 @@ const (
 	windowAllLayers                    // every layer, when sliding_window is set (Mistral, Mixtral, Phi-3)
 	windowEveryOther                   // layers 0, 2, 4, ... (Gemma 2's local layers); default 4096
 	windowQwen2                        // layers from max_window_layers on, when use_sliding_window
+	windowGemma3                       // all but every sliding_window_pattern-th layer (default 6); default 4096
+	windowGptOss                       // layers 0, 2, 4, ...; default 128
+	windowLlama4                       // chunked attention_chunk_size in the layers with rotary
+)
+
+// moeRule is how a model type states its mixture of experts.
+type moeRule int
+
+const (
+	moeNone     moeRule = iota
+	moeMixtral          // num_local_experts of intermediate_size, in every layer (Mixtral, PhiMoE)
+	moeQwen3            // num_experts of moe_intermediate_size; decoder_sparse_step, mlp_only_layers
+	moeDeepSeek         // n_routed_experts and n_shared_experts of moe_intermediate_size; first_k_dense_replace, moe_layer_freq
+	moeLlama4           // num_local_experts and a shared expert of intermediate_size; moe_layers or interleave_moe_layer_step; dense layers of intermediate_size_mlp
+	moeGptOss           // num_local_experts of intermediate_size with biases, a router with bias
 )
 
 // hfArchs are the supported model_types. All have gated MLPs: SwiGLU, or GeGLU
@@ -47,11 +78,31 @@ const (
 var hfArchs = map[string]hfArch{
 	"llama":   {kvHeadsFromHeads: true, readsBiasFlags: true},
 	"mistral": {window: windowAllLayers},
-	"mixtral": {moe: true, window: windowAllLayers},
-	"qwen2":   {qkvBias: true, window: windowQwen2},
+	"mixtral": {moe: moeMixtral, window: windowAllLayers},
+	"qwen2":   {qkvBias: true, window: windowQwen2, layerTypes: true},
 	"gemma":   {tiedByDefault: true, headDimRequired: true, readsBiasFlags: true},
 	"gemma2":  {tiedByDefault: true, headDimRequired: true, readsBiasFlags: true, window: windowEveryOther},
 	"phi3":    {kvHeadsFromHeads: true, window: windowAllLayers},
+
+	"qwen3":       {headDimDefault: 128, readsBiasFlags: true, qkNorm: "rms", window: windowQwen2, layerTypes: true},
+	"qwen3_moe":   {headDimDefault: 128, readsBiasFlags: true, qkNorm: "rms", moe: moeQwen3, window: windowQwen2, layerTypes: true},
+	"llama4_text": {headDimDefault: 128, readsBiasFlags: true, moe: moeLlama4, window: windowLlama4, layerTypes: true},
+	"gemma3_text": {tiedByDefault: true, headDimDefault: 256, vocabDefault: 262208, readsBiasFlags: true, qkNorm: "rms",
+		window: windowGemma3, layerTypes: true},
+	"deepseek_v3": {kvHeadsFromHeads: true, readsBiasFlags: true, moe: moeDeepSeek, mla: true, mtp: true},
+	"kimi_k2":     {kvHeadsFromHeads: true, readsBiasFlags: true, moe: moeDeepSeek, mla: true, mtp: true},
+	"gpt_oss": {headDimDefault: 64, readsBiasFlags: true, biasDefault: true, sinks: true, moe: moeGptOss,
+		window: windowGptOss, layerTypes: true},
+	"phimoe":   {readsBiasFlags: true, normBias: true, moe: moeMixtral, window: windowAllLayers},
+	"glm4_moe": {headDimDefault: 128, qkvBiasFlag: true, moe: moeDeepSeek, mtp: true},
+}
+
+// hfWrappers are the multimodal model_types whose language model is their text_config, with
+// the model_type a text_config without one has (transformers' sub-config default).
+var hfWrappers = map[string]string{
+	"llama4":   "llama4_text",
+	"gemma3":   "gemma3_text",
+	"mistral3": "mistral",
 }
 
 // LoadHFConfig reads a Hugging Face config.json; a directory means the
@@ -73,9 +124,11 @@ func LoadHFConfig(path string) (Shape, error) {
 
 // ParseHFConfig builds a Shape from the bytes of a Hugging Face config.json;
 // source names the file in errors and becomes Shape.Source. The weight dtype is
-// torch_dtype (or dtype, its name since transformers 4.56), bf16 when absent;
-// an fp8 quantization_config makes it fp8. The KV cache takes the weight dtype,
-// bf16 for fp8 weights.
+// torch_dtype (or dtype, its name since transformers 4.56), bf16 when absent; a
+// quantization_config gives the format of the quantized projections (Quant).
+// The KV cache takes the weight dtype. A multimodal config (llama4, gemma3,
+// mistral3) is read from its text_config; the vision tower and projector are
+// left out (Shape.LeftOut says so).
 func ParseHFConfig(data []byte, source string) (Shape, error) {
 	c := hfConfig{source: source}
 	if err := json.Unmarshal(data, &c.fields); err != nil || c.fields == nil {
@@ -85,24 +138,42 @@ func ParseHFConfig(data []byte, source string) (Shape, error) {
 	if err != nil {
 		return Shape{}, err
 	}
+	outer := c
+	var leftOut string
+	if textType, ok := hfWrappers[modelType]; ok {
+		if c, err = c.sub("text_config", modelType); err != nil {
+			return Shape{}, err
+		}
+		if modelType, err = c.str("model_type", textType); err != nil {
+			return Shape{}, err
+		}
+		leftOut = "vision tower and multimodal projector (" + outer.typeName() + "'s text_config read)"
+	}
 	arch, ok := hfArchs[modelType]
 	if !ok {
-		if modelType == "" {
+		switch {
+		case modelType == "":
 			return Shape{}, c.errorf("model_type is missing: accepted are %s", supportedModelTypes())
+		case c.has("text_config"):
+			return Shape{}, c.errorf("model_type %q is not supported, nor is its text_config read: accepted are %s", modelType, supportedModelTypes())
 		}
 		return Shape{}, c.errorf("model_type %q is not supported: accepted are %s", modelType, supportedModelTypes())
 	}
-	s := Shape{Name: hfName(c, source), Family: modelType, GatedMLP: true, TP: 1, Source: source}
+	s := Shape{Name: hfName(outer, source), Family: modelType, GatedMLP: true, TP: 1, Source: source, LeftOut: leftOut}
+	if err := c.refuseUnmodelled(arch, modelType); err != nil {
+		return Shape{}, err
+	}
 
 	ints := []struct {
 		key string
 		dst *int
+		def int
 	}{
-		{"hidden_size", &s.Hidden}, {"intermediate_size", &s.FFN}, {"num_hidden_layers", &s.Layers},
-		{"num_attention_heads", &s.QHeads}, {"vocab_size", &s.Vocab},
+		{"hidden_size", &s.Hidden, 0}, {"intermediate_size", &s.FFN, 0}, {"num_hidden_layers", &s.Layers, 0},
+		{"num_attention_heads", &s.QHeads, 0}, {"vocab_size", &s.Vocab, arch.vocabDefault},
 	}
 	for _, f := range ints {
-		if *f.dst, err = c.positiveInt(f.key, 0, true); err != nil {
+		if *f.dst, err = c.positiveInt(f.key, f.def, f.def == 0); err != nil {
 			return Shape{}, err
 		}
 	}
@@ -118,51 +189,63 @@ func ParseHFConfig(data []byte, source string) (Shape, error) {
 	if s.QHeads%s.KVHeads != 0 {
 		return Shape{}, c.errorf("num_attention_heads = %d is not a multiple of num_key_value_heads = %d", s.QHeads, s.KVHeads)
 	}
-	if !c.has("head_dim") && !arch.headDimRequired && s.Hidden%s.QHeads != 0 {
-		return Shape{}, c.errorf("head_dim is missing and hidden_size = %d is not a multiple of num_attention_heads = %d", s.Hidden, s.QHeads)
+	headDim := arch.headDimDefault
+	if headDim == 0 {
+		if !c.has("head_dim") && !arch.headDimRequired && !arch.mla && s.Hidden%s.QHeads != 0 {
+			return Shape{}, c.errorf("head_dim is missing and hidden_size = %d is not a multiple of num_attention_heads = %d", s.Hidden, s.QHeads)
+		}
+		headDim = s.Hidden / s.QHeads
 	}
-	if s.HeadDim, err = c.positiveInt("head_dim", s.Hidden/s.QHeads, false); err != nil {
+	if s.HeadDim, err = c.positiveInt("head_dim", headDim, false); err != nil {
 		return Shape{}, err
 	}
 	if s.TiedEmbeddings, err = c.boolean("tie_word_embeddings", arch.tiedByDefault); err != nil {
 		return Shape{}, err
 	}
-	s.AttnBias = arch.qkvBias
-	if arch.readsBiasFlags {
-		if s.AttnBias, err = c.boolean("attention_bias", false); err != nil {
-			return Shape{}, err
-		}
-		s.OProjBias = s.AttnBias
-		if s.MLPBias, err = c.boolean("mlp_bias", false); err != nil {
-			return Shape{}, err
-		}
-	}
-	if arch.moe {
-		if s.Experts, err = c.positiveInt("num_local_experts", 0, true); err != nil {
-			return Shape{}, err
-		}
-		if s.ExpertsPerToken, err = c.positiveInt("num_experts_per_tok", 0, true); err != nil {
-			return Shape{}, err
-		}
-		if s.ExpertsPerToken > s.Experts {
-			return Shape{}, c.errorf("num_experts_per_tok = %d exceeds num_local_experts = %d", s.ExpertsPerToken, s.Experts)
-		}
-		s.ExpertFFN, s.FFN = s.FFN, 0 // intermediate_size is each expert's width
-	}
-	if s.SlidingWindow, s.SlidingLayers, err = c.slidingWindow(arch.window, s.Layers); err != nil {
+	if err := c.attentionDetails(arch, &s); err != nil {
 		return Shape{}, err
 	}
-	if s.WeightDType, err = c.weightDType(); err != nil {
+	if err := c.experts(arch, &s); err != nil {
+		return Shape{}, err
+	}
+	if err := c.spans(arch, &s); err != nil {
+		return Shape{}, err
+	}
+	if arch.mtp {
+		if n, err := c.nonNegativeInt("num_nextn_predict_layers", 0); err != nil {
+			return Shape{}, err
+		} else if n > 0 {
+			s.LeftOut = joinLeftOut(s.LeftOut, fmt.Sprintf("%d multi-token-prediction layer(s) (num_nextn_predict_layers), which a plain decode step does not run", n))
+		}
+	}
+	// The weight dtype and quantization_config sit on the outer config of a multimodal model
+	// (and sometimes on its text_config too).
+	dtypeFrom := outer
+	if !outer.has("torch_dtype") && !outer.has("dtype") {
+		dtypeFrom = c
+	}
+	if s.WeightDType, err = dtypeFrom.weightDType(); err != nil {
 		return Shape{}, err
 	}
 	s.KVDType = s.WeightDType
-	if s.WeightDType == FP8 {
-		s.KVDType = BF16
+	quantFrom := outer
+	if !outer.has("quantization_config") {
+		quantFrom = c
+	}
+	if s.Quant, err = quantFrom.quantization(); err != nil {
+		return Shape{}, err
 	}
 	if err := s.Validate(); err != nil {
 		return Shape{}, fmt.Errorf("model config %s: %w", source, err)
 	}
 	return s, nil
+}
+
+func joinLeftOut(a, b string) string {
+	if a == "" {
+		return b
+	}
+	return a + "; " + b
 }
 
 // notObject says what data holds instead of a JSON object, in a user's words rather than
@@ -188,9 +271,12 @@ func notObject(data []byte, err error) string {
 }
 
 func supportedModelTypes() string {
-	names := make([]string, 0, len(hfArchs))
+	names := make([]string, 0, len(hfArchs)+len(hfWrappers))
 	for name := range hfArchs {
 		names = append(names, name)
+	}
+	for name := range hfWrappers {
+		names = append(names, name+" (its text_config)")
 	}
 	sort.Strings(names)
 	return strings.Join(names, ", ")
@@ -224,9 +310,13 @@ func hfName(c hfConfig, source string) string {
 type hfConfig struct {
 	source string
 	fields map[string]json.RawMessage
+	within string // "text_config of llama4" for a nested config, named in errors
 }
 
 func (c hfConfig) errorf(format string, args ...any) error {
+	if c.within != "" {
+		return fmt.Errorf("model config %s (%s): "+format, append([]any{c.source, c.within}, args...)...)
+	}
 	return fmt.Errorf("model config %s: "+format, append([]any{c.source}, args...)...)
 }
 
@@ -264,42 +354,6 @@ func (c hfConfig) positiveInt(key string, def int, required bool) (int, error) {
 // 32-bit integers (kernels/decodebench.h), as the list flags do (axes.MaxValue).
 const MaxConfigValue = math.MaxInt32
 
-// slidingWindow reads sliding_window (null or absent: none) and which of the layers use it.
-func (c hfConfig) slidingWindow(rule windowRule, layers int) (window, slidingLayers int, err error) {
-	switch rule {
-	case windowNone:
-		return 0, 0, nil
-	case windowEveryOther:
-		if window, err = c.positiveInt("sliding_window", 4096, false); err != nil {
-			return 0, 0, err
-		}
-		return window, (layers + 1) / 2, nil
-	case windowQwen2:
-		use, err := c.boolean("use_sliding_window", false)
-		if err != nil || !use || !c.has("sliding_window") {
-			return 0, 0, err
-		}
-		if window, err = c.positiveInt("sliding_window", 0, true); err != nil {
-			return 0, 0, err
-		}
-		from, err := c.positiveInt("max_window_layers", layers, false)
-		if err != nil {
-			return 0, 0, err
-		}
-		if from >= layers {
-			return 0, 0, nil
-		}
-		return window, layers - from, nil
-	}
-	if !c.has("sliding_window") {
-		return 0, 0, nil
-	}
-	if window, err = c.positiveInt("sliding_window", 0, true); err != nil {
-		return 0, 0, err
-	}
-	return window, layers, nil
-}
-
 func (c hfConfig) boolean(key string, def bool) (bool, error) {
 	if !c.has(key) {
 		return def, nil
@@ -322,22 +376,8 @@ func (c hfConfig) str(key, def string) (string, error) {
 	return s, nil
 }
 
-// weightDType reads dtype (transformers >= 4.56) or torch_dtype, and an fp8
-// quantization_config. Other quantization methods store packed or grouped
-// weights that one dtype cannot describe, so they are refused.
+// weightDType reads dtype (transformers >= 4.56) or torch_dtype.
 func (c hfConfig) weightDType() (DType, error) {
-	if c.has("quantization_config") {
-		var q struct {
-			QuantMethod string `json:"quant_method"`
-		}
-		if err := json.Unmarshal(c.fields["quantization_config"], &q); err != nil {
-			return "", c.errorf("quantization_config: not an object with a quant_method: %v", err)
-		}
-		if q.QuantMethod == "fp8" || q.QuantMethod == "fbgemm_fp8" {
-			return FP8, nil
-		}
-		return "", c.errorf("quantization_config quant_method %q is not supported: accepted are fp8 and fbgemm_fp8; for other quantized checkpoints use the unquantized config.json and set the weight dtype", q.QuantMethod)
-	}
 	key := "torch_dtype"
 	if c.has("dtype") {
 		key = "dtype"

@@ -144,8 +144,18 @@ func TestParseHFConfigDefaults(t *testing.T) {
 			func(s Shape) bool { return s.TiedEmbeddings && s.HeadDim == 128 && s.GatedMLP }},
 		{"dtype (transformers 4.56) wins over torch_dtype", strings.Replace(minimal, "%s", `, "dtype": "float16", "torch_dtype": "float32"`, 1),
 			func(s Shape) bool { return s.WeightDType == FP16 && s.KVDType == FP16 }},
-		{"fp8 quantization: fp8 weights, bf16 KV", strings.Replace(minimal, "%s", `, "quantization_config": {"quant_method": "fp8"}`, 1),
-			func(s Shape) bool { return s.WeightDType == FP8 && s.KVDType == BF16 }},
+		{"fp8 quantization: 128x128 blocks by default, the rest and the KV cache bf16", strings.Replace(minimal, "%s", `, "quantization_config": {"quant_method": "fp8"}`, 1),
+			func(s Shape) bool {
+				return s.WeightDType == BF16 && s.KVDType == BF16 && s.Quant != nil && *s.Quant == Quantization{Method: QuantFP8, Bits: 8, BlockN: 128, BlockK: 128}
+			}},
+		{"awq: bits, group size, zero points", strings.Replace(minimal, "%s", `, "torch_dtype": "float16", "quantization_config": {"quant_method": "awq", "bits": 4, "group_size": 64, "zero_point": true, "version": "gemm"}`, 1),
+			func(s Shape) bool {
+				return s.WeightDType == FP16 && *s.Quant == Quantization{Method: QuantAWQ, Bits: 4, GroupSize: 64, Zeros: true}
+			}},
+		{"gptq: group_size -1 is one group per row; desc_act stores g_idx", strings.Replace(minimal, "%s", `, "quantization_config": {"quant_method": "gptq", "bits": 8, "group_size": -1, "desc_act": true}`, 1),
+			func(s Shape) bool {
+				return *s.Quant == Quantization{Method: QuantGPTQ, Bits: 8, Zeros: true, GIdx: true}
+			}},
 		{"4096.0 is a whole number", strings.Replace(minimal, `"hidden_size": 512`, `"hidden_size": 512.0`, 1),
 			func(s Shape) bool { return s.Hidden == 512 }},
 	}
@@ -171,10 +181,10 @@ func TestParseHFConfigRejects(t *testing.T) {
 		{"JSON but not an object", `[1, 2]`, []string{"cfg.json", "not a JSON object", "it holds an array"}},
 		{"empty file", "\n", []string{"cfg.json", "the file is empty"}},
 		{"null", `null`, []string{"cfg.json", "it holds null"}},
-		{"qwen2_moe", replace(`"llama"`, `"qwen2_moe"`), []string{`model_type "qwen2_moe" is not supported`, "llama, mistral, mixtral, phi3, qwen2"}},
+		{"qwen2_moe", replace(`"llama"`, `"qwen2_moe"`), []string{`model_type "qwen2_moe" is not supported`, "llama, llama4 (its text_config), llama4_text, mistral, mistral3 (its text_config), mixtral, phi3, phimoe, qwen2, qwen3, qwen3_moe"}},
 		{"deepseek_v2", replace(`"llama"`, `"deepseek_v2"`), []string{`model_type "deepseek_v2" is not supported`, "gemma, gemma2"}},
 		{"more KV heads than heads", withField(`, "num_key_value_heads": 16`), []string{"num_attention_heads = 8", "num_key_value_heads = 16"}},
-		{"unknown model_type", replace(`"llama"`, `"bert"`), []string{"cfg.json", `"bert"`, "gemma, gemma2, llama, mistral, mixtral, phi3, qwen2"}},
+		{"unknown model_type", replace(`"llama"`, `"bert"`), []string{"cfg.json", `"bert"`, "deepseek_v3, gemma, gemma2, gemma3 (its text_config), gemma3_text, glm4_moe, gpt_oss, kimi_k2, llama"}},
 		{"no model_type", replace(`"model_type": "llama",`, ``), []string{"model_type is missing", "llama"}},
 		{"missing hidden_size", replace(`"hidden_size": 512,`, ``), []string{"cfg.json", "hidden_size is missing", "positive whole number"}},
 		{"zero layers", replace(`"num_hidden_layers": 2`, `"num_hidden_layers": 0`), []string{"num_hidden_layers = 0", "positive whole number"}},
@@ -193,7 +203,9 @@ func TestParseHFConfigRejects(t *testing.T) {
 			[]string{"head_dim is missing"}},
 		{"bad dtype", withField(`, "torch_dtype": "int4"`), []string{`torch_dtype = "int4"`, "bfloat16, float16, float32"}},
 		{"bool as string", withField(`, "tie_word_embeddings": "yes"`), []string{`tie_word_embeddings = "yes"`, "true or false"}},
-		{"awq", withField(`, "quantization_config": {"quant_method": "awq"}`), []string{`"awq"`, "fp8"}},
+		{"bitsandbytes", withField(`, "quantization_config": {"quant_method": "bitsandbytes"}`), []string{`"bitsandbytes"`, "mxfp4, fp8, fbgemm_fp8, awq and gptq"}},
+		{"unknown module kept unquantized", withField(`, "quantization_config": {"quant_method": "awq", "modules_to_not_convert": ["mlp.down_proj"]}`),
+			[]string{`modules_to_not_convert entry "mlp.down_proj"`, "self_attn"}},
 		{"mixtral without experts", strings.Replace(replace(`"llama"`, `"mixtral"`), `"vocab_size"`, `"num_key_value_heads": 8, "vocab_size"`, 1),
 			[]string{"num_local_experts is missing"}},
 		{"mixtral k > E", strings.Replace(replace(`"llama"`, `"mixtral"`), `"vocab_size"`,

@@ -78,8 +78,11 @@ func TestKernelsSumToStep(t *testing.T) {
 			act := s.ActivationDType().Bytes()
 			for _, k := range s.Kernels(batch, context) {
 				flops += k.Repeat * k.FLOPs
-				if k.Kind == KindLinear {
+				switch k.Kind {
+				case KindLinear:
 					weightBytes += k.Repeat * (k.Bytes - act*float64(k.M*k.K+k.M*k.N))
+				case KindLinearGrouped:
+					weightBytes += k.Repeat * (k.Bytes - act*float64(k.Groups*(k.M*k.K+k.M*k.N)))
 				}
 			}
 			stepFLOPs := s.FLOPsPerStep(batch, context)
@@ -87,11 +90,22 @@ func TestKernelsSumToStep(t *testing.T) {
 				t.Errorf("%s batch %d: kernels do %g FLOPs, the step %g", s.Name, batch, flops, stepFLOPs)
 			}
 			// MoE rounds tokens per expert up: at most one extra token per touched expert.
-			if s.IsMoE() && (flops < stepFLOPs*(1-1e-12) || flops > stepFLOPs*1.5) {
+			oneToken := 2 * float64(s.MoELayers()) * s.ExpectedDistinctExperts(batch) * float64(sumParams(s.mlpMatrices(s.ExpertFFN)))
+			if s.IsMoE() && (flops < stepFLOPs*(1-1e-12) || flops > stepFLOPs+oneToken) {
 				t.Errorf("%s batch %d: kernels do %g FLOPs, the step %g", s.Name, batch, flops, stepFLOPs)
 			}
-			// What no kernel here reads: the embedding rows (untied) and the norms.
-			rest := float64((s.NormsPerLayer()*s.Layers + 1) * s.Hidden)
+			// What no kernel here reads: the embedding rows (untied), the norms, the QK-norm
+			// weights and MLA's norms; the sinks are the attention kernel's.
+			rest := float64(int64(s.Layers)*s.normParams() + s.finalNormParams())
+			if s.QKNorm == "rms" {
+				rest += float64(s.Layers * 2 * s.HeadDim)
+			}
+			if s.IsMLA() {
+				rest += float64(s.Layers * (s.QLoRARank + s.KVLoRARank))
+			}
+			if s.AttentionSinks {
+				rest += float64(s.Layers * s.QHeads)
+			}
 			if !s.TiedEmbeddings {
 				rest += float64(batch * s.Hidden)
 			}

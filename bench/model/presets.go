@@ -30,6 +30,45 @@ func windowed(s Shape, window, layers int) Shape {
 	return s
 }
 
+// qwen3 builds a Qwen3 dense preset: QK-norm, no biases.
+func qwen3(name string, hidden, ffn, layers, qHeads, kvHeads int, tied bool, published float64) Shape {
+	s := dense("qwen3", name, hidden, ffn, layers, qHeads, kvHeads, 128, 151936, tied, published)
+	s.AttnBias, s.QKNorm = false, "rms"
+	return s
+}
+
+// qwen3MoE builds a Qwen3-MoE preset: every layer routes to 8 of 128 experts, no shared expert.
+func qwen3MoE(name string, hidden, expertFFN, layers, qHeads, kvHeads int, published float64) Shape {
+	s := qwen3(name, hidden, 0, layers, qHeads, kvHeads, false, published)
+	s.Family = "qwen3_moe"
+	s.Experts, s.ExpertsPerToken, s.ExpertFFN = 128, 8, expertFFN
+	return s
+}
+
+// deepseekV3 builds a DeepSeek-V3-shaped preset (DeepSeek-V3, Kimi-K2): multi-head latent
+// attention (q rank 1536, latent 512 + rotary 64, heads of 128 + 64 and values of 128), the
+// first dense layers of 18432, then experts of 2048 with one shared expert, in the
+// checkpoint's fp8 with 128 x 128 block scales.
+func deepseekV3(family, name string, qHeads, experts, denseLayers, vocab int, published float64) Shape {
+	s := dense(family, name, 7168, 2048, 61, qHeads, qHeads, 128+64, vocab, false, published)
+	s.Experts, s.ExpertsPerToken, s.ExpertFFN = experts, 8, 2048
+	s.DenseLayers, s.DenseFFN, s.RouterBias = denseLayers, 18432, true
+	s.QLoRARank, s.KVLoRARank, s.RoPEHeadDim, s.VHeadDim = 1536, 512, 64, 128
+	s.Quant = &Quantization{Method: QuantFP8, Bits: 8, BlockN: 128, BlockK: 128}
+	return s
+}
+
+// gptOSS builds a gpt-oss preset: biases everywhere, attention sinks, a 128-token window
+// in every other layer, experts of 2880 in MXFP4 (attention, router, embedding and LM head
+// bf16).
+func gptOSS(name string, layers, experts int, published float64) Shape {
+	s := dense("gpt_oss", name, 2880, 0, layers, 64, 8, 64, 201088, false, published)
+	s.AttnBias, s.OProjBias, s.MLPBias, s.RouterBias, s.AttentionSinks = true, true, true, true, true
+	s.Experts, s.ExpertsPerToken, s.ExpertFFN = experts, 4, 2880
+	s.Quant = &Quantization{Method: QuantMXFP4, Bits: 4, GroupSize: 32, AttentionKept: true}
+	return windowed(s, 128, (layers+1)/2)
+}
+
 // presets holds each preset with the other names Lookup accepts for it. Lookup
 // already ignores case, separators, an "org/" prefix, "Meta-" and the suffixes
 // -Instruct, -Chat, -hf, -it and -Base, so aliases list only what differs.
@@ -82,6 +121,36 @@ var presets = []struct {
 	{windowed(dense("gemma2", "Gemma-2-9B", 3584, 14336, 42, 16, 8, 256, 256000, true, 9.24e9), 4096, 21), nil},
 	{windowed(dense("gemma2", "Gemma-2-27B", 4608, 36864, 46, 32, 16, 128, 256000, true, 27.2e9), 4096, 23), nil},
 
+	// Qwen3: QK-norm; counts from the model cards (8.2B, 32.8B; 30.5B with 3.3B activated;
+	// 235B with 22B activated).
+	{qwen3("Qwen3-8B", 4096, 12288, 36, 32, 8, false, 8.2e9), nil},
+	{qwen3("Qwen3-32B", 5120, 25600, 64, 64, 8, false, 32.8e9), nil},
+	{qwen3MoE("Qwen3-30B-A3B", 2048, 768, 48, 32, 4, 30.5e9), nil},
+	{qwen3MoE("Qwen3-235B-A22B", 4096, 1536, 94, 64, 4, 235e9), nil},
+
+	// Llama 4 Scout, its text model: 16 experts of 8192 (top-1) and a shared one in every
+	// layer; three of every four layers attend within 8192-token chunks with rotary, the
+	// fourth to everything without (QK L2-norm in the rotary layers). Meta's 109B total
+	// counts the vision tower, which is left out: no published count of the text model.
+	{llama4Scout(), []string{"Llama-4-Scout-17B-16E"}},
+
+	// Gemma 3 27B, its text model: 5 of every 6 layers attend through a 1024-token window;
+	// QK-norm; 262208-token vocabulary. The technical report counts 25.6B parameters besides
+	// the 1.4B embedding and the 0.4B vision encoder (left out); presets_test.go checks the
+	// first.
+	{gemma3("Gemma-3-27B", 5376, 21504, 62, 32, 16, 128, 1024, 0), nil},
+
+	// DeepSeek-V3 (and R1, same shape): 671B in the main model (the checkpoint's 685B adds
+	// the multi-token-prediction layer, left out), 36.6B activated without the input
+	// embedding. Kimi-K2: 384 experts, 64 heads, one dense layer.
+	{withMTP(deepseekV3("deepseek_v3", "DeepSeek-V3", 128, 256, 3, 129280, 671e9)), []string{"DeepSeek-R1", "DeepSeek-V3-0324"}},
+	{deepseekV3("kimi_k2", "Kimi-K2", 64, 384, 1, 163840, 0), []string{"Kimi-K2-Instruct"}},
+
+	// gpt-oss: OpenAI's model card counts 20.91B and 116.83B in all, 3.61B and 5.13B active
+	// without the input embedding.
+	{gptOSS("gpt-oss-20b", 24, 32, 20.91e9), nil},
+	{gptOSS("gpt-oss-120b", 36, 128, 116.83e9), nil},
+
 	// Phi-3: the 4k and 128k variants share a shape; the 4k ones attend through a 2047-token
 	// sliding window in every layer (config.json's sliding_window), the 128k ones and
 	// Phi-3.5-mini through windows longer than any context measured here (none modelled).
@@ -102,4 +171,28 @@ func Presets() []Shape {
 		out[i] = p.shape
 	}
 	return out
+}
+
+// llama4Scout is Llama-4-Scout-17B-16E's text model.
+func llama4Scout() Shape {
+	s := dense("llama4_text", "Llama-4-Scout", 5120, 8192, 48, 40, 8, 128, 202048, false, 0)
+	s.Experts, s.ExpertsPerToken, s.ExpertFFN = 16, 1, 8192
+	s.AttentionChunk, s.ChunkedLayers, s.NoRoPELayers, s.QKNorm = 8192, 36, 12, "l2"
+	s.LeftOut = "vision tower and multimodal projector (llama4's text_config read)"
+	return s
+}
+
+// withMTP notes the one multi-token-prediction layer of the checkpoint, which the shape
+// leaves out.
+func withMTP(s Shape) Shape {
+	s.LeftOut = "1 multi-token-prediction layer(s) (num_nextn_predict_layers), which a plain decode step does not run"
+	return s
+}
+
+// gemma3 builds a Gemma 3 text preset: GeGLU, tied 262208-token embedding, four norms a
+// layer, QK-norm, five of every six layers local.
+func gemma3(name string, hidden, ffn, layers, qHeads, kvHeads, headDim, window int, published float64) Shape {
+	s := dense("gemma3_text", name, hidden, ffn, layers, qHeads, kvHeads, headDim, 262208, true, published)
+	s.QKNorm, s.LeftOut = "rms", "vision tower and multimodal projector (gemma3's text_config read)"
+	return windowed(s, window, layers-layers/6)
 }

@@ -11,7 +11,7 @@ import (
 // experts, or both. Norms are RMSNorm (one weight vector of Hidden each).
 type Shape struct {
 	Name   string `json:"name"`
-	Family string `json:"family"` // "llama", "mistral", "mixtral", "qwen2", "gemma", "gemma2", "phi3" or "custom"
+	Family string `json:"family"` // a Hugging Face model_type (see Families) or "custom"
 
 	Hidden  int `json:"hidden"` // model width: residual stream, embedding rows
 	FFN     int `json:"ffn"`    // dense MLP width; 0 for a mixture of experts without a dense MLP (Mixtral)
@@ -40,8 +40,52 @@ type Shape struct {
 	SlidingWindow int `json:"sliding_window,omitempty"`
 	SlidingLayers int `json:"sliding_layers,omitempty"`
 
+	// A mixture of experts may keep dense layers: DenseLayers of its Layers have a dense MLP of
+	// width DenseFFN in place of the router and experts (DeepSeek-V3's first_k_dense_replace = 3
+	// of 18432; Llama 4 Maverick's every other layer). In the MoE layers, FFN is then the width
+	// of the shared experts every token passes through (DeepSeek: n_shared_experts x
+	// moe_intermediate_size; Llama 4: intermediate_size), 0 without any (Mixtral, Qwen3-MoE).
+	DenseLayers int  `json:"dense_layers,omitempty"`
+	DenseFFN    int  `json:"dense_ffn,omitempty"`
+	RouterBias  bool `json:"router_bias,omitempty"` // a bias per expert on the router (gpt-oss; DeepSeek's e_score_correction_bias)
+
+	// Chunked attention (Llama 4): ChunkedLayers of the layers attend only to the tokens of the
+	// current chunk of AttentionChunk positions, ((context-1) mod AttentionChunk) + 1 of them.
+	AttentionChunk int `json:"attention_chunk,omitempty"`
+	ChunkedLayers  int `json:"chunked_layers,omitempty"`
+	// NoRoPELayers of the layers apply no rotary embedding (Llama 4's every fourth layer).
+	NoRoPELayers int `json:"no_rope_layers,omitempty"`
+	// RotaryDim: rotary covers only the first RotaryDim of each head (GLM-4.5's
+	// partial_rotary_factor 0.5: 64 of 128); 0: the whole head.
+	RotaryDim int `json:"rotary_dim,omitempty"`
+	// QKNorm normalizes each query and key head before rotary: "rms", a learned RMSNorm of
+	// HeadDim on q and one on k in every layer (Qwen3, Gemma 3); "l2", an unweighted L2 norm in
+	// the layers with rotary (Llama 4's use_qk_norm); "" none.
+	QKNorm string `json:"qk_norm,omitempty"`
+	// AttentionSinks: one learned logit per query head joins each softmax denominator (gpt-oss).
+	AttentionSinks bool `json:"attention_sinks,omitempty"`
+	NormBias       bool `json:"norm_bias,omitempty"`    // LayerNorm with a bias vector, not RMSNorm (PhiMoE)
+	LMHeadBias     bool `json:"lm_head_bias,omitempty"` // a bias on the LM head (PhiMoE's lm_head_bias)
+
+	// Multi-head latent attention (DeepSeek-V3, Kimi-K2) when KVLoRARank > 0: the cache holds
+	// per layer and token one latent of KVLoRARank plus a shared rotary key of RoPEHeadDim.
+	// HeadDim is then a query head's width in the unabsorbed form (qk_nope_head_dim +
+	// qk_rope_head_dim), VHeadDim a value head's; QLoRARank is the query's low-rank width (0:
+	// queries projected straight from the hidden state). KVHeads equals QHeads.
+	QLoRARank   int `json:"q_lora_rank,omitempty"`
+	KVLoRARank  int `json:"kv_lora_rank,omitempty"`
+	RoPEHeadDim int `json:"rope_head_dim,omitempty"`
+	VHeadDim    int `json:"v_head_dim,omitempty"`
+
 	WeightDType DType `json:"weight_dtype"`
 	KVDType     DType `json:"kv_dtype"`
+	// Quant, when set, is the format of the quantized projection matrices (config.json's
+	// quantization_config); every other weight is WeightDType.
+	Quant *Quantization `json:"quant,omitempty"`
+
+	// LeftOut names the parts of the checkpoint the shape does not hold: "vision tower and
+	// multimodal projector" for a model whose text_config was read.
+	LeftOut string `json:"left_out,omitempty"`
 
 	TP int `json:"tp"` // tensor-parallel degree this shape is one GPU's shard of (1 = whole model)
 
@@ -51,16 +95,47 @@ type Shape struct {
 
 // Families lists the accepted values of Shape.Family.
 func Families() []string {
-	return []string{"llama", "mistral", "mixtral", "qwen2", "gemma", "gemma2", "phi3", "custom"}
+	return []string{"llama", "mistral", "mixtral", "qwen2", "gemma", "gemma2", "phi3",
+		"qwen3", "qwen3_moe", "llama4_text", "gemma3_text", "deepseek_v3", "kimi_k2", "gpt_oss", "phimoe", "glm4_moe", "custom"}
+}
+
+// IsMLA reports whether attention is multi-head latent attention.
+func (s Shape) IsMLA() bool { return s.KVLoRARank > 0 }
+
+// QKNopeHeadDim is the part of an MLA query head without rotary: HeadDim - RoPEHeadDim.
+func (s Shape) QKNopeHeadDim() int { return s.HeadDim - s.RoPEHeadDim }
+
+// MoELayers is how many layers route to experts: Layers - DenseLayers, 0 for a dense model.
+func (s Shape) MoELayers() int {
+	if !s.IsMoE() {
+		return 0
+	}
+	return s.Layers - s.DenseLayers
+}
+
+// denseMLP is how many layers have a dense MLP (not shared experts) and its width.
+func (s Shape) denseMLP() (layers, width int) {
+	if !s.IsMoE() {
+		return s.Layers, s.FFN
+	}
+	return s.DenseLayers, s.DenseFFN
+}
+
+// sharedFFN is the width of the shared experts of each MoE layer.
+func (s Shape) sharedFFN() int {
+	if !s.IsMoE() {
+		return 0
+	}
+	return s.FFN
 }
 
 // IsMoE reports whether the layers route tokens to experts.
 func (s Shape) IsMoE() bool { return s.Experts > 0 }
 
 // NormsPerLayer is the number of RMSNorm weight vectors per layer: 2 (before
-// attention and before the MLP), 4 for Gemma 2, which also norms each output.
+// attention and before the MLP), 4 for Gemma 2 and 3, which also norm each output.
 func (s Shape) NormsPerLayer() int {
-	if s.Family == "gemma2" {
+	if s.Family == "gemma2" || s.Family == "gemma3_text" {
 		return 4
 	}
 	return 2
@@ -127,6 +202,41 @@ func (s Shape) Validate() error {
 	case (s.SlidingWindow == 0) != (s.SlidingLayers == 0):
 		return bad("SlidingWindow = %d with SlidingLayers = %d: give both (a window and the layers that use it) or neither", s.SlidingWindow, s.SlidingLayers)
 	}
+	switch {
+	case s.DenseLayers < 0 || s.DenseLayers > s.Layers || (s.DenseLayers > 0 && !s.IsMoE()):
+		return bad("DenseLayers = %d: want 0..%d dense layers, and only in a mixture of experts", s.DenseLayers, s.Layers)
+	case (s.DenseLayers > 0) != (s.DenseFFN > 0) || s.DenseFFN < 0:
+		return bad("DenseLayers = %d with DenseFFN = %d: give both (the dense layers and their MLP width) or neither", s.DenseLayers, s.DenseFFN)
+	case s.AttentionChunk < 0 || s.ChunkedLayers < 0 || (s.AttentionChunk == 0) != (s.ChunkedLayers == 0):
+		return bad("AttentionChunk = %d, ChunkedLayers = %d: give both (a chunk and the layers that use it) or neither", s.AttentionChunk, s.ChunkedLayers)
+	case s.SlidingLayers+s.ChunkedLayers > s.Layers:
+		return bad("SlidingLayers = %d plus ChunkedLayers = %d exceed the %d layers", s.SlidingLayers, s.ChunkedLayers, s.Layers)
+	case s.NoRoPELayers < 0 || s.NoRoPELayers > s.Layers:
+		return bad("NoRoPELayers = %d: want 0..%d", s.NoRoPELayers, s.Layers)
+	case s.RotaryDim < 0 || s.RotaryDim > s.HeadDim:
+		return bad("RotaryDim = %d: want 0 (the whole head) up to HeadDim = %d", s.RotaryDim, s.HeadDim)
+	case s.QKNorm != "" && s.QKNorm != "rms" && s.QKNorm != "l2":
+		return bad("QKNorm = %q: accepted are \"\" (none), rms and l2", s.QKNorm)
+	}
+	if s.IsMLA() {
+		switch {
+		case s.RoPEHeadDim <= 0 || s.RoPEHeadDim >= s.HeadDim:
+			return bad("RoPEHeadDim = %d: an MLA query head of HeadDim = %d needs a rotary part of 1..%d", s.RoPEHeadDim, s.HeadDim, s.HeadDim-1)
+		case s.VHeadDim <= 0:
+			return bad("VHeadDim = %d: must be positive for multi-head latent attention", s.VHeadDim)
+		case s.QLoRARank < 0:
+			return bad("QLoRARank = %d: must be 0 (no query compression) or positive", s.QLoRARank)
+		case s.KVHeads != s.QHeads:
+			return bad("KVHeads = %d with QHeads = %d: multi-head latent attention decompresses one key and value per query head", s.KVHeads, s.QHeads)
+		}
+	} else if s.QLoRARank != 0 || s.RoPEHeadDim != 0 || s.VHeadDim != 0 {
+		return bad("QLoRARank = %d, RoPEHeadDim = %d, VHeadDim = %d without KVLoRARank: these describe multi-head latent attention only", s.QLoRARank, s.RoPEHeadDim, s.VHeadDim)
+	}
+	if s.Quant != nil {
+		if err := s.Quant.validate(); err != nil {
+			return bad("%v", err)
+		}
+	}
 	if !s.WeightDType.valid() {
 		return bad("WeightDType = %q: accepted are %s", s.WeightDType, dtypeList())
 	}
@@ -144,7 +254,8 @@ func (s Shape) Validate() error {
 // width divide by tp; the vocabulary splits into ceil(Vocab/tp) rows per GPU
 // (the last shard padded); Hidden, norms and the router are replicated. A tp
 // that does not divide the heads or the MLP widths is rejected: a GPU must hold
-// whole heads and equal slices. Sharding a shard multiplies TP. Shard(1)
+// whole heads and equal slices. Multi-head latent attention splits its query heads; the
+// latent cache, needed by every head, is replicated. Sharding a shard multiplies TP. Shard(1)
 // returns the shape unchanged.
 func (s Shape) Shard(tp int) (Shape, error) {
 	if err := s.Validate(); err != nil {
@@ -166,6 +277,9 @@ func (s Shape) Shard(tp int) (Shape, error) {
 	if s.FFN%tp != 0 {
 		misfits = append(misfits, fmt.Sprintf("MLP width %d", s.FFN))
 	}
+	if s.DenseFFN%tp != 0 {
+		misfits = append(misfits, fmt.Sprintf("dense-layer MLP width %d", s.DenseFFN))
+	}
 	if s.ExpertFFN%tp != 0 {
 		misfits = append(misfits, fmt.Sprintf("expert MLP width %d", s.ExpertFFN))
 	}
@@ -178,6 +292,7 @@ func (s Shape) Shard(tp int) (Shape, error) {
 	shard.KVHeads /= tp
 	shard.FFN /= tp
 	shard.ExpertFFN /= tp
+	shard.DenseFFN /= tp
 	shard.Vocab = (s.Vocab + tp - 1) / tp
 	shard.TP = s.TP * tp
 	return shard, nil

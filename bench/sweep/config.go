@@ -112,7 +112,7 @@ func (a Axes) Validate() error {
 		if !slices.Contains(KernelDTypes, m.KVDType) {
 			return fmt.Errorf("model %s: KV dtype %s: the kernels take bf16 or fp16", m, m.KVDType)
 		}
-		if !cgo.IsAttentionHeadDim(m.HeadDim) {
+		if !m.IsMLA() && !cgo.IsAttentionHeadDim(m.HeadDim) {
 			return fmt.Errorf("model %s: head dim %d: the attention kernels are built for %v", m, m.HeadDim, cgo.AttentionHeadDims)
 		}
 		// The largest batch has the largest M of every linear; K does not depend on the batch.

@@ -336,8 +336,27 @@ func (s *state) useCeilingForCost() {
 	}
 }
 
-// stepFits asks whether the weights and the batch's KV caches fit in the card's memory.
+// stepFits asks whether the library has the step's kernels and whether the weights and the
+// batch's KV caches fit in the card's memory.
 func (s *state) stepFits(cfg Config) (bool, string) {
+	// A kernel variant (model.Kernel.Variant) has no kernel in the library yet: the step is
+	// skipped, naming it, before anything is allocated; predict still models it.
+	var variants []string
+	kernelsOf := map[string]string{}
+	for _, k := range cfg.Model.Kernels(cfg.Batch, cfg.Context) {
+		if v := k.Variant(); v != "" && kernelsOf[v] == "" {
+			variants, kernelsOf[v] = append(variants, v), k.Name
+		} else if v != "" {
+			kernelsOf[v] += ", " + k.Name
+		}
+	}
+	if len(variants) > 0 {
+		why := "the kernel library has no kernel yet for"
+		for _, v := range variants {
+			why += " " + v + " (" + kernelsOf[v] + ");"
+		}
+		return false, why + " decodebench predict models this step"
+	}
 	if s.MemoryBytes <= 0 {
 		return true, ""
 	}

@@ -26,7 +26,7 @@ func SmallOps(s model.Shape, batch int) []SmallOp {
 	layers := float64(s.Layers)
 	act := s.ActivationDType().Bytes()
 	w := s.WeightDType.Bytes()
-	kvWidth := 2 * float64(s.KVHeads) * float64(s.HeadDim) // a key and a value vector per KV head
+	kvWidth := float64(s.KVElementsPerLayerToken()) // a key and a value per KV head, or MLA's latent and rotary key
 	ops := []SmallOp{
 		// One row of the table per token, written out as the first hidden state.
 		{Name: "embedding_gather", Repeat: 1, Bytes: b*h*w + b*h*act},
@@ -35,18 +35,24 @@ func SmallOps(s model.Shape, batch int) []SmallOp {
 		// After attention and after the MLP: read two states, write their sum.
 		{Name: "residual_add", Repeat: 2 * layers, Bytes: 3 * b * h * act},
 		// Rotate q and k in place: read and write each.
-		{Name: "rotary", Repeat: layers, Bytes: 2 * b * float64(s.QHeads+s.KVHeads) * float64(s.HeadDim) * act},
+		{Name: "rotary", Repeat: float64(s.RotaryLayers()), Bytes: 2 * b * float64(s.RotaryElementsPerLayerToken()) * act},
 		// Copy the new token's k and v from the QKV output into the cache.
 		{Name: "kv_append", Repeat: layers, Bytes: b*kvWidth*act + b*kvWidth*s.KVDType.Bytes()},
 	}
-	if s.FFN > 0 {
-		ops = append(ops, activationOp("mlp_activation", layers, b, float64(s.FFN), s.GatedMLP, act))
+	for _, n := range s.AttentionNorms() { // QK-norm, MLA's latent norms: read and write each value
+		ops = append(ops, SmallOp{Name: n.Name, Repeat: float64(n.Layers), Bytes: 2*b*float64(n.Elements)*act + float64(n.Weights)*w})
+	}
+	if denseLayers, ffn := s.DenseMLP(); ffn > 0 {
+		ops = append(ops, activationOp("mlp_activation", float64(denseLayers), b, float64(ffn), s.GatedMLP, act))
 	}
 	if s.IsMoE() {
-		k := float64(s.ExpertsPerToken)
+		k, moeLayers := float64(s.ExpertsPerToken), float64(s.MoELayers())
 		ops = append(ops,
-			SmallOp{Name: "router_topk", Repeat: layers, Bytes: b*float64(s.Experts)*act + b*k*(4+4)},
-			activationOp("expert_activation", layers, b*k, float64(s.ExpertFFN), s.GatedMLP, act))
+			SmallOp{Name: "router_topk", Repeat: moeLayers, Bytes: b*float64(s.Experts)*act + b*k*(4+4)},
+			activationOp("expert_activation", moeLayers, b*k, float64(s.ExpertFFN), s.GatedMLP, act))
+		if s.SharedFFN() > 0 {
+			ops = append(ops, activationOp("shared_expert_activation", moeLayers, b, float64(s.SharedFFN()), s.GatedMLP, act))
+		}
 	}
 	// Greedy sampling reads every logit once and writes a token id.
 	return append(ops, SmallOp{Name: "sampling", Repeat: 1, Bytes: b*float64(s.Vocab)*act + b*4})

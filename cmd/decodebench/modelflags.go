@@ -20,7 +20,7 @@ func modelFlags() []cli.Flag {
 		&cli.IntFlag{Name: "tp", Value: 1, EnvVars: []string{"DECODEBENCH_TP"},
 			Usage: "tensor-parallel degree: report one GPU's shard (must divide the heads, KV heads and FFN size)"},
 		&cli.StringFlag{Name: "weight-dtype", EnvVars: []string{"DECODEBENCH_WEIGHT_DTYPE"},
-			Usage: "override the weight dtype: bf16, fp16, fp8 or int8 (default: the model's)"},
+			Usage: "override the weight dtype of every weight, quantized ones too: bf16, fp16, fp8 or int8 (default: the model's, and its quantization_config format)"},
 		&cli.StringFlag{Name: "kv-dtype", EnvVars: []string{"DECODEBENCH_KV_DTYPE"},
 			Usage: "override the KV-cache dtype: bf16, fp16, fp8 or int8 (default: the model's, bf16 for fp8/int8 weights)"},
 	}
@@ -50,7 +50,8 @@ func resolveModel(c *cli.Context) (model.Shape, error) {
 		if err != nil {
 			return shape, usageError("--weight-dtype: %v", err)
 		}
-		shape.WeightDType = d
+		// Every weight in d: a checkpoint's quantized format no longer applies.
+		shape.WeightDType, shape.Quant = d, nil
 	}
 	if s := c.String("kv-dtype"); s != "" {
 		d, err := model.ParseDType(s)

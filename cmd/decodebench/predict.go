@@ -179,7 +179,7 @@ func predictRows(s model.Shape, gpu roofline.GPU, ceiling roofline.Ceiling, batc
 
 func printPredict(out io.Writer, s model.Shape, gpu roofline.GPU, ceiling roofline.Ceiling, rows []predictRow, contexts []int, reserve float64) {
 	fmt.Fprintf(out, "%s on one %s (tp %d): weights %s, KV %s per token (%s weights, %s KV)\n",
-		s.Name, gpu.Name, max(s.TP, 1), units.Bytes(s.WeightBytesTotal()), units.Bytes(s.KVBytesPerToken()), s.WeightDType, s.KVDType)
+		s.Name, gpu.Name, max(s.TP, 1), units.Bytes(s.WeightBytesTotal()), units.Bytes(s.KVBytesPerToken()), weightFormatText(s), s.KVDType)
 	fmt.Fprintf(out, "datasheet roofline: %.0f GB/s, %.0f TFLOP/s dense bf16 (%s); decimal units\n\n",
 		ceiling.BandwidthBytesPerSec/1e9, ceiling.FLOPsPerSec/1e12, gpu.Source)
 	w := tabwriter.NewWriter(out, 0, 0, 2, ' ', tabwriter.AlignRight)
@@ -263,7 +263,7 @@ func predictPlots(dir string, s model.Shape, gpu roofline.GPU, ceiling roofline.
 	chart := plots.Chart{
 		Title: fmt.Sprintf("%s on %s: roofline bound", s.Name, gpu.Name),
 		Subtitle: fmt.Sprintf("datasheet %.0f GB/s, %.0f TFLOP/s bf16 · weights %s · tp %d · prediction, not a measurement",
-			ceiling.BandwidthBytesPerSec/1e9, ceiling.FLOPsPerSec/1e12, s.WeightDType, max(s.TP, 1)),
+			ceiling.BandwidthBytesPerSec/1e9, ceiling.FLOPsPerSec/1e12, weightFormatText(s), max(s.TP, 1)),
 	}
 	anyFits := false
 	for _, r := range rows {

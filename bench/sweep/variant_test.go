@@ -1,0 +1,95 @@
+package sweep
+
+import (
+	"context"
+	"strings"
+	"testing"
+
+	"github.com/decodebench/decodebench/bench/measure"
+	"github.com/decodebench/decodebench/bench/model"
+)
+
+// A step that needs a kernel the library lacks (MLA attention, attention with sinks, MXFP4
+// or fp8 weights) is skipped with a reason naming it, and nothing of it is measured.
+func TestRunSkipsKernelVariantsTheLibraryLacks(t *testing.T) {
+	mla := tinyModel()
+	mla.Name, mla.Family = "tiny-mla", "deepseek_v3"
+	mla.KVHeads, mla.HeadDim = mla.QHeads, 96
+	mla.QLoRARank, mla.KVLoRARank, mla.RoPEHeadDim, mla.VHeadDim = 64, 64, 32, 64
+	sinks := tinyModel()
+	sinks.Name, sinks.AttentionSinks = "tiny-sinks", true
+	mxfp4 := tinyModel()
+	mxfp4.Name, mxfp4.Quant = "tiny-mxfp4", &model.Quantization{Method: model.QuantMXFP4, Bits: 4, GroupSize: 32}
+	want := map[string]string{
+		"tiny-mla":   "no kernel yet for grouped linear (q_absorb, v_absorb); MLA attention (QK width 96, V width 64) (attention)",
+		"tiny-sinks": "no kernel yet for attention with sinks (attention)",
+		"tiny-mxfp4": "no kernel yet for linear with mxfp4 (e2m1, one e8m0 scale per 32) weights (qkv_proj, o_proj, gate_up_proj, down_proj)",
+	}
+	clock := newClock()
+	f := newFake(clock)
+	dir := t.TempDir()
+	axes := Axes{Models: []model.Shape{mla, sinks, mxfp4}, Batches: []int{1, 2}, Contexts: []int{128}}
+	if err := axes.Validate(); err != nil {
+		t.Fatal(err)
+	}
+	r, prior := newRun(t, dir, f, clock, axes)
+	res, err := r.Run(context.Background(), axes.Configs(), prior)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if res.Skipped != 6 || res.OK != 0 {
+		t.Errorf("result %+v: want all 6 steps skipped", res)
+	}
+	if n := f.count("linear") + f.count("attention"); n != 0 {
+		t.Errorf("%d kernels measured for steps that were skipped", n)
+	}
+	p, err := Load(dir)
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, rec := range p.Records {
+		if rec.Status != measure.StatusSkipped || !strings.Contains(rec.Reason, want[rec.Model]) {
+			t.Errorf("%s: %s %q, want skipped: %q", rec.Key, rec.Status, rec.Reason, want[rec.Model])
+		}
+	}
+}
+
+// The small ops follow the newer architectures: MLA appends 576 values a layer and rotates
+// only the rotary parts, QK-norm reads and writes every q and k head, Llama 4's no-rotary
+// layers rotate nothing, and a MoE's dense layers and shared experts have their activations.
+func TestSmallOpsNewArchitectures(t *testing.T) {
+	ops := func(name string, batch int) map[string]SmallOp {
+		s, err := model.Lookup(name)
+		if err != nil {
+			t.Fatal(err)
+		}
+		byName := map[string]SmallOp{}
+		for _, op := range SmallOps(s, batch) {
+			byName[op.Name] = op
+		}
+		return byName
+	}
+	ds := ops("deepseek-v3", 2)
+	if got, want := ds["kv_append"].Bytes, 2*576*2.0+2*576*2; got != want {
+		t.Errorf("DeepSeek-V3 kv_append %g bytes, want %g (latent 512 + rotary key 64)", got, want)
+	}
+	if got, want := ds["rotary"].Bytes, 2*2*129*64*2.0; got != want {
+		t.Errorf("DeepSeek-V3 rotary %g bytes, want %g (128 query heads' and the key's 64 rotary values)", got, want)
+	}
+	if n := ds["latent_norm"]; n.Repeat != 61 || n.Bytes != 2*2*(1536+512)*2+(1536+512)*2 {
+		t.Errorf("DeepSeek-V3 latent_norm %+v", n)
+	}
+	if ds["mlp_activation"].Repeat != 3 || ds["shared_expert_activation"].Repeat != 58 || ds["router_topk"].Repeat != 58 {
+		t.Errorf("DeepSeek-V3 activations: dense %+v, shared %+v, router %+v", ds["mlp_activation"], ds["shared_expert_activation"], ds["router_topk"])
+	}
+	q := ops("qwen3-8b", 4)
+	if n := q["qk_norm"]; n.Repeat != 36 || n.Bytes != 2*4*(32+8)*128*2+2*128*2 {
+		t.Errorf("Qwen3-8B qk_norm %+v", n)
+	}
+	if _, ok := ops("llama3-8b", 4)["qk_norm"]; ok {
+		t.Error("Llama-3-8B has no QK-norm")
+	}
+	if r := ops("llama-4-scout", 1)["rotary"]; r.Repeat != 36 {
+		t.Errorf("Llama-4-Scout rotates in %g layers, want 36 of 48", r.Repeat)
+	}
+}
