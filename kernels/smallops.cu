@@ -7,8 +7,8 @@
 // Elementwise kernels give each thread one 16-byte chunk of every operand (all its loads issue
 // before the first use) in blocks of 128 threads, so even a batch-1 call over a 4096-wide row
 // spreads over 4 blocks and a 14336-wide activation over 28; the grid-stride loop covers the
-// rest. RMSNorm gives each row one block that keeps the row in registers (up to 4 chunks per
-// thread), so the row is read once, reduced, and written once.
+// rest. RMSNorm gives each row one block that keeps the row in registers (one chunk per thread
+// up to 8192 elements, at most 4), so the row is read once, reduced, and written once.
 #include "smallops_common.cuh"
 
 namespace {
@@ -184,8 +184,9 @@ extern "C" int db_rmsnorm(db_context *ctx, const db_rmsnorm_params *p) {
                        (unsigned long long)p->residual);
     }
     const int chunks = p->hidden / kVec;
-    const unsigned threads =
-        (unsigned)std::max(32, (int)db_ceil_div(db_ceil_div(chunks, kNormChunksPerThread), 32) * 32);
+    /* as many threads as chunks (to 1024): at batch 1 one block is the whole call, so every
+     * load of the row should be in flight at once; rows past 8192 elements give threads 2-4 */
+    const unsigned threads = (unsigned)std::min<uint64_t>(1024, db_ceil_div(chunks, 32) * 32);
     auto x = reinterpret_cast<const uint4 *>(p->x);
     auto residual = reinterpret_cast<uint4 *>(p->residual);
     auto weight = reinterpret_cast<const uint4 *>(p->weight);
