@@ -32,12 +32,13 @@ func int32s(op string, fields ...any) error {
 	return nil
 }
 
-// EmbeddingParams mirrors db_embedding_params: Out[b] = Table[IDs[b]] (a NaN row for an id
-// outside the vocabulary).
+// EmbeddingParams mirrors db_embedding_params: Out[b] = Table[IDs[b]]·Scale (a NaN row for an
+// id outside the vocabulary).
 type EmbeddingParams struct {
 	Table, IDs, Out      uint64 // [Vocab x Hidden], int32 [Batch], [Batch x Hidden]
 	Batch, Vocab, Hidden int
 	DType                DType
+	Scale                float32 // 0 = 1 (a copy); Gemma: sqrt(hidden)
 }
 
 // Embedding gathers the rows of the token ids.
@@ -45,6 +46,7 @@ func (d *Device) Embedding(p EmbeddingParams) error {
 	const op = "db_embedding"
 	var c C.db_embedding_params
 	c.table, c.ids, c.out, c.dtype = C.uint64_t(p.Table), C.uint64_t(p.IDs), C.uint64_t(p.Out), C.int32_t(p.DType)
+	c.scale = C.float(p.Scale)
 	if err := int32s(op, "batch", p.Batch, &c.batch, "vocab", p.Vocab, &c.vocab, "hidden", p.Hidden, &c.hidden); err != nil {
 		return err
 	}

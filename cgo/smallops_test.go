@@ -108,12 +108,16 @@ func TestSmallOpEmbedding(t *testing.T) {
 				ids[0] = int32(vocab - 1) // the last row
 				idBuf := soInts(t, dev, ids)
 				out := soPoisoned(t, dev, s.batch*s.hidden*d.Bytes())
+				scale := float32(0) // a copy, exact
+				if i == 1 {
+					scale = float32(math.Sqrt(float64(s.hidden))) // Gemma's normaliser
+				}
 				if err := dev.Embedding(cgo.EmbeddingParams{Table: table.Ptr, IDs: idBuf.Ptr, Out: out.Ptr, Batch: s.batch,
-					Vocab: vocab, Hidden: s.hidden, DType: cgo.DType(d)}); err != nil {
+					Vocab: vocab, Hidden: s.hidden, DType: cgo.DType(d), Scale: scale}); err != nil {
 					t.Fatal(err)
 				}
-				want := ref.Embedding(tv, ids, s.hidden)
-				soCheck(t, "embedding", soReadFloats(t, out, d, len(want)), want, make([]float64, len(want)))
+				want, bounds := ref.Embedding(d, tv, ids, s.hidden, float64(scale))
+				soCheck(t, "embedding", soReadFloats(t, out, d, len(want)), want, bounds)
 			})
 		}
 	}
@@ -447,7 +451,7 @@ func TestSmallOpMoE(t *testing.T) {
 // Expert ids outside [0, experts) (a corrupt route) are dropped, not written out of bounds.
 func TestSmallOpMoEGroupDropsBadExperts(t *testing.T) {
 	dev := cgotest.EmuDevice(t)
-	ids := []int32{3, -1, 0, 3, 9, 1, 3, 0}
+	ids := []int32{3, -1, 0, 4, 9, 1, 3, 0} // 4 is one past the last expert
 	idBuf := soInts(t, dev, ids)
 	counts, offsets := soPoisoned(t, dev, 4*4), soPoisoned(t, dev, 4*5)
 	sorted, rows := soPoisoned(t, dev, 4*len(ids)), soPoisoned(t, dev, 4*len(ids))
@@ -456,8 +460,9 @@ func TestSmallOpMoEGroupDropsBadExperts(t *testing.T) {
 		t.Fatal(err)
 	}
 	g := ref.MoEGroup(ids, 4)
-	if got := fmt.Sprint(soReadInts(t, sorted, len(ids)), soReadInts(t, rows, len(ids))); got != fmt.Sprint(g.SortedSlots, g.SlotRows) {
-		t.Fatalf("grouping %s, want %v %v", got, g.SortedSlots, g.SlotRows)
+	got := fmt.Sprint(soReadInts(t, counts, 4), soReadInts(t, offsets, 5), soReadInts(t, sorted, len(ids)), soReadInts(t, rows, len(ids)))
+	if want := fmt.Sprint(g.Counts, g.Offsets, g.SortedSlots, g.SlotRows); got != want {
+		t.Fatalf("grouping %s, want %s", got, want)
 	}
 }
 

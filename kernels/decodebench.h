@@ -254,8 +254,9 @@ int db_kv_append(db_context *ctx, const db_kv_append_params *p);
 #define DB_MOE_MAX_EXPERTS 256
 #define DB_MOE_MAX_TOP_K 16
 
-/* out[b, :] = table[ids[b], :]; an id outside [0, vocab) gives a row of NaN, so a wrong token
- * cannot pass unnoticed. */
+/* out[b, :] = round(table[ids[b], :] * scale) (a plain copy when scale is 0 or 1; Gemma scales
+ * by sqrt(hidden)); an id outside [0, vocab) gives a row of NaN, so a wrong token cannot pass
+ * unnoticed. */
 typedef struct {
   uint64_t table;         /* [vocab, hidden], dtype */
   uint64_t ids;           /* int32 [batch] */
@@ -263,6 +264,7 @@ typedef struct {
   int32_t batch;          /* 1..DB_MAX_BATCH */
   int32_t vocab, hidden;  /* vocab >= 1; hidden a multiple of 8 */
   int32_t dtype;          /* DB_DTYPE_BF16 or DB_DTYPE_FP16 */
+  float scale;            /* 0 = 1 */
 } db_embedding_params;
 int db_embedding(db_context *ctx, const db_embedding_params *p);
 

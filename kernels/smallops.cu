@@ -20,14 +20,23 @@ constexpr int kNormChunksPerThread = 4;
 
 template <class T>
 __global__ void __launch_bounds__(kElemThreads)
-    embedding_kernel(const uint4 *table, const int32_t *ids, uint4 *out, int batch, int vocab, int chunks) {
+    embedding_kernel(const uint4 *table, const int32_t *ids, uint4 *out, int batch, int vocab, int chunks,
+                     float scale) {
   const long long total = (long long)batch * chunks;
   for (long long i = (long long)blockIdx.x * blockDim.x + threadIdx.x; i < total;
        i += (long long)gridDim.x * blockDim.x) {
     const int b = (int)(i / chunks), c = (int)(i % chunks);
     const int id = ids[b];
     if (id >= 0 && id < vocab) {
-      db_st_v4(out + i, db_ld_nc_v4(table + (long long)id * chunks + c));
+      uint4 row = db_ld_nc_v4(table + (long long)id * chunks + c);
+      if (scale != 1.0f) {
+        float f[8];
+        so_unpack8<T>(row, f);
+        DB_UNROLL
+        for (int e = 0; e < 8; ++e) f[e] *= scale;
+        row = so_pack8<T>(f);
+      }
+      db_st_v4(out + i, row);
     } else {
       const uint32_t nan_pair = 0xffffffffu; /* a NaN in both dtypes */
       db_st_v4(out + i, make_uint4(nan_pair, nan_pair, nan_pair, nan_pair));
@@ -143,6 +152,9 @@ extern "C" int db_embedding(db_context *ctx, const db_embedding_params *p) {
     DB_CHECK(so_check_batch(fn, "batch", p->batch));
     if (p->vocab < 1) return db_fail(DB_ERR_INVALID_ARGUMENT, "%s: vocab %d must be >= 1", fn, p->vocab);
     DB_CHECK(so_check_row(fn, "hidden", p->hidden));
+    if (!std::isfinite(p->scale))
+      return db_fail(DB_ERR_INVALID_ARGUMENT, "%s: scale %g must be finite (0 = 1)", fn, (double)p->scale);
+    const float scale = p->scale == 0.0f ? 1.0f : p->scale;
     DB_CHECK(so_check_ptr(fn, "table", p->table, 16));
     DB_CHECK(so_check_ptr(fn, "ids", p->ids, 4));
     DB_CHECK(so_check_ptr(fn, "out", p->out, 16));
@@ -153,9 +165,9 @@ extern "C" int db_embedding(db_context *ctx, const db_embedding_params *p) {
     auto out = reinterpret_cast<uint4 *>(p->out);
     if (p->dtype == DB_DTYPE_BF16)
       return DB_LAUNCH((embedding_kernel<__nv_bfloat16>), dim3(blocks), dim3(kElemThreads), 0, ctx->stream,
-                       table, ids, out, p->batch, p->vocab, chunks);
+                       table, ids, out, p->batch, p->vocab, chunks, scale);
     return DB_LAUNCH((embedding_kernel<__half>), dim3(blocks), dim3(kElemThreads), 0, ctx->stream, table, ids,
-                     out, p->batch, p->vocab, chunks);
+                     out, p->batch, p->vocab, chunks, scale);
   });
 }
 

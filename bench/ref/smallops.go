@@ -20,21 +20,28 @@ func elementBound(d DType, want, fp32Terms float64) float64 {
 	return d.UnitRoundoff()*(math.Abs(want)+fp32Terms) + fp32Terms + halfSubnormalSpacing(d)
 }
 
-// Embedding gives out[b] = table[ids[b]] (rows of hidden elements), exactly; an id outside
-// the table gives a row of NaN, as db_embedding writes it.
-func Embedding(table []float32, ids []int32, hidden int) []float64 {
+// Embedding gives out[b] = table[ids[b]]·scale (rows of hidden elements; scale 0 or 1 is an
+// exact copy, bound 0); an id outside the table gives a row of NaN, as db_embedding writes it.
+func Embedding(d DType, table []float32, ids []int32, hidden int, scale float64) (want, bounds []float64) {
 	vocab := len(table) / hidden
-	out := make([]float64, len(ids)*hidden)
+	if scale == 0 {
+		scale = 1
+	}
+	want, bounds = make([]float64, len(ids)*hidden), make([]float64, len(ids)*hidden)
 	for b, id := range ids {
 		for i := 0; i < hidden; i++ {
+			j := b*hidden + i
 			if id < 0 || int(id) >= vocab {
-				out[b*hidden+i] = math.NaN()
-			} else {
-				out[b*hidden+i] = float64(table[int(id)*hidden+i])
+				want[j] = math.NaN()
+				continue
+			}
+			want[j] = float64(table[int(id)*hidden+i]) * scale
+			if scale != 1 {
+				bounds[j] = elementBound(d, want[j], fp32*math.Abs(want[j]))
 			}
 		}
 	}
-	return out
+	return want, bounds
 }
 
 // RMSNormReference is what db_rmsnorm writes for each row.
