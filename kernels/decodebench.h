@@ -244,7 +244,8 @@ int db_kv_append(db_context *ctx, const db_kv_append_params *p);
  * positions) from device arrays: nothing waits on the host, so a step can chain these calls on
  * the context's stream and capture them in a CUDA graph. Rows of 16-bit elements are read and
  * written 16 bytes at a time, so row lengths must be multiples of 8 (DB_SMALLOP_VECTOR) and the
- * buffers 16-byte aligned, except the logits of db_argmax, whose rows may be any length. */
+ * buffers 16-byte aligned (int32 and f32 arrays 4-byte), except the logits of db_argmax, whose
+ * rows may be any length. */
 
 #ifndef DB_MAX_BATCH
 #define DB_MAX_BATCH 1024 /* the one batch limit of linear, attention and the append */
@@ -354,7 +355,7 @@ int db_bias_add(db_context *ctx, const db_bias_add_params *p);
  * kernel finds each row's 16-byte boundary itself. Each row is cut into num_splits slices that
  * separate blocks reduce to the workspace; a second launch picks each row's winner. */
 typedef struct {
-  uint64_t logits;        /* [batch, vocab], dtype, 2-byte aligned */
+  uint64_t logits;        /* [batch, vocab], dtype; the buffer 16-byte aligned, rows anywhere */
   uint64_t ids;           /* int32 [batch] */
   uint64_t workspace;     /* batch * num_splits * 8 bytes when num_splits > 1 (see the plan) */
   uint64_t workspace_bytes;

@@ -142,7 +142,6 @@ extern "C" int db_argmax(db_context *ctx, const db_argmax_params *params) {
     db_argmax_params p = *params;
     uint64_t workspace = 0;
     DB_CHECK(argmax_plan(fn, ctx, &p, &workspace));
-    DB_CHECK(so_check_ptr(fn, "logits", p.logits, 2));
     DB_CHECK(so_check_ptr(fn, "ids", p.ids, 4));
     if (workspace > 0) {
       if (p.workspace == 0 || p.workspace_bytes < workspace)
