@@ -310,7 +310,8 @@ func TestSmallOpRopeKVAppend(t *testing.T) {
 			ref.KVContiguous, ref.FP16, 128, []int{17, 4000, 3, 12, 900, 1, 2}, 1, 4096},
 		{"dynamic ntk past the original", ref.Rope{Theta: 10000, Scaling: ref.RopeDynamicNTK, Factor: 2,
 			OriginalMaxPositions: 2048, RotaryDim: 64}, 4, ref.KVPaged, ref.BF16, 64, []int{100, 2047, 5000}, 2, 8192},
-		{"head 256 full", ref.Rope{Theta: 1000000, RotaryDim: 256}, 2, ref.KVContiguous, ref.BF16, 256, []int{63}, 1, 64},
+		// the second sequence's position is one past its cache: skipped entirely
+		{"head 256 full", ref.Rope{Theta: 1000000, RotaryDim: 256}, 2, ref.KVContiguous, ref.BF16, 256, []int{63, 64}, 1, 64},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			batch, d, D := len(tc.positions), tc.d, tc.headDim
