@@ -16,7 +16,6 @@ const (
 	SmallOpMaxHidden = C.DB_SMALLOP_MAX_HIDDEN // RMSNorm's longest row
 	MoEMaxExperts    = C.DB_MOE_MAX_EXPERTS
 	MoEMaxTopK       = C.DB_MOE_MAX_TOP_K
-	SmallOpMaxBatch  = C.DB_MAX_BATCH
 )
 
 // int32s converts named ints for a params struct, failing with the name of one that does not fit.

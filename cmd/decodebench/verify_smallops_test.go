@@ -42,6 +42,7 @@ func TestVerifySmallOpBadInput(t *testing.T) {
 		{[]string{"moe", "--experts", "8", "--top-k", "9"}, "top_k 9"},
 		{[]string{"rmsnorm", "--hidden", "4100"}, "hidden 4100"},
 		{[]string{"act", "--activation", "relu"}, "--activation \"relu\""},
+		{[]string{"rmsnorm", "--batch", "1025", "--hidden", "8"}, "batch 1025 out of range 1..1024"},
 	} {
 		_, code, msg := runCLI(t, append(append([]string{"verify", "smallop"}, tc.args...), "--backend", "emu")...)
 		if code != 2 || !strings.Contains(msg, tc.want) {
