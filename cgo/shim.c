@@ -11,9 +11,10 @@
   X(db_device_count) X(db_device_props_get) X(db_context_create) X(db_context_destroy)            \
   X(db_synchronize) X(db_buffer_alloc) X(db_buffer_free) X(db_memset) X(db_copy_to_host)          \
   X(db_copy_to_device) X(db_fill_hash) X(db_timer_create) X(db_timer_destroy) X(db_timer_start)   \
-  X(db_timer_stop) X(db_timer_elapsed_ms) X(db_linear_plan) X(db_linear)                           \
-  X(db_probe) X(db_probe_plan)                                                                      \
-  X(db_attention_plan) X(db_attention) X(db_kv_append)
+  X(db_timer_stop) X(db_timer_elapsed_ms) X(db_linear_plan) X(db_linear) X(db_probe)              \
+  X(db_probe_plan)                                                                                  \
+  X(db_attention_plan) X(db_attention) X(db_kv_append)                                            \
+  X(db_argmax_plan) X(db_embedding) X(db_rmsnorm) X(db_rope_kv_append) X(db_gated_act) X(db_bias_add) X(db_argmax) X(db_moe_route) X(db_moe_group) X(db_moe_combine)
 
 db_api *dbshim_load(const char *path, char *err, size_t errlen) {
   dlerror(); /* clear a stale message */
@@ -111,3 +112,17 @@ int dbshim_attention(const db_api *a, db_context *ctx, const db_attention_params
 int dbshim_kv_append(const db_api *a, db_context *ctx, const db_kv_append_params *p) {
   return a->db_kv_append(ctx, p);
 }
+
+/* small ops */
+int dbshim_argmax_plan(const db_api *a, db_context *ctx, db_argmax_params *p, uint64_t *workspace_bytes) {
+  return a->db_argmax_plan(ctx, p, workspace_bytes);
+}
+int dbshim_embedding(const db_api *a, db_context *ctx, const db_embedding_params *p) { return a->db_embedding(ctx, p); }
+int dbshim_rmsnorm(const db_api *a, db_context *ctx, const db_rmsnorm_params *p) { return a->db_rmsnorm(ctx, p); }
+int dbshim_rope_kv_append(const db_api *a, db_context *ctx, const db_rope_append_params *p) { return a->db_rope_kv_append(ctx, p); }
+int dbshim_gated_act(const db_api *a, db_context *ctx, const db_gated_act_params *p) { return a->db_gated_act(ctx, p); }
+int dbshim_bias_add(const db_api *a, db_context *ctx, const db_bias_add_params *p) { return a->db_bias_add(ctx, p); }
+int dbshim_argmax(const db_api *a, db_context *ctx, const db_argmax_params *p) { return a->db_argmax(ctx, p); }
+int dbshim_moe_route(const db_api *a, db_context *ctx, const db_moe_route_params *p) { return a->db_moe_route(ctx, p); }
+int dbshim_moe_group(const db_api *a, db_context *ctx, const db_moe_group_params *p) { return a->db_moe_group(ctx, p); }
+int dbshim_moe_combine(const db_api *a, db_context *ctx, const db_moe_combine_params *p) { return a->db_moe_combine(ctx, p); }

@@ -43,6 +43,17 @@ typedef struct {
   DBSHIM_FN(db_attention_plan);
   DBSHIM_FN(db_attention);
   DBSHIM_FN(db_kv_append);
+  /* small ops */
+  DBSHIM_FN(db_argmax_plan);
+  DBSHIM_FN(db_embedding);
+  DBSHIM_FN(db_rmsnorm);
+  DBSHIM_FN(db_rope_kv_append);
+  DBSHIM_FN(db_gated_act);
+  DBSHIM_FN(db_bias_add);
+  DBSHIM_FN(db_argmax);
+  DBSHIM_FN(db_moe_route);
+  DBSHIM_FN(db_moe_group);
+  DBSHIM_FN(db_moe_combine);
 } db_api;
 
 /* Opens the library at path (RTLD_NOW | RTLD_LOCAL), checks db_abi_version against
@@ -85,5 +96,17 @@ int dbshim_probe_plan(const db_api *a, db_context *ctx, db_probe_params *p);
 int dbshim_attention_plan(const db_api *a, db_context *ctx, db_attention_params *p, uint64_t *workspace_bytes);
 int dbshim_attention(const db_api *a, db_context *ctx, const db_attention_params *p);
 int dbshim_kv_append(const db_api *a, db_context *ctx, const db_kv_append_params *p);
+
+/* small ops */
+int dbshim_argmax_plan(const db_api *a, db_context *ctx, db_argmax_params *p, uint64_t *workspace_bytes);
+int dbshim_embedding(const db_api *a, db_context *ctx, const db_embedding_params *p);
+int dbshim_rmsnorm(const db_api *a, db_context *ctx, const db_rmsnorm_params *p);
+int dbshim_rope_kv_append(const db_api *a, db_context *ctx, const db_rope_append_params *p);
+int dbshim_gated_act(const db_api *a, db_context *ctx, const db_gated_act_params *p);
+int dbshim_bias_add(const db_api *a, db_context *ctx, const db_bias_add_params *p);
+int dbshim_argmax(const db_api *a, db_context *ctx, const db_argmax_params *p);
+int dbshim_moe_route(const db_api *a, db_context *ctx, const db_moe_route_params *p);
+int dbshim_moe_group(const db_api *a, db_context *ctx, const db_moe_group_params *p);
+int dbshim_moe_combine(const db_api *a, db_context *ctx, const db_moe_combine_params *p);
 
 #endif

@@ -233,6 +233,17 @@ DB_DEVICE uint4 db_ld_nc_v4(const uint4 *p) {
 }
 #endif
 
+/* 16-byte global store (st.global.v4.u32). */
+#if DB_EMU
+inline void db_st_v4(uint4 *p, uint4 v) { *p = v; }
+#else
+DB_DEVICE void db_st_v4(uint4 *p, uint4 v) {
+  asm volatile("st.global.v4.u32 [%0], {%1, %2, %3, %4};" ::"l"(p), "r"(v.x), "r"(v.y), "r"(v.z),
+               "r"(v.w)
+               : "memory");
+}
+#endif
+
 /* 16-byte asynchronous global -> shared copy, cached in L2 only (cp.async.cg.shared.global, sm_80+),
  * with its group commit and wait. The emulation copies at once by default (commit and wait do
  * nothing); with DB_EMU_HAZARDS=cp_async it defers each copy to the wait_group that covers it,

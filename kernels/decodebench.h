@@ -280,6 +280,187 @@ int db_attention_launches(db_context *ctx, const db_attention_params *p, db_laun
  * launches is what one launch costs back to back on this card. */
 int db_empty_kernel(db_context *ctx, int32_t launches);
 
+/* ---- small ops: everything of a decode step that is not a linear or attention ---------------
+ * (kernels/smallops*.cu). bf16 or fp16 in and out, fp32 arithmetic, one rounding per output.
+ * Every call takes device pointers and sizes only and reads per-sequence data (token ids,
+ * positions) from device arrays: nothing waits on the host, so a step can chain these calls on
+ * the context's stream and capture them in a CUDA graph. Rows of 16-bit elements are read and
+ * written 16 bytes at a time, so row lengths must be multiples of 8 (DB_SMALLOP_VECTOR) and the
+ * buffers 16-byte aligned (int32 and f32 arrays 4-byte), except the logits of db_argmax, whose
+ * rows may be any length. */
+
+#define DB_SMALLOP_VECTOR 8         /* elements per 16-byte access: hidden, ffn, n multiples */
+#define DB_SMALLOP_MAX_HIDDEN 32768 /* db_rmsnorm: one block keeps a row in registers */
+#define DB_MOE_MAX_EXPERTS 256
+#define DB_MOE_MAX_TOP_K 16
+
+/* out[b, :] = round(table[ids[b], :] * scale) (a plain copy when scale is 0 or 1; Gemma scales
+ * by sqrt(hidden)); an id outside [0, vocab) gives a row of NaN, so a wrong token cannot pass
+ * unnoticed. */
+typedef struct {
+  uint64_t table;         /* [vocab, hidden], dtype */
+  uint64_t ids;           /* int32 [batch] */
+  uint64_t out;           /* [batch, hidden], dtype */
+  int32_t batch;          /* 1..DB_MAX_BATCH */
+  int32_t vocab, hidden;  /* vocab >= 1; hidden a multiple of 8 */
+  int32_t dtype;          /* DB_DTYPE_BF16 or DB_DTYPE_FP16 */
+  float scale;            /* 0 = 1 */
+} db_embedding_params;
+int db_embedding(db_context *ctx, const db_embedding_params *p);
+
+/*
+ * RMSNorm, fused with the residual add where residual is not 0:
+ *   s = round(x + residual); residual = s (in place); out = round(s / rms(s) * w')
+ * and without a residual s = x. rms(s) = sqrt(mean(s^2) + eps); w' = weight, or 1 + weight when
+ * unit_offset is 1 (Gemma). out may be x (in place); it may not be residual.
+ */
+typedef struct {
+  uint64_t x, residual, weight, out; /* [batch, hidden] except weight [hidden]; one dtype */
+  int32_t batch;          /* 1..DB_MAX_BATCH */
+  int32_t hidden;         /* a multiple of 8, at most DB_SMALLOP_MAX_HIDDEN */
+  float eps;              /* > 0 */
+  int32_t unit_offset;    /* 0: w' = w; 1: w' = 1 + w */
+  int32_t dtype;
+} db_rmsnorm_params;
+int db_rmsnorm(db_context *ctx, const db_rmsnorm_params *p);
+
+/* Rotary position embedding: the frequencies and their scaling, as Hugging Face configs state
+ * them (rope_theta, rope_scaling, partial_rotary_factor). */
+enum {
+  DB_ROPE_DEFAULT = 0,     /* inv_freq[i] = theta^(-2i / rotary_dim) */
+  DB_ROPE_LINEAR = 1,      /* inv_freq / factor (position interpolation) */
+  DB_ROPE_DYNAMIC_NTK = 2, /* for a sequence of L = position + 1 > original_max_positions tokens,
+                              theta' = theta * (factor * L / original - (factor - 1))^(d / (d - 2)),
+                              d = rotary_dim; each sequence by its own length */
+  DB_ROPE_LLAMA3 = 3       /* Llama 3.1: wavelengths above original / low_freq_factor divided by
+                              factor, below original / high_freq_factor kept, smooth between */
+};
+typedef struct {
+  float theta;            /* > 0, e.g. 10000 or 500000 */
+  int32_t scaling;        /* DB_ROPE_* */
+  float factor;           /* LINEAR, DYNAMIC_NTK, LLAMA3: >= 1 */
+  float low_freq_factor, high_freq_factor; /* LLAMA3: low < high */
+  int32_t original_max_positions;          /* DYNAMIC_NTK, LLAMA3: >= 1 */
+  int32_t rotary_dim;     /* even, 2..head_dim: the first rotary_dim elements of each head
+                             rotate, the rest pass through (partial rotary) */
+} db_rope;
+
+/*
+ * Rotary embedding in the neox (half-split) layout, fused with the KV append: element i < r/2
+ * of a head pairs with i + r/2 (r = rotary_dim) and the pair turns by position * inv_freq[i].
+ * q is rotated in place; k_new is rotated into the cache at each sequence's position and v_new
+ * copied beside it (k_new itself is left as it was). Angles are reduced in double precision, so
+ * they stay accurate at long positions. A sequence whose position is negative or past what its
+ * cache holds is skipped entirely (q untouched, nothing written), as db_kv_append skips it.
+ */
+typedef struct {
+  uint64_t q;             /* [batch, q_heads, head_dim], cache.dtype, rotated in place */
+  uint64_t k_new, v_new;  /* [batch, kv_heads, head_dim], cache.dtype */
+  uint64_t positions;     /* int32 [batch] */
+  db_kv_cache cache;      /* head_dim, kv_heads, dtype and layout as db_kv_append takes them */
+  db_rope rope;
+  int32_t batch;          /* 1..DB_MAX_BATCH */
+  int32_t q_heads;        /* >= 1 */
+} db_rope_append_params;
+int db_rope_kv_append(db_context *ctx, const db_rope_append_params *p);
+
+/* The gated MLP activation from the fused gate_up projection: gate = gate_up[b, 0:ffn],
+ * up = gate_up[b, ffn:2 ffn], out[b, :] = round(act(gate) * up), computed in fp32. */
+enum {
+  DB_ACT_SILU = 0,      /* silu(g) = g / (1 + exp(-g)): Llama, Mistral, Qwen */
+  DB_ACT_GELU_TANH = 1  /* 0.5 g (1 + tanh(sqrt(2/pi) (g + 0.044715 g^3))): Gemma */
+};
+typedef struct {
+  uint64_t gate_up;       /* [batch, 2 * ffn], dtype */
+  uint64_t out;           /* [batch, ffn], dtype */
+  int32_t batch;          /* >= 1 (rows: a mixture of experts passes batch * top_k) */
+  int32_t ffn;            /* a multiple of 8 */
+  int32_t activation;     /* DB_ACT_* */
+  int32_t dtype;
+} db_gated_act_params;
+int db_gated_act(db_context *ctx, const db_gated_act_params *p);
+
+/* y[b, :] = round(y[b, :] + bias), in place. */
+typedef struct {
+  uint64_t y;             /* [batch, n], dtype */
+  uint64_t bias;          /* [n], dtype */
+  int32_t batch, n;       /* batch >= 1; n a multiple of 8 */
+  int32_t dtype;
+} db_bias_add_params;
+int db_bias_add(db_context *ctx, const db_bias_add_params *p);
+
+/* Greedy sampling: ids[b] = the index of the largest logits[b, :], the lowest index on a tie
+ * (a NaN counts as larger than any number, as torch.argmax has it). Rows of any length: the
+ * kernel finds each row's 16-byte boundary itself. Each row is cut into num_splits slices that
+ * separate blocks reduce to the workspace; a second launch picks each row's winner. */
+typedef struct {
+  uint64_t logits;        /* [batch, vocab], dtype; the buffer 16-byte aligned, rows anywhere */
+  uint64_t ids;           /* int32 [batch] */
+  uint64_t workspace;     /* batch * num_splits * 8 bytes when num_splits > 1 (see the plan) */
+  uint64_t workspace_bytes;
+  int32_t batch;          /* 1..DB_MAX_BATCH */
+  int32_t vocab;          /* >= 1 */
+  int32_t dtype;
+  int32_t num_splits;     /* 0 = auto (enough blocks to fill the card); else 1..1024 */
+} db_argmax_params;
+/* Validates p, resolves num_splits where it is 0 (written back) and gives the workspace. */
+int db_argmax_plan(db_context *ctx, db_argmax_params *p, uint64_t *workspace_bytes);
+int db_argmax(db_context *ctx, const db_argmax_params *p);
+
+/*
+ * Mixture of experts, in three calls around the expert linears:
+ *   db_moe_route:   router logits -> each token's top_k experts and their weights (fp32);
+ *   db_moe_group:   the batch * top_k (token, expert) slots grouped by expert: counts,
+ *                   offsets, the permutation, and optionally the token rows gathered in
+ *                   expert order for the expert linears;
+ *   db_moe_combine: out[t, :] = round(sum_j weight[t, j] * y[row of slot (t, j), :]).
+ * A slot is s = token * top_k + j. Ties between equal router scores go to the lower expert.
+ */
+enum {
+  DB_MOE_SOFTMAX_TOPK = 0, /* softmax over all experts, then the top k of the probabilities
+                              (Mixtral, Qwen-MoE, OLMoE; renormalise for norm_topk_prob) */
+  DB_MOE_TOPK_SOFTMAX = 1  /* top k of the logits, then a softmax over those k */
+};
+typedef struct {
+  uint64_t logits;        /* [batch, experts], dtype */
+  uint64_t topk_ids;      /* int32 [batch, top_k], best first */
+  uint64_t topk_weights;  /* f32 [batch, top_k] */
+  int32_t batch;          /* 1..DB_MAX_BATCH */
+  int32_t experts;        /* 1..DB_MOE_MAX_EXPERTS */
+  int32_t top_k;          /* 1..min(experts, DB_MOE_MAX_TOP_K) */
+  int32_t mode;           /* DB_MOE_* */
+  int32_t renormalize;    /* SOFTMAX_TOPK: 1 divides the k weights by their sum */
+  int32_t dtype;
+} db_moe_route_params;
+int db_moe_route(db_context *ctx, const db_moe_route_params *p);
+
+typedef struct {
+  uint64_t topk_ids;      /* int32 [batch * top_k] (from db_moe_route) */
+  uint64_t expert_counts; /* int32 [experts]: slots per expert */
+  uint64_t expert_offsets;/* int32 [experts + 1]: exclusive prefix sum of the counts */
+  uint64_t sorted_slots;  /* int32 [batch * top_k]: row r of the expert order holds slot
+                             sorted_slots[r]; within an expert, slots ascend */
+  uint64_t slot_rows;     /* int32 [batch * top_k]: the inverse, slot -> row (-1 for an expert id
+                             outside [0, experts), which is dropped) */
+  uint64_t x;             /* optional [batch, hidden], dtype: 0 skips the gather */
+  uint64_t x_sorted;      /* [batch * top_k, hidden]: x_sorted[r] = x[sorted_slots[r] / top_k] */
+  int32_t batch, top_k, experts;
+  int32_t hidden;         /* the gather's row length, a multiple of 8 */
+  int32_t dtype;
+} db_moe_group_params;
+int db_moe_group(db_context *ctx, const db_moe_group_params *p);
+
+typedef struct {
+  uint64_t y_sorted;      /* [batch * top_k, hidden], dtype: the expert outputs in expert order */
+  uint64_t slot_rows;     /* int32 [batch * top_k] (from db_moe_group); -1 contributes nothing */
+  uint64_t topk_weights;  /* f32 [batch, top_k] */
+  uint64_t out;           /* [batch, hidden], dtype */
+  int32_t batch, top_k;
+  int32_t hidden;         /* a multiple of 8 */
+  int32_t dtype;
+} db_moe_combine_params;
+int db_moe_combine(db_context *ctx, const db_moe_combine_params *p);
+
 #ifdef __cplusplus
 }
 #endif

@@ -76,7 +76,7 @@ emu-test: $(KERNELS_BUILD)/emu/emu_test $(KERNELS_BUILD)/emu/emu_test_ucontext \
 # up as wrong values (about 15 s). -count=1: Go's test cache does not see variables C reads.
 EMU_HAZARD_SCHEDULES := reverse shuffle:1
 EMU_HAZARD_GO_PKGS   := ./cgo ./cmd/decodebench ./bench/measure
-EMU_HAZARD_GO_RUN    := ^Test(Verify|Linear|Attention|Probe)
+EMU_HAZARD_GO_RUN    := ^Test(Verify|Linear|Attention|Probe|SmallOp)
 .PHONY: emu-hazard-test
 emu-hazard-test: $(KERNELS_BUILD)/emu/emu_test $(KERNELS_BUILD)/emu/linear_test \
                  $(LIBDIR)/libdecodebench_emu.so

@@ -230,6 +230,24 @@ for args in "${ATTENTION_SHAPES[@]}"; do
 	# shellcheck disable=SC2086
 	step "verify attention $args" 120 "${V[@]}" attention --backend "$BACKEND" $args
 done
+# the small ops of a step: cheap at real sizes, so a dry run checks the same list
+SMALLOP_SHAPES=(
+	"embedding --vocab 128256 --hidden 4096 --batch 16"
+	"rmsnorm --residual --hidden 4096 --batch 7"
+	"rmsnorm --unit-offset --hidden 3584 --batch 1 --dtype fp16"
+	"rope --rope llama3 --q-heads 32 --kv-heads 8 --head-dim 128 --position 20000 --batch 2"
+	"rope --rope dynamic --q-heads 32 --kv-heads 32 --head-dim 80 --rotary-dim 20 --position 3000 --dtype fp16"
+	"act --hidden 14336 --batch 17"
+	"act --activation gelu_tanh --hidden 14336 --batch 3 --dtype fp16"
+	"bias --hidden 4104 --batch 7"
+	"argmax --vocab 151936 --batch 17"
+	"moe --experts 128 --top-k 8 --renormalize --hidden 2048 --batch 64"
+	"moe --experts 8 --top-k 2 --topk-first --hidden 4096 --batch 7"
+)
+for args in "${SMALLOP_SHAPES[@]}"; do
+	# shellcheck disable=SC2086
+	step "verify smallop $args" 60 "${V[@]}" smallop $args --backend "$BACKEND"
+done
 
 # ---- 4. bench, then the peer ------------------------------------------------------------------
 B=("$BIN" bench)

@@ -365,3 +365,56 @@ int db_empty_kernel(db_context *ctx, int32_t launches) {
   return launches >= 1 ? DB_OK : fail(DB_ERR_INVALID_ARGUMENT, "launches=%d", launches);
 }
 #endif
+
+/* small ops: resolvable, but the fake computes none of them */
+int db_argmax_plan(db_context *ctx, db_argmax_params *p, uint64_t *workspace_bytes) {
+  (void)ctx;
+  if (p->num_splits == 0) p->num_splits = 1;
+  *workspace_bytes = 0;
+  return DB_OK;
+}
+int db_embedding(db_context *ctx, const db_embedding_params *p) {
+  (void)ctx;
+  (void)p;
+  return fail(DB_ERR_INTERNAL, "the fake kernels library does not run small ops");
+}
+int db_rmsnorm(db_context *ctx, const db_rmsnorm_params *p) {
+  (void)ctx;
+  (void)p;
+  return fail(DB_ERR_INTERNAL, "the fake kernels library does not run small ops");
+}
+int db_rope_kv_append(db_context *ctx, const db_rope_append_params *p) {
+  (void)ctx;
+  (void)p;
+  return fail(DB_ERR_INTERNAL, "the fake kernels library does not run small ops");
+}
+int db_gated_act(db_context *ctx, const db_gated_act_params *p) {
+  (void)ctx;
+  (void)p;
+  return fail(DB_ERR_INTERNAL, "the fake kernels library does not run small ops");
+}
+int db_bias_add(db_context *ctx, const db_bias_add_params *p) {
+  (void)ctx;
+  (void)p;
+  return fail(DB_ERR_INTERNAL, "the fake kernels library does not run small ops");
+}
+int db_argmax(db_context *ctx, const db_argmax_params *p) {
+  (void)ctx;
+  (void)p;
+  return fail(DB_ERR_INTERNAL, "the fake kernels library does not run small ops");
+}
+int db_moe_route(db_context *ctx, const db_moe_route_params *p) {
+  (void)ctx;
+  (void)p;
+  return fail(DB_ERR_INTERNAL, "the fake kernels library does not run small ops");
+}
+int db_moe_group(db_context *ctx, const db_moe_group_params *p) {
+  (void)ctx;
+  (void)p;
+  return fail(DB_ERR_INTERNAL, "the fake kernels library does not run small ops");
+}
+int db_moe_combine(db_context *ctx, const db_moe_combine_params *p) {
+  (void)ctx;
+  (void)p;
+  return fail(DB_ERR_INTERNAL, "the fake kernels library does not run small ops");
+}

@@ -24,7 +24,7 @@ func verifyCommand() *cli.Command {
 			"reproduces bit for bit, and outputs are poisoned with NaN first. Exit status 0 when the\n" +
 			"kernel passes, 1 when it fails or cannot run, 2 for a bad flag or value.\n" +
 			"Use --backend emu to check correctness on a machine without a GPU.",
-		Subcommands:  []*cli.Command{verifyLinearCommand(), verifyProbeCommand(), verifyAttentionCommand()},
+		Subcommands:  []*cli.Command{verifyLinearCommand(), verifyProbeCommand(), verifyAttentionCommand(), verifySmallOpCommand()},
 		OnUsageError: onUsageError,
 		Action: func(c *cli.Context) error {
 			if c.NArg() > 0 {
