@@ -759,6 +759,134 @@ void test_memory_checks() {
   }
 }
 
+
+/* ---- a paged KV cache whose pages sit past 4 GiB ---------------------------------------------- */
+
+// The same attention (and KV append) on two paged caches holding the same tokens: a compact one
+// (pages 0..P-1) and a sparse 4.5 GiB one whose used pages are its last P, so every byte offset
+// into it is past 2^32. The kernels must give bit-identical outputs; a byte offset computed in
+// 32 bits reads (or writes) the wrong page, or outside the buffer (a launch error).
+struct PagedCase {
+  int batch, q_heads, kv_heads, head_dim, page_size, pages_per_seq;
+  int lens[2];
+};
+
+void test_kv_cache_past_4gib() {
+  const PagedCase pc{2, 8, 2, 128, 16, 8, {100, 37}};
+  db_context *ctx = nullptr;
+  if (db_context_create(0, &ctx) != DB_OK) {
+    EXPECT(false, "db_context_create: %s", last_error().c_str());
+    return;
+  }
+  const size_t page_elems = (size_t)pc.kv_heads * pc.page_size * pc.head_dim;
+  const size_t page_bytes = page_elems * 2;
+  const int used = pc.batch * pc.pages_per_seq;
+  const size_t far_bytes = (size_t(9) << 29);  // 4.5 GiB
+  const int far_pages = (int)(far_bytes / page_bytes);
+  const int far_base = far_pages - used;
+  EXPECT((size_t)far_base * page_bytes > (size_t(1) << 32), "the far pages start below 4 GiB");
+
+  std::mt19937 rng(11);
+  std::uniform_real_distribution<float> uni(-1.0f, 1.0f);
+  auto random_bf16 = [&](size_t n) {
+    std::vector<uint16_t> v(n);
+    for (auto &x : v) x = __bfloat16_as_ushort(__float2bfloat16_rn(uni(rng)));
+    return v;
+  };
+  std::vector<int> perm(used);
+  for (int i = 0; i < used; ++i) perm[i] = i;
+  std::shuffle(perm.begin(), perm.end(), rng);
+  std::vector<int32_t> table_near(used), table_far(used);
+  for (int i = 0; i < used; ++i) table_near[i] = perm[i], table_far[i] = far_base + perm[i];
+
+  const size_t q_elems = (size_t)pc.batch * pc.q_heads * pc.head_dim;
+  const size_t new_elems = (size_t)pc.batch * pc.kv_heads * pc.head_dim;
+  DeviceVector<uint16_t> q(random_bf16(q_elems)), k_new(random_bf16(new_elems)),
+      v_new(random_bf16(new_elems)), out_near(q_elems), out_far(q_elems);
+  DeviceVector<uint16_t> k_near(used * page_elems), v_near(used * page_elems);
+  DeviceVector<int32_t> t_near(table_near), t_far(table_far), lens(std::vector<int32_t>{pc.lens[0], pc.lens[1]}),
+      positions(std::vector<int32_t>{pc.lens[0], pc.lens[1]});
+  unsigned char *k_far = nullptr, *v_far = nullptr;
+  EXPECT(cudaMalloc(reinterpret_cast<void **>(&k_far), far_bytes) == cudaSuccess &&
+             cudaMalloc(reinterpret_cast<void **>(&v_far), far_bytes) == cudaSuccess,
+         "two sparse 4.5 GiB caches");
+  if (!k_far || !v_far) return;
+  for (int j = 0; j < used; ++j) {  // logical page j: the same tokens in both caches
+    const std::vector<uint16_t> kp = random_bf16(page_elems), vp = random_bf16(page_elems);
+    cudaMemcpyAsync(k_near.get() + (size_t)perm[j] * page_elems, kp.data(), page_bytes, cudaMemcpyHostToDevice);
+    cudaMemcpyAsync(v_near.get() + (size_t)perm[j] * page_elems, vp.data(), page_bytes, cudaMemcpyHostToDevice);
+    cudaMemcpyAsync(k_far + (size_t)table_far[j] * page_bytes, kp.data(), page_bytes, cudaMemcpyHostToDevice);
+    cudaMemcpyAsync(v_far + (size_t)table_far[j] * page_bytes, vp.data(), page_bytes, cudaMemcpyHostToDevice);
+  }
+  auto cache = [&](bool far) {
+    db_kv_cache c{};
+    c.k = (uint64_t)(uintptr_t)(far ? (void *)k_far : (void *)k_near.get());
+    c.v = (uint64_t)(uintptr_t)(far ? (void *)v_far : (void *)v_near.get());
+    c.page_table = (uint64_t)(uintptr_t)(far ? t_far.get() : t_near.get());
+    c.layout = DB_KV_PAGED;
+    c.dtype = DB_DTYPE_BF16;
+    c.kv_heads = pc.kv_heads;
+    c.head_dim = pc.head_dim;
+    c.page_size = pc.page_size;
+    c.num_pages = far ? far_pages : used;
+    c.pages_per_seq = pc.pages_per_seq;
+    return c;
+  };
+  auto run = [&](bool far, int variant, int splits) -> std::vector<uint16_t> {
+    const DeviceVector<uint16_t> &out = far ? out_far : out_near;
+    cudaMemsetAsync(out.get(), 0xff, q_elems * 2);
+    db_attention_params p{};
+    p.q = (uint64_t)(uintptr_t)q.get();
+    p.out = (uint64_t)(uintptr_t)out.get();
+    p.context_lens = (uint64_t)(uintptr_t)lens.get();
+    p.cache = cache(far);
+    p.batch = pc.batch;
+    p.q_heads = pc.q_heads;
+    p.max_context = pc.pages_per_seq * pc.page_size;
+    p.num_splits = splits;
+    p.variant = variant;
+    uint64_t ws_bytes = 0;
+    int status = db_attention_plan(ctx, &p, &ws_bytes);
+    EXPECT(status == DB_OK, "plan: %s", last_error().c_str());
+    void *ws = nullptr;
+    if (ws_bytes) cudaMalloc(&ws, ws_bytes);
+    p.workspace = (uint64_t)(uintptr_t)ws;
+    p.workspace_bytes = ws_bytes;
+    status = db_attention(ctx, &p);
+    EXPECT(status == DB_OK, "%s cache, variant %d, %d splits: %s", far ? "far" : "near", variant,
+           splits, last_error().c_str());
+    cudaFree(ws);
+    return out.read();
+  };
+  auto compare = [&](const char *what) {
+    for (int variant : {DB_ATTENTION_SIMT, DB_ATTENTION_MMA})
+      for (int splits : {1, 3}) {
+        const std::vector<uint16_t> near = run(false, variant, splits), far = run(true, variant, splits);
+        int differ = 0;
+        for (size_t i = 0; i < q_elems; ++i) differ += near[i] != far[i] || near[i] == 0xffff;
+        EXPECT(differ == 0, "%s: variant %d, %d splits: %d of %zu outputs differ between the caches "
+               "near 0 and past 4 GiB", what, variant, splits, differ, q_elems);
+      }
+  };
+  compare("attention");
+  for (bool far : {false, true}) {  // one more token per sequence, through the append kernel
+    db_kv_append_params a{};
+    a.k_new = (uint64_t)(uintptr_t)k_new.get();
+    a.v_new = (uint64_t)(uintptr_t)v_new.get();
+    a.positions = (uint64_t)(uintptr_t)positions.get();
+    a.cache = cache(far);
+    a.batch = pc.batch;
+    const int status = db_kv_append(ctx, &a);
+    EXPECT(status == DB_OK, "append to the %s cache: %s", far ? "far" : "near", last_error().c_str());
+  }
+  cudaMemcpyAsync(lens.get(), std::vector<int32_t>{pc.lens[0] + 1, pc.lens[1] + 1}.data(), 8,
+                  cudaMemcpyHostToDevice);
+  compare("append, then attention");
+  cudaFree(k_far);
+  cudaFree(v_far);
+  db_context_destroy(ctx);
+}
+
 /* ---- the interleave schedule: blocks in flight at once, the cross-block write check ---------- */
 
 // Every block adds its count into *total: with an atomic (right) or a plain += (a lost update on
@@ -944,6 +1072,7 @@ int main() {
   test_schedules();
   test_hazard_modes();
   test_memory_checks();
+  test_kv_cache_past_4gib();
   test_interleave();
   test_conversions();
   if (g_failures) {
