@@ -1,0 +1,166 @@
+package cgo_test
+
+// Tests for kernel bugs the emulator matrix once let through (each was planted in the kernels and
+// passed every other test): a k-loop stride that only matters when a warp goes round its k loop
+// twice with more than four warps in the block, a combine that reuses its reduction scratch
+// without a barrier (only visible with more than 32 splits, under the hazard schedules of make
+// emu-hazard-test), and a softmax that forgets to subtract the running max (only visible when
+// scores overflow exp, i.e. with a large softmax scale). The 32-bit byte offset into a paged KV
+// cache past 4 GiB is kernels/emu/emu_test.cpp's test_kv_cache_past_4gib (it needs byte-level
+// placement of pages in a sparse buffer), and a non-atomic add across blocks is the interleave
+// schedule's cross-block write check (emu_test.cpp's test_interleave; the probe tests under
+// make emu-hazard-test).
+//
+// The names start with TestSurvivor so that make emu-hazard-test runs them under every schedule.
+
+import (
+	"fmt"
+	"testing"
+
+	"github.com/decodebench/decodebench/bench/ref"
+	"github.com/decodebench/decodebench/cgo"
+	"github.com/decodebench/decodebench/cgo/cgotest"
+)
+
+// h200Device is the emulated device presenting 132 SMs (DB_EMU_SM_COUNT), so the planners choose
+// the block shapes they would on an H200. t.Setenv keeps the test off t.Parallel; the count is
+// read when the device's context is created.
+func h200Device(t *testing.T) *cgo.Device {
+	t.Setenv("DB_EMU_SM_COUNT", "132")
+	dev := cgotest.EmuDevice(t)
+	props, err := dev.Props()
+	if err != nil {
+		t.Fatal(err)
+	}
+	if props.SMCount != 132 {
+		t.Fatalf("DB_EMU_SM_COUNT=132, yet the device reports %d SMs", props.SMCount)
+	}
+	return dev
+}
+
+// runLinear runs one linear call on hashed inputs and compares it with the float64 reference.
+func runLinear(t *testing.T, dev *cgo.Device, variant cgo.LinearVariant, dtype ref.DType, batch, n, k, splitK int) {
+	t.Helper()
+	x, w, y := mustAlloc(t, dev, uint64(2*batch*k)), mustAlloc(t, dev, uint64(2*n*k)), mustAlloc(t, dev, uint64(2*batch*n))
+	if err := x.FillHash(cgo.DType(dtype), uint64(batch*k), 5, 1); err != nil {
+		t.Fatal(err)
+	}
+	if err := w.FillHash(cgo.DType(dtype), uint64(n*k), 6, 0.125); err != nil {
+		t.Fatal(err)
+	}
+	if err := y.Memset(0xFF); err != nil {
+		t.Fatal(err)
+	}
+	params := cgo.LinearParams{X: x.Ptr, W: w.Ptr, Y: y.Ptr, Batch: batch, N: n, K: k, DType: cgo.DType(dtype),
+		Variant: variant, SplitK: splitK}
+	resolved, workspace, err := dev.LinearPlan(params)
+	if err != nil {
+		t.Fatalf("LinearPlan(%+v): %v", params, err)
+	}
+	if resolved.Variant != variant {
+		t.Fatalf("LinearPlan changed the forced variant %v to %v", variant, resolved.Variant)
+	}
+	if workspace > 0 {
+		ws := mustAlloc(t, dev, workspace)
+		if err := ws.Memset(0xFF); err != nil {
+			t.Fatal(err)
+		}
+		resolved.Workspace, resolved.WorkspaceBytes = ws.Ptr, ws.Bytes
+	}
+	if err := dev.Linear(resolved); err != nil {
+		t.Fatal(err)
+	}
+	raw := make([]byte, 2*batch*n)
+	if err := y.CopyToHost(raw); err != nil {
+		t.Fatal(err)
+	}
+	got, err := ref.Decode(dtype, raw)
+	if err != nil {
+		t.Fatal(err)
+	}
+	want := ref.Linear(ref.LinearInputs{DType: dtype, Batch: batch, N: n, K: k, SeedX: 5, SeedW: 6, ScaleX: 1, ScaleW: 0.125})
+	if c := ref.Compare(got, want.Want, want.ElementBounds(dtype, k), ref.LinearTolerance(dtype)); !c.Passed {
+		t.Errorf("%v split-k %d: %s", resolved.Variant, resolved.SplitK, c.Reason())
+	}
+}
+
+// TestSurvivorLinearKLoops: shapes that send a warp round its k loop two or more times, with the
+// 8 warps per block the MMA planner gives a small grid on 132 SMs (K = 2112: 33 k-steps of 64
+// over 8 warps x 2 unrolled steps is three rounds, the last partial), and GEMV rows whose lanes
+// go round their 128-chunk stride (K = 2112 is 264 chunks: three rounds at split-k 1, two at 2).
+func TestSurvivorLinearKLoops(t *testing.T) {
+	dev := h200Device(t)
+	for _, tc := range []struct {
+		variant         cgo.LinearVariant
+		dtype           ref.DType
+		batch, n, k, sk int
+	}{
+		{cgo.LinearMMA, ref.BF16, 5, 256, 2112, 0},  // 8 rows-of-batch tiles, U = 2: 3 rounds
+		{cgo.LinearMMA, ref.FP16, 12, 130, 2112, 0}, // two batch tiles of 8, partial row tile
+		{cgo.LinearMMA, ref.BF16, 40, 64, 1088, 0},  // batch groups of 32, U = 1: 17 steps, 3 rounds
+		{cgo.LinearGEMV, ref.BF16, 1, 256, 2112, 1},
+		{cgo.LinearGEMV, ref.FP16, 3, 130, 2112, 2},
+		{cgo.LinearGEMV, ref.BF16, 2, 64, 4104, 0}, // the 132-SM auto split
+	} {
+		t.Run(fmt.Sprintf("%v %v batch %d n %d k %d split %d", tc.variant, tc.dtype, tc.batch, tc.n, tc.k, tc.sk), func(t *testing.T) {
+			runLinear(t, dev, tc.variant, tc.dtype, tc.batch, tc.n, tc.k, tc.sk)
+		})
+	}
+}
+
+// TestSurvivorAttentionManySplits: more than 32 splits, so the combine's block reductions have
+// partial values in more than one warp (a reused scratch without its barrier then mixes the max
+// of one reduction into the sum of the next under the reverse and shuffle schedules).
+func TestSurvivorAttentionManySplits(t *testing.T) {
+	dev := cgotest.EmuDevice(t)
+	for _, variant := range []cgo.AttentionVariant{cgo.AttentionSIMT, cgo.AttentionMMA} {
+		for _, splits := range []int{33, 41, 64} {
+			// 64-token splits (the head dim 64 tiles), the last one 5 tokens short
+			shape := ref.AttentionShape{Batch: 1, QHeads: 4, KVHeads: 1, HeadDim: 64, Context: []int{64*splits - 5}}
+			t.Run(fmt.Sprintf("%v %d splits", variant, splits), func(t *testing.T) {
+				a := newAttnSetup(t, dev, shape, ref.BF16, 3)
+				a.params.Variant = variant
+				got, p := a.run(t, dev, splits)
+				if p.NumSplits != splits {
+					t.Fatalf("plan changed the forced split count %d to %d", splits, p.NumSplits)
+				}
+				if tokens := shape.Context[0]; p.SplitTokens*(splits-1) >= tokens {
+					t.Fatalf("%d splits of %d tokens leave the last empty: not the case this test is for", splits, p.SplitTokens)
+				}
+				k, v := a.caches()
+				a.check(t, got, k, v, p)
+			})
+		}
+	}
+}
+
+// TestSurvivorAttentionLargeScale: a softmax scale large enough that scale * q.k overflows exp
+// in fp32 (hashed inputs in [-1, 1) give |q.k| up to about 10 at head dim 128; times 64 is far
+// past the 88 where exp overflows), so a softmax that does not subtract the running max gives
+// inf / inf. Contiguous and paged, one split and several (the combine rescales too).
+func TestSurvivorAttentionLargeScale(t *testing.T) {
+	dev := cgotest.EmuDevice(t)
+	for _, tc := range []struct {
+		name   string
+		shape  ref.AttentionShape
+		dtype  ref.DType
+		splits int
+	}{
+		{"contiguous bf16", ref.AttentionShape{Batch: 2, QHeads: 4, KVHeads: 2, HeadDim: 128, Context: []int{70, 300}, Scale: 64}, ref.BF16, 1},
+		{"paged fp16 split 4", ref.AttentionShape{Batch: 2, QHeads: 8, KVHeads: 2, HeadDim: 128, Context: []int{300, 45},
+			Layout: ref.KVPaged, PageSize: 16, Scale: 64}, ref.FP16, 4},
+	} {
+		for _, variant := range []cgo.AttentionVariant{cgo.AttentionSIMT, cgo.AttentionMMA} {
+			t.Run(tc.name+" "+variant.String(), func(t *testing.T) {
+				a := newAttnSetup(t, dev, tc.shape, tc.dtype, 4)
+				a.params.Variant = variant
+				got, p := a.run(t, dev, tc.splits)
+				if p.Scale != float32(tc.shape.Scale) {
+					t.Fatalf("the plan changed the scale %g to %g", tc.shape.Scale, p.Scale)
+				}
+				k, v := a.caches()
+				a.check(t, got, k, v, p)
+			})
+		}
+	}
+}
