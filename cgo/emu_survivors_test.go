@@ -3,15 +3,16 @@ package cgo_test
 // Tests for kernel bugs the emulator matrix once let through (each was planted in the kernels and
 // passed every other test): a k-loop stride that only matters when a warp goes round its k loop
 // twice with more than four warps in the block, a combine that reuses its reduction scratch
-// without a barrier (only visible with more than 32 splits, under the hazard schedules of make
-// emu-hazard-test), and a softmax that forgets to subtract the running max (only visible when
-// scores overflow exp, i.e. with a large softmax scale). The 32-bit byte offset into a paged KV
-// cache past 4 GiB is kernels/emu/emu_test.cpp's test_kv_cache_past_4gib (it needs byte-level
-// placement of pages in a sparse buffer), and a non-atomic add across blocks is the interleave
-// schedule's cross-block write check (emu_test.cpp's test_interleave; the probe tests under
-// make emu-hazard-test).
+// without a barrier (only visible with more than 32 splits, under a hazard schedule), a softmax
+// that forgets to subtract the running max (only visible when scores overflow exp, i.e. with a
+// large softmax scale), and a non-atomic add across blocks (only visible to the interleave
+// schedule's cross-block write check). The 32-bit byte offset into a paged KV cache past 4 GiB is
+// kernels/emu/emu_test.cpp's test_kv_cache_past_4gib (it places pages byte by byte in a sparse
+// buffer, which the Go API cannot).
 //
-// The names start with TestSurvivor so that make emu-hazard-test runs them under every schedule.
+// The tests that need a hazard mode to see their bug set it themselves (DB_EMU_SCHEDULE and
+// DB_EMU_HAZARDS are read at each launch), so plain go test kills every survivor; the names start
+// with TestSurvivor so that make emu-hazard-test also runs all of them under every schedule.
 
 import (
 	"fmt"
@@ -21,6 +22,21 @@ import (
 	"github.com/decodebench/decodebench/cgo"
 	"github.com/decodebench/decodebench/cgo/cgotest"
 )
+
+// hazardSchedules are the schedules a test that needs one runs under, each with every hazard on:
+// the reordered threads of one block, then several blocks in flight (the cross-block write check).
+var hazardSchedules = []string{"reverse", "shuffle:2", "interleave:2"}
+
+// underSchedules runs test once per hazard schedule, as a subtest named after it.
+func underSchedules(t *testing.T, test func(t *testing.T)) {
+	for _, schedule := range hazardSchedules {
+		t.Run(schedule, func(t *testing.T) {
+			t.Setenv("DB_EMU_SCHEDULE", schedule)
+			t.Setenv("DB_EMU_HAZARDS", "all")
+			test(t)
+		})
+	}
+}
 
 // h200Device is the emulated device presenting 132 SMs (DB_EMU_SM_COUNT), so the planners choose
 // the block shapes they would on an H200. t.Setenv keeps the test off t.Parallel; the count is
@@ -113,6 +129,10 @@ func TestSurvivorLinearKLoops(t *testing.T) {
 // of one reduction into the sum of the next under the reverse and shuffle schedules).
 func TestSurvivorAttentionManySplits(t *testing.T) {
 	dev := cgotest.EmuDevice(t)
+	underSchedules(t, func(t *testing.T) { attentionManySplits(t, dev) })
+}
+
+func attentionManySplits(t *testing.T, dev *cgo.Device) {
 	for _, variant := range []cgo.AttentionVariant{cgo.AttentionSIMT, cgo.AttentionMMA} {
 		for _, splits := range []int{33, 41, 64} {
 			// 64-token splits (the head dim 64 tiles), the last one 5 tokens short
@@ -163,4 +183,41 @@ func TestSurvivorAttentionLargeScale(t *testing.T) {
 			})
 		}
 	}
+}
+
+// TestSurvivorProbeReadAcrossBlocks: the READ probe's blocks meet in one uint32 sum. With a plain
+// += instead of the atomic, sequential blocks still add up; the interleave schedule's
+// cross-block write check fails the launch.
+func TestSurvivorProbeReadAcrossBlocks(t *testing.T) {
+	dev := cgotest.EmuDevice(t)
+	const words = 1 << 14
+	values := make([]uint32, words)
+	var want uint32
+	for i := range values {
+		values[i] = uint32(i)*2654435761 + 12345
+		want += values[i]
+	}
+	a, result := mustAlloc(t, dev, 4*words), mustAlloc(t, dev, 4)
+	if err := cgo.Write(a, values); err != nil {
+		t.Fatal(err)
+	}
+	underSchedules(t, func(t *testing.T) {
+		if err := result.Memset(0xFF); err != nil {
+			t.Fatal(err)
+		}
+		r, err := dev.Probe(cgo.ProbeParams{Kind: cgo.ProbeRead, A: a.Ptr, Words: words, Result: result.Ptr, Blocks: 8, Threads: 64})
+		if err != nil {
+			t.Fatal(err)
+		}
+		if r.BlocksUsed < 2 {
+			t.Fatalf("the probe ran %d block(s): nothing meets across blocks", r.BlocksUsed)
+		}
+		got := make([]uint32, 1)
+		if err := cgo.Read(result, got); err != nil {
+			t.Fatal(err)
+		}
+		if got[0] != want {
+			t.Errorf("read sum %#x, want %#x", got[0], want)
+		}
+	})
 }
