@@ -18,8 +18,9 @@
  *       a seeded random permutation per barrier (the seed restarts every launch); in the last
  *       three, the lanes a warp collective releases run next, ahead of the other warps, in
  *       reverse or random order. interleave shuffles too, and also keeps up to four blocks
- *       resident, dispatched in a random order, switching between them at barriers, collectives
- *       and 16-byte global accesses (a block can then see another's partial work, or none of it);
+ *       resident (dispatched in grid order, as a GPU does, so a block may wait for an earlier
+ *       one), switching between them at barriers, collectives, atomics, __nanosleep and 16-byte
+ *       global accesses (a block can then see another's partial work, or none of it);
  *       and it runs the cross-block write check: device memory is write-protected, the bytes each
  *       block's run of fibers changes are recorded, and a byte two blocks of one launch both
  *       change with plain stores (not atomics) fails the launch, since on a GPU one of the two
@@ -205,40 +206,54 @@ inline void __threadfence_block() {}
 
 namespace db_emu {
 extern bool g_track_writes;
+extern bool g_interleave;
 void note_atomic(const void *p, size_t bytes);
+/* Interleave: an atomic (before its read-modify-write, which stays whole) and __nanosleep are
+ * points where the running thread may give way (__nanosleep always does), so a block that spins
+ * on a flag another resident block sets lets that block run. */
+void atomic_point();
+void yield_block();
+inline void before_atomic(const void *p, size_t bytes) {
+  if (g_interleave) atomic_point();
+  if (g_track_writes) note_atomic(p, bytes);
+}
 }  // namespace db_emu
+
+inline void __nanosleep(unsigned) {
+  if (db_emu::g_interleave) db_emu::yield_block();
+}
 
 template <class T>
 inline T atomicAdd(T *p, T v) {
-  if (db_emu::g_track_writes) db_emu::note_atomic(p, sizeof(T));
+  db_emu::before_atomic(p, sizeof(T));
   T old = *p;
   *p = old + v;
   return old;
 }
 template <class T>
 inline T atomicMax(T *p, T v) {
-  if (db_emu::g_track_writes) db_emu::note_atomic(p, sizeof(T));
+  db_emu::before_atomic(p, sizeof(T));
   T old = *p;
   *p = old < v ? v : old;
   return old;
 }
 template <class T>
 inline T atomicMin(T *p, T v) {
-  if (db_emu::g_track_writes) db_emu::note_atomic(p, sizeof(T));
+  db_emu::before_atomic(p, sizeof(T));
   T old = *p;
   *p = v < old ? v : old;
   return old;
 }
 template <class T>
 inline T atomicExch(T *p, T v) {
-  if (db_emu::g_track_writes) db_emu::note_atomic(p, sizeof(T));
+  db_emu::before_atomic(p, sizeof(T));
   T old = *p;
   *p = v;
   return old;
 }
 template <class T>
 inline T atomicCAS(T *p, T compare, T v) {
-  if (db_emu::g_track_writes) db_emu::note_atomic(p, sizeof(T));
+  db_emu::before_atomic(p, sizeof(T));
   T old = *p;
   if (old == compare) *p = v;
   return old;
@@ -280,7 +295,6 @@ void check_shared(const void *p, size_t bytes, const char *what, const char *fil
 
 /* Interleave schedule: the 16-byte global wrappers are also points where the running fiber may
  * give way to another block's (or its own block's) fibers, chosen by the seeded generator. */
-extern bool g_interleave;
 void interleave_point();
 
 /* Deferred cp.async (DB_EMU_HAZARDS=cp_async; set for the running launch): a copy is recorded in

@@ -909,6 +909,17 @@ __global__ void read_block0_kernel(int *flag, int *out) {
   if (blockIdx.x != 0 && threadIdx.x == 0) out[blockIdx.x] = *flag; /* BUG (deliberate) */
 }
 
+// Each block waits for the one before it (a chain, as a stream-K fixup or a decoupled look-back
+// waits for an earlier block), spinning with __nanosleep on an atomic read.
+__global__ void chain_kernel(int *flags, int *order, int *counter) {
+  if (threadIdx.x == 0) {
+    if (blockIdx.x > 0)
+      while (atomicAdd(&flags[blockIdx.x - 1], 0) == 0) __nanosleep(100);
+    order[blockIdx.x] = atomicAdd(counter, 1);
+    atomicExch(&flags[blockIdx.x], 1);
+  }
+}
+
 // Static shared memory per block: each block sums its own values through it, the barriers
 // giving the interleave schedule its chances to run other blocks in between.
 __global__ void static_smem_per_block_kernel(const int *in, int *out) {
@@ -988,6 +999,17 @@ void test_interleave() {
     }
     test_shared_memory();
     test_shuffles();
+  }
+  // A block spinning on an earlier block's flag lets it run (blocks start in grid order).
+  for (const char *schedule : {"forward", "interleave:1", "interleave:5"}) {
+    ScopedModes modes(schedule, "all");
+    const int chain = 24;
+    DeviceVector<int> flags(chain), order(chain), counter(1);
+    const int status = DB_LAUNCH(chain_kernel, dim3(chain), dim3(64), 0, nullptr, flags.get(),
+                                 order.get(), counter.get());
+    EXPECT(status == DB_OK, "%s: chain: %s", schedule, last_error().c_str());
+    const std::vector<int> got = order.read();
+    for (int b = 0; b < chain; ++b) EXPECT(got[b] == b, "%s: block %d ran %d-th", schedule, b, got[b]);
   }
   for (const char *bad : {"interleave:", "interleave:x"}) run_order_expecting_failure(bad);
   // The same seed gives the same order.

@@ -11,9 +11,10 @@
 // fibers resume, defer cp.async copies to their wait_group, and poison shared memory per block.
 // The default (forward, no hazards) runs one block at a time, in grid order, its fibers in FIFO
 // order. The interleave schedule keeps several blocks resident at once (kResidentBlocks slots,
-// dispatched in a seeded random order) and switches between their fibers at barriers, warp
-// collectives and the 16-byte global wrappers; it also runs the cross-block write check
-// (write-protected device memory, below).
+// dispatched in grid order as a GPU does, so a block may spin on a flag an earlier block sets)
+// and switches between their fibers, chosen by a seeded generator, at barriers, warp
+// collectives, atomics, __nanosleep and the 16-byte global wrappers; it also runs the
+// cross-block write check (write-protected device memory, below).
 //
 // Memory faults: device allocations have PROT_NONE guard pages (runtime.cpp), fiber stacks one
 // below each. A SIGSEGV or SIGBUS raised by a running fiber is turned into a launch error: the
@@ -126,6 +127,7 @@ constexpr unsigned kBlockYieldAtBarrier = 128;
 constexpr unsigned kBlockYieldAtWarp = 4;
 constexpr unsigned kBlockYieldAtLoad = 2;
 constexpr unsigned kThreadYieldAtLoad = 32;
+constexpr unsigned kBlockYieldAtAtomic = 64;
 
 enum class State : uint8_t { Ready, Running, AtBarrier, AtWarp, Exited };
 
@@ -789,16 +791,24 @@ void check_shared(const void *p, size_t bytes, const char *what, const char *fil
                      (unsigned long long)dyn, where.c_str()));
 }
 
+namespace {
+// The running fiber stays ready, and the scheduler chooses the next block (perhaps this one).
+void give_way(Launch &L) {
+  Fiber *self = L.current;
+  self->state = State::Ready;
+  push_ready(*self->block, self->index);
+  L.current = nullptr;
+  context_switch(self->ctx, L.scheduler);
+}
+}  // namespace
+
 void interleave_point() {
   Launch &L = *g_launch;
   Fiber *self = L.current;
   if (!self) return;
   const unsigned r = (unsigned)(next_random(L) & 0xffffu);
-  if ((r & 255u) < kBlockYieldAtLoad) {  // another block (perhaps this one) runs next
-    self->state = State::Ready;
-    push_ready(*self->block, self->index);
-    L.current = nullptr;
-    context_switch(self->ctx, L.scheduler);
+  if ((r & 255u) < kBlockYieldAtLoad) {
+    give_way(L);
   } else if ((r >> 8) < kThreadYieldAtLoad) {  // the next ready thread of this block runs first
     Block &B = *self->block;
     if (B.ready_count == 0) return;
@@ -808,6 +818,16 @@ void interleave_point() {
     make_current(L, next);
     context_switch(self->ctx, next->ctx);
   }
+}
+
+void atomic_point() {
+  Launch *L = g_launch;
+  if (L && L->current && yield_now(*L, kBlockYieldAtAtomic)) give_way(*L);
+}
+
+void yield_block() {
+  Launch *L = g_launch;
+  if (L && L->current) give_way(*L);
 }
 
 void note_atomic(const void *p, size_t bytes) {
@@ -1112,17 +1132,10 @@ bool begin_write_check(Launch &L) {
 // Runs every block of the grid through the slots until all have exited or the launch failed.
 void run_blocks(Launch &L) {
   const uint64_t blocks = (uint64_t)gridDim.x * gridDim.y * gridDim.z;
-  const bool interleave = L.modes.order == Order::Interleave;
-  std::vector<uint64_t> order;
-  if (interleave) {  // dispatched in a random order: no block may count on another's being done
-    order.resize(blocks);
-    for (uint64_t i = 0; i < blocks; ++i) order[i] = i;
-    for (uint64_t i = blocks; i > 1; --i) std::swap(order[i - 1], order[next_random(L) % i]);
-  }
-  uint64_t next = 0;
+  uint64_t next = 0;  // blocks start in grid order, as a GPU dispatches them
   auto dispatch = [&](Block &B) {
     if (next < blocks) {
-      start_block(L, B, interleave ? order[next] : next);
+      start_block(L, B, next);
       ++next;
     } else {
       B.active = false;
