@@ -668,6 +668,14 @@ __global__ void plain_read_at_kernel(const float *base, long long index, float *
 }
 __global__ void plain_write_at_kernel(float *base, long long index) { base[index] = 1.0f; }
 
+// Recursion whose frames (1 KiB each, every byte written) outgrow the 256 KiB fiber stack.
+__attribute__((noinline)) int deep(int n) {
+  volatile char frame[1024];
+  for (int i = 0; i < 1024; ++i) frame[i] = (char)(n + i);
+  return n == 0 ? frame[7] : deep(n - 1) + frame[n % 1024];
+}
+__global__ void stack_overflow_kernel(int depth, int *out) { out[0] = deep(depth); }
+
 // Runs a launch expected to fail with DB_ERR_LAUNCH and a message holding every part of want.
 template <class F>
 void expect_launch_error(const char *what, F launch, std::initializer_list<const char *> want) {
@@ -737,6 +745,12 @@ void test_memory_checks() {
   expect_launch_error("plain write far before the start",
                       [&] { return DB_LAUNCH(plain_write_at_kernel, dim3(1), dim3(1), 0, nullptr, f, -1024LL); },
                       {"kernel plain_write_at_kernel", "invalid memory access"});
+  DeviceVector<int> deep_out(1);
+  status = DB_LAUNCH(stack_overflow_kernel, dim3(1), dim3(2), 0, nullptr, 100, deep_out.get());
+  EXPECT(status == DB_OK, "100 KiB of stack: %s", last_error().c_str());
+  expect_launch_error("stack overflow",
+                      [&] { return DB_LAUNCH(stack_overflow_kernel, dim3(1), dim3(2), 0, nullptr, 400, deep_out.get()); },
+                      {"kernel stack_overflow_kernel", "thread (0,0,0)", "stack overflow", "256 KiB"});
   status = DB_LAUNCH(plain_write_at_kernel, dim3(1), dim3(1), 0, nullptr, f, 255LL);
   EXPECT(status == DB_OK, "the launch after the faults: %s", last_error().c_str());
   EXPECT(floats.read()[255] == 1.0f, "the launch after the faults did not write");
