@@ -205,11 +205,20 @@ DB_DEVICE T db_warp_sum(T v) {
 
 /* ---- PTX wrappers ----------------------------------------------------------------------------- */
 
+/* The emulation checks every 16-byte access below (emu.h, "memory checks"): a global address
+ * inside one live allocation, a shared one inside the block's shared memory, both 16-byte
+ * aligned; a violation is a launch error naming the call site. Under DB_EMU_SCHEDULE=interleave
+ * the global ones are also points where another block's threads may run. */
+
 /* 16-byte load of data read once (weights, probe inputs): through the non-coherent path, without
  * allocating in L1 so the reused activations stay there. PTX: ld.global.nc.L1::no_allocate.v4.u32
  * (sm_70+, PTX ISA 7.4). */
 #if DB_EMU
-inline uint4 db_ld_stream_v4(const uint4 *p) { return *p; }
+inline uint4 db_ld_stream_v4(const uint4 *p, DB_EMU_CALLER) {
+  db_emu::check_global(p, 16, "db_ld_stream_v4", file, line);
+  if (db_emu::g_interleave) db_emu::interleave_point();
+  return *p;
+}
 #else
 DB_DEVICE uint4 db_ld_stream_v4(const uint4 *p) {
   uint4 v;
@@ -222,7 +231,11 @@ DB_DEVICE uint4 db_ld_stream_v4(const uint4 *p) {
 
 /* 16-byte load of read-only data that other warps reuse (activations): ld.global.nc.v4.u32. */
 #if DB_EMU
-inline uint4 db_ld_nc_v4(const uint4 *p) { return *p; }
+inline uint4 db_ld_nc_v4(const uint4 *p, DB_EMU_CALLER) {
+  db_emu::check_global(p, 16, "db_ld_nc_v4", file, line);
+  if (db_emu::g_interleave) db_emu::interleave_point();
+  return *p;
+}
 #else
 DB_DEVICE uint4 db_ld_nc_v4(const uint4 *p) {
   uint4 v;
@@ -233,15 +246,15 @@ DB_DEVICE uint4 db_ld_nc_v4(const uint4 *p) {
 }
 #endif
 
-/* 16-byte global store (st.global.v4.u32). */
+/* 16-byte global store (st.global.v4 from a plain store of a uint4). */
 #if DB_EMU
-inline void db_st_v4(uint4 *p, uint4 v) { *p = v; }
-#else
-DB_DEVICE void db_st_v4(uint4 *p, uint4 v) {
-  asm volatile("st.global.v4.u32 [%0], {%1, %2, %3, %4};" ::"l"(p), "r"(v.x), "r"(v.y), "r"(v.z),
-               "r"(v.w)
-               : "memory");
+inline void db_st_v4(uint4 *p, uint4 v, DB_EMU_CALLER) {
+  db_emu::check_global(p, 16, "db_st_v4", file, line);
+  if (db_emu::g_interleave) db_emu::interleave_point();
+  *p = v;
 }
+#else
+DB_DEVICE void db_st_v4(uint4 *p, uint4 v) { *p = v; }
 #endif
 
 /* 16-byte asynchronous global -> shared copy, cached in L2 only (cp.async.cg.shared.global, sm_80+),
@@ -249,7 +262,10 @@ DB_DEVICE void db_st_v4(uint4 *p, uint4 v) {
  * nothing); with DB_EMU_HAZARDS=cp_async it defers each copy to the wait_group that covers it,
  * as on hardware. Kernels still need the __syncthreads that makes other threads' copies visible. */
 #if DB_EMU
-inline void db_cp_async_16(void *smem, const void *gmem) {
+inline void db_cp_async_16(void *smem, const void *gmem, DB_EMU_CALLER) {
+  db_emu::check_shared(smem, 16, "db_cp_async_16 (shared destination)", file, line);
+  db_emu::check_global(gmem, 16, "db_cp_async_16 (global source)", file, line);
+  if (db_emu::g_interleave) db_emu::interleave_point();
   if (db_emu::g_defer_cp_async)
     db_emu::cp_async_issue(smem, gmem, 16);
   else
@@ -398,6 +414,7 @@ inline void ldmatrix_x4_complete(void *const *in, void *const *out, unsigned mas
 }
 }  // namespace db_emu_ptx
 inline void db_ldmatrix_x4(uint32_t (&r)[4], const void *smem_row, DB_EMU_CALLER) {
+  db_emu::check_shared(smem_row, 16, "ldmatrix.x4 row", file, line);
   const void *in = smem_row;
   uint32_t d[4];
   db_emu::warp_collective(0xffffffffu, "ldmatrix.sync.aligned.m8n8.x4", &db_emu_ptx::ldmatrix_x4_complete,

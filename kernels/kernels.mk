@@ -71,12 +71,13 @@ emu-test: $(KERNELS_BUILD)/emu/emu_test $(KERNELS_BUILD)/emu/emu_test_ucontext \
 	$(KERNELS_BUILD)/emu/linear_test
 
 # The same C++ tests and the Go kernel tests' correctness subset again under the emulator's hazard
-# modes (emu.h): thread order reversed, then shuffled, with cp.async landing only at its
-# wait_group and shared memory poisoned at every block's start, so a missing barrier or wait shows
-# up as wrong values (about 15 s). -count=1: Go's test cache does not see variables C reads.
-EMU_HAZARD_SCHEDULES := reverse shuffle:1
+# modes (emu.h): thread order reversed, then shuffled, then blocks interleaved (several in flight,
+# with the cross-block write check), with cp.async landing only at its wait_group and shared
+# memory poisoned at every block's start, so a missing barrier, wait or atomic shows up as wrong
+# values or a launch error. -count=1: Go's test cache does not see variables C reads.
+EMU_HAZARD_SCHEDULES := reverse shuffle:1 interleave:1
 EMU_HAZARD_GO_PKGS   := ./cgo ./cmd/decodebench ./bench/measure
-EMU_HAZARD_GO_RUN    := ^Test(Verify|Linear|Attention|Probe|SmallOp)
+EMU_HAZARD_GO_RUN    := ^Test(Verify|Linear|Attention|Probe|SmallOp|Survivor)
 .PHONY: emu-hazard-test
 emu-hazard-test: $(KERNELS_BUILD)/emu/emu_test $(KERNELS_BUILD)/emu/linear_test \
                  $(LIBDIR)/libdecodebench_emu.so

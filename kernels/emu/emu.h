@@ -2,24 +2,40 @@
  * emu.h: the subset of CUDA that decodebench's kernels use, for g++ (host emulation).
  *
  * kernels/common.cuh includes this instead of the CUDA headers when the sources are compiled as
- * C++ (g++ -x c++ *.cu). A launch runs its grid one block at a time; the block's threads run as
- * cooperative fibers on the calling OS thread (scheduler.cpp), so:
- *   - static shared memory (DB_SHARED) is `static`: only one block runs at a time;
+ * C++ (g++ -x c++ *.cu). A launch runs its grid one block at a time (several at once under the
+ * interleave schedule); a block's threads run as cooperative fibers on the calling OS thread
+ * (scheduler.cpp), so:
+ *   - static shared memory (DB_SHARED) is `static`; under interleave the scheduler saves and
+ *     restores it when it switches blocks, so each resident block has its own;
  *   - __syncthreads and every warp collective (shuffles, votes, __syncwarp, mma.sync) block the
- *     calling fiber until its partners arrive; when every live thread is blocked, the launch ends
- *     with a deadlock report naming the kernel and the barrier's file:line;
+ *     calling fiber until its partners arrive; when every live thread of a block is blocked, the
+ *     launch ends with a deadlock report naming the kernel and the barrier's file:line;
  *   - atomics are plain read-modify-write: fibers never preempt one another.
  * Fibers run in thread order until they block, which hides some missing synchronisation. Hazard
  * modes, read from the environment at each launch, make it show up as wrong values:
- *   DB_EMU_SCHEDULE=forward (default) | reverse | shuffle[:seed]  the order in which the fibers
- *       resume at a block's start and after a barrier: thread order, reversed, or a seeded random
- *       permutation per barrier (the seed restarts every launch); in the last two, the lanes a
- *       warp collective releases run next, ahead of the other warps, in reverse or random order;
+ *   DB_EMU_SCHEDULE=forward (default) | reverse | shuffle[:seed] | interleave[:seed]  the order in
+ *       which the fibers resume at a block's start and after a barrier: thread order, reversed, or
+ *       a seeded random permutation per barrier (the seed restarts every launch); in the last
+ *       three, the lanes a warp collective releases run next, ahead of the other warps, in
+ *       reverse or random order. interleave shuffles too, and also keeps up to four blocks
+ *       resident (dispatched in grid order, as a GPU does, so a block may wait for an earlier
+ *       one), switching between them at barriers, collectives, atomics, __nanosleep and 16-byte
+ *       global accesses (a block can then see another's partial work, or none of it);
+ *       and it runs the cross-block write check: device memory is write-protected, the bytes each
+ *       block's run of fibers changes are recorded, and a byte two blocks of one launch both
+ *       change with plain stores (not atomics) fails the launch, since on a GPU one of the two
+ *       read-modify-writes can be lost. (The switch points are calls into the emulator, so a
+ *       plain `*p += v` is never split between its load and its store: the write check, not the
+ *       schedule, is what catches a missing atomic.)
  *   DB_EMU_HAZARDS=none (default) | all | cp_async,smem  cp_async: copies land at
  *       cp.async.wait_group, not at issue (see g_defer_cp_async); smem: static and dynamic shared
  *       memory are filled with 0xff bytes at every block's start (by default only the dynamic
  *       one, once per launch).
- * Device memory is host memory (runtime.cpp), so a kernel's out-of-bounds access is a host bug.
+ * Memory checks, in every mode: the 16-byte wrappers (common.cuh) check bounds against the live
+ * allocations and alignment; device allocations have guard pages, and a fault in a kernel
+ * (a plain access past a buffer, a stack overflow) becomes a launch error (DB_ERR_LAUNCH) naming
+ * the kernel, block, thread and address, not a crash. DB_EMU_SM_COUNT (default 8) is the SM count
+ * the device reports, so planners can be made to choose as on a 132-SM H200.
  * Launches are serialized by one process-wide mutex.
  */
 #ifndef DECODEBENCH_EMU_H
@@ -30,10 +46,12 @@
 #include <cstddef>
 #include <cstdint>
 #include <cstring>
+#include <mutex>
 #include <string>
 #include <tuple>
 #include <type_traits>
 #include <utility>
+#include <vector>
 
 /* ---- execution-space keywords ----------------------------------------------------------------- */
 
@@ -183,33 +201,59 @@ inline void __threadfence() {}
 inline void __threadfence_block() {}
 
 /* ---- atomics: fibers never preempt each other, so a read-modify-write is atomic ---------------- */
+/* Under DB_EMU_SCHEDULE=interleave each atomic also marks its bytes as synchronisation, so the
+ * cross-block write check (scheduler.cpp) does not count them as a race. */
+
+namespace db_emu {
+extern bool g_track_writes;
+extern bool g_interleave;
+void note_atomic(const void *p, size_t bytes);
+/* Interleave: an atomic (before its read-modify-write, which stays whole) and __nanosleep are
+ * points where the running thread may give way (__nanosleep always does), so a block that spins
+ * on a flag another resident block sets lets that block run. */
+void atomic_point();
+void yield_block();
+inline void before_atomic(const void *p, size_t bytes) {
+  if (g_interleave) atomic_point();
+  if (g_track_writes) note_atomic(p, bytes);
+}
+}  // namespace db_emu
+
+inline void __nanosleep(unsigned) {
+  if (db_emu::g_interleave) db_emu::yield_block();
+}
 
 template <class T>
 inline T atomicAdd(T *p, T v) {
+  db_emu::before_atomic(p, sizeof(T));
   T old = *p;
   *p = old + v;
   return old;
 }
 template <class T>
 inline T atomicMax(T *p, T v) {
+  db_emu::before_atomic(p, sizeof(T));
   T old = *p;
   *p = old < v ? v : old;
   return old;
 }
 template <class T>
 inline T atomicMin(T *p, T v) {
+  db_emu::before_atomic(p, sizeof(T));
   T old = *p;
   *p = v < old ? v : old;
   return old;
 }
 template <class T>
 inline T atomicExch(T *p, T v) {
+  db_emu::before_atomic(p, sizeof(T));
   T old = *p;
   *p = v;
   return old;
 }
 template <class T>
 inline T atomicCAS(T *p, T compare, T v) {
+  db_emu::before_atomic(p, sizeof(T));
   T old = *p;
   if (old == compare) *p = v;
   return old;
@@ -232,6 +276,26 @@ void block_barrier(const char *file, int line);
 [[noreturn]] void fail_launch(const std::string &message);
 /* The launch's dynamic shared memory (its smem argument's size, 16-byte aligned). */
 void *dynamic_smem();
+
+/* ---- memory checks (every mode) ----
+ * The 16-byte wrappers of common.cuh check each access: a global address must lie inside one
+ * live cudaMalloc allocation (its requested size) and a shared one inside the running block's
+ * dynamic shared memory or one static shared array, both aligned to the access size. A violation
+ * ends the launch with DB_ERR_LAUNCH naming the kernel, block, thread, call site, address and the
+ * buffer it fell outside. g_global_lo/hi cache the allocation the last check hit. */
+extern uintptr_t g_global_lo, g_global_hi;
+void check_global_slow(const void *p, size_t bytes, const char *what, const char *file, int line);
+inline void check_global(const void *p, size_t bytes, const char *what, const char *file,
+                         int line) {
+  const uintptr_t a = reinterpret_cast<uintptr_t>(p);
+  if ((a & (bytes - 1)) == 0 && a >= g_global_lo && a + bytes <= g_global_hi) return;
+  check_global_slow(p, bytes, what, file, line);
+}
+void check_shared(const void *p, size_t bytes, const char *what, const char *file, int line);
+
+/* Interleave schedule: the 16-byte global wrappers are also points where the running fiber may
+ * give way to another block's (or its own block's) fibers, chosen by the seeded generator. */
+void interleave_point();
 
 /* Deferred cp.async (DB_EMU_HAZARDS=cp_async; set for the running launch): a copy is recorded in
  * the calling thread's open group and its destination filled with 0xff bytes; commit closes the
@@ -434,6 +498,18 @@ cudaError_t cudaEventElapsedTime(float *ms, cudaEvent_t start, cudaEvent_t stop)
 namespace db_emu {
 cudaError_t set_max_dynamic_smem(const void *kernel_id, int bytes);
 size_t max_dynamic_smem(const void *kernel_id);
+/* DB_EMU_SM_COUNT (default 8), read at each call; -1 when it is not an integer in 1..1024. */
+int sm_count();
+/* A live device allocation: base (256-byte aligned), the size asked for, and that size rounded up
+ * to 256 bytes (the part of the mapping before its upper guard page). */
+struct Allocation {
+  uintptr_t base;
+  size_t bytes;
+  size_t rounded;
+};
+std::vector<Allocation> allocations();  // sorted by base
+/* Held by a launch for its whole run, and by the runtime's copies, memsets and frees. */
+std::mutex &launch_mutex();
 }  // namespace db_emu
 
 template <class... P>

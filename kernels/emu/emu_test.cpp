@@ -9,6 +9,7 @@
 #include <cstdio>
 #include <cstdlib>
 #include <cstring>
+#include <initializer_list>
 #include <random>
 #include <string>
 #include <vector>
@@ -34,6 +35,31 @@ std::string last_error() {
   db_last_error_message(buf, sizeof buf);
   return buf;
 }
+
+// Device memory holding a copy of a host vector: what the checked 16-byte wrappers accept (they
+// reject host memory as outside every allocation, as a GPU would fault on it).
+template <class T>
+class DeviceVector {
+ public:
+  explicit DeviceVector(const std::vector<T> &host) : n_(host.size()) {
+    if (cudaMalloc(reinterpret_cast<void **>(&p_), n_ * sizeof(T)) != cudaSuccess) std::abort();
+    cudaMemcpyAsync(p_, host.data(), n_ * sizeof(T), cudaMemcpyHostToDevice);
+  }
+  explicit DeviceVector(size_t n) : DeviceVector(std::vector<T>(n)) {}
+  ~DeviceVector() { cudaFree(p_); }
+  DeviceVector(const DeviceVector &) = delete;
+  DeviceVector &operator=(const DeviceVector &) = delete;
+  T *get() const { return p_; }
+  std::vector<T> read() const {
+    std::vector<T> host(n_);
+    cudaMemcpyAsync(host.data(), p_, n_ * sizeof(T), cudaMemcpyDeviceToHost);
+    return host;
+  }
+
+ private:
+  size_t n_;
+  T *p_ = nullptr;
+};
 
 /* ---- mma.sync m16n8k16 against a plain product ------------------------------------------------ */
 
@@ -318,11 +344,13 @@ void test_shared_memory() {
                      out.data());
   EXPECT(status == DB_OK, "status %d: %s", status, last_error().c_str());
 
-  std::vector<uint4> vin(64), vout(64);
+  std::vector<uint4> vin(64);
   for (unsigned i = 0; i < 64; ++i) vin[i] = make_uint4(i, 2 * i, 3 * i, 4 * i);
-  status = DB_LAUNCH(cp_async_kernel, dim3(1), dim3(64), 64 * sizeof(uint4), nullptr, vin.data(),
-                     vout.data());
+  DeviceVector<uint4> din(vin), dout(64);
+  status = DB_LAUNCH(cp_async_kernel, dim3(1), dim3(64), 64 * sizeof(uint4), nullptr, din.get(),
+                     dout.get());
   EXPECT(status == DB_OK, "cp.async: status %d: %s", status, last_error().c_str());
+  const std::vector<uint4> vout = dout.read();
   for (unsigned i = 0; i < 64; ++i)
     EXPECT(vout[i].x == (i + 1) % 64 && vout[i].w == 4 * ((i + 1) % 64), "cp.async %u", i);
 
@@ -526,20 +554,24 @@ HazardCounts run_hazards(const char *schedule, const char *hazards, unsigned sal
     for (int i = 0; i < 256; ++i) c.missing_reuse_barrier += rout[i] != round[i / 128];
   }
 
-  std::vector<uint4> vin(2 * n), vout(2 * n);
+  std::vector<uint4> vin(2 * n), vout;
   for (int i = 0; i < 2 * n; ++i) vin[i] = make_uint4(salt, i, 2 * i, 3 * i);
+  DeviceVector<uint4> din(vin), dout(2 * n);
   auto same = [](uint4 a, uint4 b) { return a.x == b.x && a.y == b.y && a.z == b.z && a.w == b.w; };
   status = DB_LAUNCH(cp_async_early_read_kernel, dim3(1), dim3(n), n * sizeof(uint4), nullptr,
-                     vin.data(), vout.data());
+                     din.get(), dout.get());
   EXPECT(status == DB_OK, "status %d: %s", status, last_error().c_str());
+  vout = dout.read();
   for (int t = 0; t < n; ++t) c.early_read += !same(vout[t], vin[t]);
   status = DB_LAUNCH(cp_async_barrier_only_kernel, dim3(1), dim3(n), n * sizeof(uint4), nullptr,
-                     vin.data(), vout.data());
+                     din.get(), dout.get());
   EXPECT(status == DB_OK, "status %d: %s", status, last_error().c_str());
+  vout = dout.read();
   for (int t = 0; t < n; ++t) c.barrier_only += !same(vout[t], vin[(t + 1) % n]);
   status = DB_LAUNCH(cp_async_wait_one_kernel, dim3(1), dim3(n), 2 * n * sizeof(uint4), nullptr,
-                     vin.data(), vout.data());
+                     din.get(), dout.get());
   EXPECT(status == DB_OK, "status %d: %s", status, last_error().c_str());
+  vout = dout.read();
   for (int t = 0; t < n; ++t) {
     c.wait_one_old += !same(vout[t], vin[t]);
     c.wait_one_new += !same(vout[n + t], vin[n + t]);
@@ -609,6 +641,393 @@ void test_hazard_modes() {
     test_shuffles();
     test_mma<true>();
   }
+}
+
+
+/* ---- memory checks: bounds and alignment, guard pages, sparse allocations -------------------- */
+
+__global__ void load_at_kernel(const unsigned char *base, long long offset, uint4 *out) {
+  out[threadIdx.x] = db_ld_stream_v4(reinterpret_cast<const uint4 *>(base + offset));
+}
+__global__ void load_nc_at_kernel(const unsigned char *base, long long offset, uint4 *out) {
+  out[threadIdx.x] = db_ld_nc_v4(reinterpret_cast<const uint4 *>(base + offset));
+}
+__global__ void store_at_kernel(unsigned char *base, long long offset) {
+  db_st_v4(reinterpret_cast<uint4 *>(base + offset), make_uint4(1, 2, 3, 4));
+}
+__global__ void cp_async_at_kernel(const unsigned char *src, long long src_offset,
+                                   long long dst_offset, uint4 *out) {
+  DB_EXTERN_SHARED(unsigned char, staged);
+  db_cp_async_16(staged + dst_offset, src + src_offset);
+  db_cp_async_commit();
+  db_cp_async_wait<0>();
+  out[0] = *reinterpret_cast<const uint4 *>(staged);
+}
+__global__ void plain_read_at_kernel(const float *base, long long index, float *out) {
+  out[0] = base[index];
+}
+__global__ void plain_write_at_kernel(float *base, long long index) { base[index] = 1.0f; }
+
+// Recursion whose frames (1 KiB each, every byte written) outgrow the 256 KiB fiber stack.
+__attribute__((noinline)) int deep(int n) {
+  volatile char frame[1024];
+  for (int i = 0; i < 1024; ++i) frame[i] = (char)(n + i);
+  return n == 0 ? frame[7] : deep(n - 1) + frame[n % 1024];
+}
+__global__ void stack_overflow_kernel(int depth, int *out) { out[0] = deep(depth); }
+
+// Runs a launch expected to fail with DB_ERR_LAUNCH and a message holding every part of want.
+template <class F>
+void expect_launch_error(const char *what, F launch, std::initializer_list<const char *> want) {
+  const int status = launch();
+  const std::string message = last_error();
+  EXPECT(status == DB_ERR_LAUNCH, "%s: status %d (%s)", what, status, message.c_str());
+  for (const char *part : want)
+    EXPECT(message.find(part) != std::string::npos, "%s: the message lacks \"%s\": %s", what, part,
+           message.c_str());
+}
+
+void test_memory_checks() {
+  const size_t bytes = 1000;  // not a multiple of 16 or 256: the last 16-byte vector is partial
+  DeviceVector<unsigned char> buf(bytes);
+  DeviceVector<uint4> out(64);
+  unsigned char *b = buf.get();
+  uint4 *o = out.get();
+  // In bounds, every wrapper: no error.
+  int status = DB_LAUNCH(load_at_kernel, dim3(1), dim3(1), 0, nullptr, b, 976LL, o);
+  EXPECT(status == DB_OK, "in-bounds load: %s", last_error().c_str());
+  status = DB_LAUNCH(cp_async_at_kernel, dim3(1), dim3(1), 64, nullptr, b, 0LL, 48LL, o);
+  EXPECT(status == DB_OK, "in-bounds cp.async: %s", last_error().c_str());
+  status = DB_LAUNCH(store_at_kernel, dim3(1), dim3(1), 0, nullptr, b, 16LL);
+  EXPECT(status == DB_OK, "in-bounds store: %s", last_error().c_str());
+
+  expect_launch_error("misaligned load",
+                      [&] { return DB_LAUNCH(load_at_kernel, dim3(1), dim3(1), 0, nullptr, b, 8LL, o); },
+                      {"kernel load_at_kernel", "db_ld_stream_v4", "emu_test.cpp", "misaligned",
+                       "address mod 16 = 8"});
+  expect_launch_error("load past the end",
+                      [&] { return DB_LAUNCH(load_nc_at_kernel, dim3(1), dim3(1), 0, nullptr, b, 992LL, o); },
+                      {"kernel load_nc_at_kernel", "db_ld_nc_v4", "out of bounds",
+                       "last 8 byte(s) lie past the end of the 1000-byte buffer"});
+  expect_launch_error("load before the start",
+                      [&] { return DB_LAUNCH(load_at_kernel, dim3(1), dim3(1), 0, nullptr, b, -4096LL, o); },
+                      {"out of bounds", "before the start of the 1000-byte buffer"});
+  expect_launch_error("store past the end",
+                      [&] { return DB_LAUNCH(store_at_kernel, dim3(1), dim3(1), 0, nullptr, b, 1008LL); },
+                      {"kernel store_at_kernel", "db_st_v4", "8 byte(s) past the end of the 1000-byte buffer"});
+  expect_launch_error("misaligned store",
+                      [&] { return DB_LAUNCH(store_at_kernel, dim3(1), dim3(1), 0, nullptr, b, 4LL); },
+                      {"db_st_v4", "misaligned"});
+  expect_launch_error("cp.async from host memory",
+                      [&] {
+                        static uint4 host[4];
+                        return DB_LAUNCH(cp_async_at_kernel, dim3(1), dim3(1), 64, nullptr,
+                                         reinterpret_cast<const unsigned char *>(host), 0LL, 0LL, o);
+                      },
+                      {"db_cp_async_16 (global source)", "outside every device allocation"});
+  expect_launch_error("cp.async past the shared memory",
+                      [&] { return DB_LAUNCH(cp_async_at_kernel, dim3(1), dim3(1), 64, nullptr, b, 0LL, 64LL, o); },
+                      {"db_cp_async_16 (shared destination)", "outside the block's 64 bytes of dynamic shared memory"});
+  expect_launch_error("misaligned cp.async destination",
+                      [&] { return DB_LAUNCH(cp_async_at_kernel, dim3(1), dim3(1), 64, nullptr, b, 0LL, 4LL, o); },
+                      {"db_cp_async_16 (shared destination)", "misaligned"});
+  expect_launch_error("misaligned cp.async source",
+                      [&] { return DB_LAUNCH(cp_async_at_kernel, dim3(1), dim3(1), 64, nullptr, b, 2LL, 0LL, o); },
+                      {"db_cp_async_16 (global source)", "misaligned"});
+
+  // Plain accesses past the guard page: a fault, turned into a launch error; the process lives on.
+  DeviceVector<float> floats(256);  // exactly 1 KiB: its end is 256-byte aligned, at the guard
+  float *f = floats.get();
+  expect_launch_error("plain read past the end",
+                      [&] { return DB_LAUNCH(plain_read_at_kernel, dim3(1), dim3(1), 0, nullptr, f, 256LL, f); },
+                      {"kernel plain_read_at_kernel", "invalid memory access", "SIGSEGV",
+                       "0 byte(s) past the end of the 1024-byte buffer"});
+  expect_launch_error("plain write far before the start",
+                      [&] { return DB_LAUNCH(plain_write_at_kernel, dim3(1), dim3(1), 0, nullptr, f, -1024LL); },
+                      {"kernel plain_write_at_kernel", "invalid memory access"});
+  DeviceVector<int> deep_out(1);
+  status = DB_LAUNCH(stack_overflow_kernel, dim3(1), dim3(2), 0, nullptr, 100, deep_out.get());
+  EXPECT(status == DB_OK, "100 KiB of stack: %s", last_error().c_str());
+  expect_launch_error("stack overflow",
+                      [&] { return DB_LAUNCH(stack_overflow_kernel, dim3(1), dim3(2), 0, nullptr, 400, deep_out.get()); },
+                      {"kernel stack_overflow_kernel", ", thread (", "stack overflow", "256 KiB"});
+  status = DB_LAUNCH(plain_write_at_kernel, dim3(1), dim3(1), 0, nullptr, f, 255LL);
+  EXPECT(status == DB_OK, "the launch after the faults: %s", last_error().c_str());
+  EXPECT(floats.read()[255] == 1.0f, "the launch after the faults did not write");
+
+  // A sparse 3 GiB allocation costs only the pages touched: a load and a store past 2 GiB.
+  const size_t sparse = size_t(3) << 30;
+  unsigned char *big = nullptr;
+  EXPECT(cudaMalloc(reinterpret_cast<void **>(&big), sparse) == cudaSuccess, "3 GiB cudaMalloc");
+  if (big) {
+    const long long far = (long long)(sparse - 4096);
+    status = DB_LAUNCH(store_at_kernel, dim3(1), dim3(1), 0, nullptr, big, far);
+    EXPECT(status == DB_OK, "store past 2 GiB: %s", last_error().c_str());
+    status = DB_LAUNCH(load_at_kernel, dim3(1), dim3(1), 0, nullptr, big, far, o);
+    EXPECT(status == DB_OK, "load past 2 GiB: %s", last_error().c_str());
+    EXPECT(out.read()[0].x == 1 && out.read()[0].w == 4, "the value stored past 2 GiB");
+    expect_launch_error("load just past 3 GiB",
+                        [&] { return DB_LAUNCH(load_at_kernel, dim3(1), dim3(1), 0, nullptr, big, (long long)sparse, o); },
+                        {"0 byte(s) past the end of the 3221225472-byte buffer"});
+    cudaFree(big);
+  }
+}
+
+
+/* ---- a paged KV cache whose pages sit past 4 GiB ---------------------------------------------- */
+
+// The same attention (and KV append) on two paged caches holding the same tokens: a compact one
+// (pages 0..P-1) and a sparse 4.5 GiB one whose used pages are its last P, so every byte offset
+// into it is past 2^32. The kernels must give bit-identical outputs; a byte offset computed in
+// 32 bits reads (or writes) the wrong page, or outside the buffer (a launch error).
+struct PagedCase {
+  int batch, q_heads, kv_heads, head_dim, page_size, pages_per_seq;
+  int lens[2];
+};
+
+void test_kv_cache_past_4gib() {
+  const PagedCase pc{2, 8, 2, 128, 16, 8, {100, 37}};
+  db_context *ctx = nullptr;
+  if (db_context_create(0, &ctx) != DB_OK) {
+    EXPECT(false, "db_context_create: %s", last_error().c_str());
+    return;
+  }
+  const size_t page_elems = (size_t)pc.kv_heads * pc.page_size * pc.head_dim;
+  const size_t page_bytes = page_elems * 2;
+  const int used = pc.batch * pc.pages_per_seq;
+  const size_t far_bytes = (size_t(9) << 29);  // 4.5 GiB
+  const int far_pages = (int)(far_bytes / page_bytes);
+  const int far_base = far_pages - used;
+  EXPECT((size_t)far_base * page_bytes > (size_t(1) << 32), "the far pages start below 4 GiB");
+
+  std::mt19937 rng(11);
+  std::uniform_real_distribution<float> uni(-1.0f, 1.0f);
+  auto random_bf16 = [&](size_t n) {
+    std::vector<uint16_t> v(n);
+    for (auto &x : v) x = __bfloat16_as_ushort(__float2bfloat16_rn(uni(rng)));
+    return v;
+  };
+  std::vector<int> perm(used);
+  for (int i = 0; i < used; ++i) perm[i] = i;
+  std::shuffle(perm.begin(), perm.end(), rng);
+  std::vector<int32_t> table_near(used), table_far(used);
+  for (int i = 0; i < used; ++i) table_near[i] = perm[i], table_far[i] = far_base + perm[i];
+
+  const size_t q_elems = (size_t)pc.batch * pc.q_heads * pc.head_dim;
+  const size_t new_elems = (size_t)pc.batch * pc.kv_heads * pc.head_dim;
+  DeviceVector<uint16_t> q(random_bf16(q_elems)), k_new(random_bf16(new_elems)),
+      v_new(random_bf16(new_elems)), out_near(q_elems), out_far(q_elems);
+  DeviceVector<uint16_t> k_near(used * page_elems), v_near(used * page_elems);
+  DeviceVector<int32_t> t_near(table_near), t_far(table_far), lens(std::vector<int32_t>{pc.lens[0], pc.lens[1]}),
+      positions(std::vector<int32_t>{pc.lens[0], pc.lens[1]});
+  unsigned char *k_far = nullptr, *v_far = nullptr;
+  EXPECT(cudaMalloc(reinterpret_cast<void **>(&k_far), far_bytes) == cudaSuccess &&
+             cudaMalloc(reinterpret_cast<void **>(&v_far), far_bytes) == cudaSuccess,
+         "two sparse 4.5 GiB caches");
+  if (!k_far || !v_far) return;
+  for (int j = 0; j < used; ++j) {  // logical page j: the same tokens in both caches
+    const std::vector<uint16_t> kp = random_bf16(page_elems), vp = random_bf16(page_elems);
+    cudaMemcpyAsync(k_near.get() + (size_t)perm[j] * page_elems, kp.data(), page_bytes, cudaMemcpyHostToDevice);
+    cudaMemcpyAsync(v_near.get() + (size_t)perm[j] * page_elems, vp.data(), page_bytes, cudaMemcpyHostToDevice);
+    cudaMemcpyAsync(k_far + (size_t)table_far[j] * page_bytes, kp.data(), page_bytes, cudaMemcpyHostToDevice);
+    cudaMemcpyAsync(v_far + (size_t)table_far[j] * page_bytes, vp.data(), page_bytes, cudaMemcpyHostToDevice);
+  }
+  auto cache = [&](bool far) {
+    db_kv_cache c{};
+    c.k = (uint64_t)(uintptr_t)(far ? (void *)k_far : (void *)k_near.get());
+    c.v = (uint64_t)(uintptr_t)(far ? (void *)v_far : (void *)v_near.get());
+    c.page_table = (uint64_t)(uintptr_t)(far ? t_far.get() : t_near.get());
+    c.layout = DB_KV_PAGED;
+    c.dtype = DB_DTYPE_BF16;
+    c.kv_heads = pc.kv_heads;
+    c.head_dim = pc.head_dim;
+    c.page_size = pc.page_size;
+    c.num_pages = far ? far_pages : used;
+    c.pages_per_seq = pc.pages_per_seq;
+    return c;
+  };
+  auto run = [&](bool far, int variant, int splits) -> std::vector<uint16_t> {
+    const DeviceVector<uint16_t> &out = far ? out_far : out_near;
+    cudaMemsetAsync(out.get(), 0xff, q_elems * 2);
+    db_attention_params p{};
+    p.q = (uint64_t)(uintptr_t)q.get();
+    p.out = (uint64_t)(uintptr_t)out.get();
+    p.context_lens = (uint64_t)(uintptr_t)lens.get();
+    p.cache = cache(far);
+    p.batch = pc.batch;
+    p.q_heads = pc.q_heads;
+    p.max_context = pc.pages_per_seq * pc.page_size;
+    p.num_splits = splits;
+    p.variant = variant;
+    uint64_t ws_bytes = 0;
+    int status = db_attention_plan(ctx, &p, &ws_bytes);
+    EXPECT(status == DB_OK, "plan: %s", last_error().c_str());
+    void *ws = nullptr;
+    if (ws_bytes) cudaMalloc(&ws, ws_bytes);
+    p.workspace = (uint64_t)(uintptr_t)ws;
+    p.workspace_bytes = ws_bytes;
+    status = db_attention(ctx, &p);
+    EXPECT(status == DB_OK, "%s cache, variant %d, %d splits: %s", far ? "far" : "near", variant,
+           splits, last_error().c_str());
+    cudaFree(ws);
+    return out.read();
+  };
+  auto compare = [&](const char *what) {
+    for (int variant : {DB_ATTENTION_SIMT, DB_ATTENTION_MMA})
+      for (int splits : {1, 3}) {
+        const std::vector<uint16_t> near = run(false, variant, splits), far = run(true, variant, splits);
+        int differ = 0;
+        for (size_t i = 0; i < q_elems; ++i) differ += near[i] != far[i] || near[i] == 0xffff;
+        EXPECT(differ == 0, "%s: variant %d, %d splits: %d of %zu outputs differ between the caches "
+               "near 0 and past 4 GiB", what, variant, splits, differ, q_elems);
+      }
+  };
+  compare("attention");
+  for (bool far : {false, true}) {  // one more token per sequence, through the append kernel
+    db_kv_append_params a{};
+    a.k_new = (uint64_t)(uintptr_t)k_new.get();
+    a.v_new = (uint64_t)(uintptr_t)v_new.get();
+    a.positions = (uint64_t)(uintptr_t)positions.get();
+    a.cache = cache(far);
+    a.batch = pc.batch;
+    const int status = db_kv_append(ctx, &a);
+    EXPECT(status == DB_OK, "append to the %s cache: %s", far ? "far" : "near", last_error().c_str());
+  }
+  cudaMemcpyAsync(lens.get(), std::vector<int32_t>{pc.lens[0] + 1, pc.lens[1] + 1}.data(), 8,
+                  cudaMemcpyHostToDevice);
+  compare("append, then attention");
+  cudaFree(k_far);
+  cudaFree(v_far);
+  db_context_destroy(ctx);
+}
+
+/* ---- the interleave schedule: blocks in flight at once, the cross-block write check ---------- */
+
+// Every block adds its count into *total: with an atomic (right) or a plain += (a lost update on
+// a GPU, which the write check reports).
+template <bool Atomic>
+__global__ void total_kernel(const int *in, int *total) {
+  const int v = db_warp_sum(in[blockIdx.x * blockDim.x + threadIdx.x]);
+  if (threadIdx.x == 0) {
+    if (Atomic)
+      atomicAdd(total, v);
+    else
+      *total += v; /* BUG (deliberate) when not Atomic: a read-modify-write across blocks */
+  }
+}
+
+// Blocks 1.. read what block 0 writes, with no ordering between blocks.
+__global__ void read_block0_kernel(int *flag, int *out) {
+  if (blockIdx.x == 0 && threadIdx.x == 0) *flag = 42;
+  __syncthreads();
+  if (blockIdx.x != 0 && threadIdx.x == 0) out[blockIdx.x] = *flag; /* BUG (deliberate) */
+}
+
+// Each block waits for the one before it (a chain, as a stream-K fixup or a decoupled look-back
+// waits for an earlier block), spinning with __nanosleep on an atomic read.
+__global__ void chain_kernel(int *flags, int *order, int *counter) {
+  if (threadIdx.x == 0) {
+    if (blockIdx.x > 0)
+      while (atomicAdd(&flags[blockIdx.x - 1], 0) == 0) __nanosleep(100);
+    order[blockIdx.x] = atomicAdd(counter, 1);
+    atomicExch(&flags[blockIdx.x], 1);
+  }
+}
+
+// Static shared memory per block: each block sums its own values through it, the barriers
+// giving the interleave schedule its chances to run other blocks in between.
+__global__ void static_smem_per_block_kernel(const int *in, int *out) {
+  DB_SHARED(int, slot, 64);
+  slot[threadIdx.x] = in[blockIdx.x * 64 + threadIdx.x];
+  __syncthreads();
+  int s = 0;
+  for (int i = 0; i < 64; ++i) s += slot[i];
+  __syncthreads();
+  slot[threadIdx.x] = s;
+  __syncthreads();
+  out[blockIdx.x * 64 + threadIdx.x] = slot[(threadIdx.x + 1) % 64];
+}
+
+void test_interleave() {
+  const int blocks = 16, threads = 32;
+  std::vector<int> values(blocks * threads);
+  int want = 0;
+  for (size_t i = 0; i < values.size(); ++i) want += values[i] = (int)(i % 7 + 1);
+  DeviceVector<int> in(values), total(1);
+  for (const char *schedule : {"forward", "shuffle:1", "interleave:1", "interleave:2"}) {
+    ScopedModes modes(schedule, "all");
+    cudaMemsetAsync(total.get(), 0, sizeof(int));
+    int status = DB_LAUNCH((total_kernel<true>), dim3(blocks), dim3(threads), 0, nullptr, in.get(),
+                           total.get());
+    EXPECT(status == DB_OK && total.read()[0] == want, "%s: atomic total: status %d (%s), %d want %d",
+           schedule, status, last_error().c_str(), total.read()[0], want);
+    cudaMemsetAsync(total.get(), 0, sizeof(int));
+    status = DB_LAUNCH((total_kernel<false>), dim3(blocks), dim3(threads), 0, nullptr, in.get(),
+                       total.get());
+    if (std::strncmp(schedule, "interleave", 10) != 0) {
+      EXPECT(status == DB_OK && total.read()[0] == want, "%s: the plain += should pass unseen: %d (%s)",
+             schedule, status, last_error().c_str());
+    } else {
+      const std::string m = last_error();
+      EXPECT(status == DB_ERR_LAUNCH && m.find("kernel total_kernel<false>: blocks (") != std::string::npos &&
+                 m.find("both wrote byte") != std::string::npos &&
+                 m.find("offset 0 of the 4-byte buffer") != std::string::npos,
+             "%s: the plain += across blocks went unseen: status %d: %s", schedule, status, m.c_str());
+    }
+  }
+
+  // Block order: under the sequential schedules block 0 always runs first.
+  DeviceVector<int> flag(1), seen(blocks);
+  int wrong_interleaved = 0;
+  for (const char *schedule : {"forward", "reverse", "interleave:1", "interleave:3"}) {
+    ScopedModes modes(schedule, nullptr);
+    cudaMemsetAsync(flag.get(), 0, sizeof(int));
+    const int status = DB_LAUNCH(read_block0_kernel, dim3(blocks), dim3(threads), 0, nullptr,
+                                 flag.get(), seen.get());
+    EXPECT(status == DB_OK, "%s: %s", schedule, last_error().c_str());
+    const std::vector<int> got = seen.read();
+    int wrong = 0;
+    for (int b = 1; b < blocks; ++b) wrong += got[b] != 42;
+    if (std::strncmp(schedule, "interleave", 10) == 0)
+      wrong_interleaved += wrong;
+    else
+      EXPECT(wrong == 0, "%s: blocks run in order, yet %d read before block 0 wrote", schedule, wrong);
+  }
+  EXPECT(wrong_interleaved > 0, "interleave: every block read block 0's flag after it was written");
+
+  // Correct kernels stay correct with blocks interleaved (per-block shared memory).
+  std::vector<int> v(blocks * 64);
+  for (size_t i = 0; i < v.size(); ++i) v[i] = (int)(i * 3 % 11);
+  DeviceVector<int> vin(v), vout(blocks * 64);
+  for (const char *schedule : {"interleave:1", "interleave:4"}) {
+    ScopedModes modes(schedule, "all");
+    const int status = DB_LAUNCH(static_smem_per_block_kernel, dim3(blocks), dim3(64), 0, nullptr,
+                                 vin.get(), vout.get());
+    EXPECT(status == DB_OK, "%s: %s", schedule, last_error().c_str());
+    const std::vector<int> got = vout.read();
+    for (int b = 0; b < blocks; ++b) {
+      int s = 0;
+      for (int i = 0; i < 64; ++i) s += v[b * 64 + i];
+      for (int t = 0; t < 64; ++t)
+        EXPECT(got[b * 64 + t] == s, "%s: block %d thread %d: %d want %d", schedule, b, t, got[b * 64 + t], s);
+    }
+    test_shared_memory();
+    test_shuffles();
+  }
+  // A block spinning on an earlier block's flag lets it run (blocks start in grid order).
+  for (const char *schedule : {"forward", "interleave:1", "interleave:5"}) {
+    ScopedModes modes(schedule, "all");
+    const int chain = 24;
+    DeviceVector<int> flags(chain), order(chain), counter(1);
+    const int status = DB_LAUNCH(chain_kernel, dim3(chain), dim3(64), 0, nullptr, flags.get(),
+                                 order.get(), counter.get());
+    EXPECT(status == DB_OK, "%s: chain: %s", schedule, last_error().c_str());
+    const std::vector<int> got = order.read();
+    for (int b = 0; b < chain; ++b) EXPECT(got[b] == b, "%s: block %d ran %d-th", schedule, b, got[b]);
+  }
+  for (const char *bad : {"interleave:", "interleave:x"}) run_order_expecting_failure(bad);
+  // The same seed gives the same order.
+  EXPECT(run_order("interleave:7") == run_order("interleave:7"), "interleave:7 is not reproducible");
 }
 
 /* ---- 16-bit conversions ----------------------------------------------------------------------- */
@@ -688,6 +1107,9 @@ int main() {
   test_shared_memory();
   test_schedules();
   test_hazard_modes();
+  test_memory_checks();
+  test_kv_cache_past_4gib();
+  test_interleave();
   test_conversions();
   if (g_failures) {
     std::printf("emu_test: %d failure(s)\n", g_failures);
