@@ -8,6 +8,10 @@ import (
 	"strings"
 )
 
+// MaxBatch is the largest batch the attention kernels and the KV append take (DB_MAX_BATCH,
+// the one batch limit of every kernel).
+const MaxBatch = C.DB_MAX_BATCH
+
 // KVLayout is a DB_KV_* cache layout.
 type KVLayout int32
 

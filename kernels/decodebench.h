@@ -23,10 +23,6 @@ extern "C" {
 
 #define DB_ABI_VERSION 1
 
-/* The largest batch (sequences, or rows of X) of the linear and attention kernels and the KV
- * append. */
-#define DB_MAX_BATCH 1024
-
 /* Status codes. Keep in step with db_status_string and cgo/status.go. */
 enum {
   DB_OK = 0,
@@ -108,6 +104,9 @@ int db_timer_start(db_timer *t);
 int db_timer_stop(db_timer *t);
 /* Waits for the stop event, then gives the milliseconds between start and stop. */
 int db_timer_elapsed_ms(db_timer *t, float *ms);
+
+/* The one batch limit of the linear layer, the attention and the KV append. */
+#define DB_MAX_BATCH 1024
 
 /* ---- decode linear: Y[batch x n] = X[batch x k] * W^T, W row-major [n x k] ----------------- */
 

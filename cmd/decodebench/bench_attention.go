@@ -49,7 +49,7 @@ func parseBenchAttention(c *cli.Context) (jobs []attentionJob, modelName string,
 	if c.NArg() > 0 {
 		return nil, "", 0, usageError("bench attention takes no arguments (got %q)", c.Args().First())
 	}
-	batches, err := parseBatches(c, 65536, "the attention kernels")
+	batches, err := parseBatches(c, cgo.MaxBatch, "the attention kernels")
 	if err != nil {
 		return nil, "", 0, err
 	}

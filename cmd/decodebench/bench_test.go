@@ -320,7 +320,7 @@ func TestBenchUsageErrors(t *testing.T) {
 		{append(att, "--page-size", "24"), "--page-size 24"},
 		{append(att, "--splits", "2000"), "--splits 2000"},
 		{append(att, "--variant", "wmma"), `--variant: unknown attention variant "wmma"`},
-		{append(att, "--batch", "70000"), "at most 65536"},
+		{append(att, "--batch", "1025"), "--batch 1025: the attention kernels take a batch of at most 1024"},
 		{[]string{"bench", "probe", "--bytes", "10"}, "--bytes 10"},
 		{[]string{"bench", "probe", "dram"}, `unknown probe "dram"`},
 		{[]string{"bench", "probe", "fma", "--iterations", "-1"}, "--iterations -1"},

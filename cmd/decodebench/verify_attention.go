@@ -33,7 +33,7 @@ func verifyAttentionCommand() *cli.Command {
 			"[pages, kv_heads, page_size, head_dim] through a shuffled page table. With --append the last\n" +
 			"token of every sequence is written by the KV append kernel first, so the check also covers it.",
 		Flags: append([]cli.Flag{
-			&cli.IntFlag{Name: "batch", Usage: "sequences in the batch, 1..65536"},
+			&cli.IntFlag{Name: "batch", Usage: "sequences in the batch, 1..1024 (DB_MAX_BATCH)"},
 			&cli.IntFlag{Name: "q-heads", Usage: "query heads, a multiple of --kv-heads"},
 			&cli.IntFlag{Name: "kv-heads", Usage: "KV heads (the group size is q-heads / kv-heads; 1 is multi-query)"},
 			&cli.IntFlag{Name: "head-dim", Usage: "head dimension: 64, 80, 96, 128 or 256"},
@@ -73,8 +73,8 @@ func parseContextList(s string) ([]int, error) {
 			return nil, err
 		}
 		out = append(out, values...)
-		if len(out) > ref.MaxBatch {
-			return nil, fmt.Errorf("%q gives more than %d lengths", s, ref.MaxBatch)
+		if len(out) > cgo.MaxBatch {
+			return nil, fmt.Errorf("%q gives more than %d lengths (the kernels' batch limit)", s, cgo.MaxBatch)
 		}
 	}
 	return out, nil
@@ -91,8 +91,8 @@ func parseAttentionRequest(c *cli.Context) (attentionRequest, error) {
 		}
 	}
 	batch := c.Int("batch")
-	if batch < 1 || batch > ref.MaxBatch {
-		return r, usageError("--batch %d: want 1..%d sequences", batch, ref.MaxBatch)
+	if batch < 1 || batch > cgo.MaxBatch {
+		return r, usageError("--batch %d: want 1..%d sequences (DB_MAX_BATCH)", batch, cgo.MaxBatch)
 	}
 	lens, err := parseContextList(c.String("context"))
 	if err != nil {
