@@ -112,21 +112,28 @@ struct AttnPlan {
 /*
  * The split count of an automatic plan: the one whose launch is closest to whole waves. With
  * `blocks` blocks a split, `slots` resident blocks on the card (occupancy x SMs) and `tiles` tiles
- * of context, s splits of k = ceil(tiles / s) tiles run in ceil(blocks * s / slots) waves of k
- * tiles each; the plan takes the s that minimises waves x k (the time of a memory-bound launch
- * whose resident blocks share the card's bandwidth evenly), the fewest splits among equals, and
- * never a split shorter than kMinSplitTokens (one split if the context is shorter).
+ * of context, s splits of k = ceil(tiles / s) tiles run in ceil(blocks * s / slots) waves; a
+ * wave lasts about k tiles plus a block's fixed cost (the queries, the pipeline's first tile,
+ * the partials and the merge: kBlockOverheadTokens), the time of a memory-bound launch whose
+ * resident blocks share the card's bandwidth evenly. The plan takes the s of least time (a
+ * split count must beat the best so far by 2%: each split adds partials to write and merge), and
+ * never a split shorter than kMinSplitTokens (one split if the
+ * context is shorter). So a launch that already fills the card in whole waves stays one split, a
+ * small batch is cut until it fills one wave, and a batch of 1.3 waves is cut where four waves
+ * of shorter splits finish sooner.
  */
+constexpr int kBlockOverheadTokens = 64; /* about 2 us of latency at a block's share of HBM on an
+                                            H200: a guess until a card measures it */
 int attn_auto_splits(int64_t blocks, int64_t slots, int max_context, int tile) {
   const int64_t tiles = (max_context + tile - 1) / tile;
   const int64_t most = std::min<int64_t>(kMaxSplits, max_context / kMinSplitTokens);
+  auto cost = [&](int64_t s, int64_t k) { return (blocks * s + slots - 1) / slots * (k * tile + kBlockOverheadTokens); };
   int best = 1;
-  int64_t best_cost = (blocks + slots - 1) / slots * tiles;
+  int64_t best_cost = cost(1, tiles);
   for (int64_t s = 2; s <= most; ++s) {
     const int64_t k = (tiles + s - 1) / s;
     if ((tiles + k - 1) / k != s || k * tile < kMinSplitTokens) continue; /* rounding gives another s */
-    const int64_t cost = (blocks * s + slots - 1) / slots * k;
-    if (cost < best_cost) best = (int)s, best_cost = cost;
+    if (cost(s, k) * 50 < best_cost * 49) best = (int)s, best_cost = cost(s, k); /* 2% better */
   }
   return best;
 }

@@ -312,14 +312,15 @@ struct AttnVec<1> {
  * 1. per head (warp w takes heads w, w + warps, ...; lane s takes splits s, s + 32, ...):
  *    M = max_s m_s, L = sum_s 2^(m_s - M) l_s;
  * 2. per output vector of V floats (V = 4 where the block's heads * D / 4 vectors keep every
- *    thread busy, else 2 or 1, so no thread idles at one head): the splits in batches of kBatch,
+ *    thread busy, else 2 or 1, so no thread idles at one head): the splits in batches of kBatch
+ *    (16: 256 bytes of 16-byte loads a thread, 32 KiB a block, in flight),
  *    each batch's kBatch partial vectors and m values loaded before the first is used (a batch
  *    past the last split re-reads the last split with weight 0), summed in split order.
  */
 template <class E, int D, int GP, int Threads>
 DB_DEVICE void attn_merge(const AttnArgs &a, const AttnBlock &k, float *M_s, float *inv_l_s) {
   constexpr int kWarps = Threads / 32;
-  constexpr int kBatch = 8;
+  constexpr int kBatch = 16;
   constexpr int V = GP * D / 4 >= Threads ? 4 : (GP * D / 2 >= Threads ? 2 : 1);
   const int tid = threadIdx.x, lane = tid & 31, warp = tid >> 5;
   const int splits = k.active;

@@ -64,10 +64,11 @@ $(LIBDIR)/libdecodebench_emu.so: $(EMU_OBJS) kernels/exports.map
 # emu_test_ucontext runs the same tests on the portable ucontext switch (aarch64 hosts use it).
 .PHONY: emu-test
 emu-test: $(KERNELS_BUILD)/emu/emu_test $(KERNELS_BUILD)/emu/emu_test_ucontext \
-          $(KERNELS_BUILD)/emu/linear_test
+          $(KERNELS_BUILD)/emu/linear_test $(KERNELS_BUILD)/emu/attention_plan_test
 	$(KERNELS_BUILD)/emu/emu_test
 	$(KERNELS_BUILD)/emu/emu_test_ucontext
 	$(KERNELS_BUILD)/emu/linear_test
+	$(KERNELS_BUILD)/emu/attention_plan_test
 
 # The same C++ tests and the Go kernel tests' correctness subset again under the emulator's hazard
 # modes (emu.h): thread order reversed, then shuffled, with cp.async landing only at its
@@ -90,6 +91,11 @@ emu-hazard-test: $(KERNELS_BUILD)/emu/emu_test $(KERNELS_BUILD)/emu/linear_test 
 
 $(KERNELS_BUILD)/emu/emu_test: kernels/emu/emu_test.cpp $(EMU_OBJS)
 	$(CXX) $(EMU_CXXFLAGS) -o $@ $< $(EMU_OBJS)
+
+# The attention planner with a 132-SM context (kernels/attention_plan_test.cpp); links the
+# objects, as emu_test does, to set the context's SM count.
+$(KERNELS_BUILD)/emu/attention_plan_test: kernels/attention_plan_test.cpp $(EMU_OBJS)
+	$(CXX) $(EMU_CXXFLAGS) -Ikernels -o $@ $< $(EMU_OBJS)
 
 EMU_UCONTEXT_OBJS := $(filter-out %/scheduler.o,$(EMU_OBJS)) $(KERNELS_BUILD)/emu/ucontext/scheduler.o
 $(KERNELS_BUILD)/emu/ucontext/scheduler.o: kernels/emu/scheduler.cpp $(KERNELS_DEPS)

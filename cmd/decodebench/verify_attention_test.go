@@ -81,7 +81,7 @@ var attentionMatrix = []attentionCase{
 	{desc: "64 splits of a 37-token context", batch: 1, qHeads: 8, kvHeads: 2, headDim: 64, context: "37", splits: 64},
 	{desc: "1024 splits", batch: 2, qHeads: 2, kvHeads: 1, headDim: 80, context: "3,130", pageSize: 16, splits: 1024},
 	// more than 32 splits that see a token (40 of 32 tokens: one tile of either kernel), so the
-	// fused merge's per-head reductions and batches of 8 go round more than once, under the
+	// fused merge's per-head reductions and batches of 16 go round more than once, under the
 	// hazard modes too; paged and contiguous, ragged
 	{desc: "40 active splits paged", batch: 2, qHeads: 4, kvHeads: 1, headDim: 256, context: "1280,700", pageSize: 16, splits: 40},
 	{desc: "40 active splits contiguous", batch: 2, qHeads: 2, kvHeads: 2, headDim: 256, context: "33,1280", splits: 40},
