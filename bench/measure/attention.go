@@ -257,7 +257,7 @@ func int32s(xs []int) []int32 {
 func verifyAttention(dev *cgo.Device, plan cgo.AttentionParams, outBuf, ws *cgo.Buffer, shape ref.AttentionShape,
 	dtype ref.DType, seeds ref.AttentionSeeds, table []int32, seed uint64) Verification {
 	v := Verification{Tolerance: ref.AttentionTolerance(dtype)}
-	// The workspace is poisoned too: a partial the combine reads unwritten is NaN.
+	// The workspace is poisoned too: a partial the split merge reads unwritten is NaN.
 	got, reason := runPoisoned(dev, func() error { return dev.Attention(plan) }, outBuf, dtype, ws)
 	if reason != "" {
 		v.Reason = reason

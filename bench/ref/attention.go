@@ -366,7 +366,7 @@ func Attention(s AttentionShape, pageTable []int32, q, k, v []float32) (Attentio
 //     errs by at most (HeadDim+2) 2^-24 of ScoreAbs; exp2f adds about 2 ulp. A score off by
 //     delta moves its normalised weight by at most 2 delta relatively (numerator and sum), so
 //     the output moves by at most that times AbsWeighted.
-//   - fp32 accumulation of P.V, of the running sum and of the split combine: each token, tile
+//   - fp32 accumulation of P.V, of the running sum and of the split merge: each token, tile
 //     rescale and split adds at most 2^-24 of AbsWeighted, whatever the order.
 //
 // The element bound doubles the sum of these worst cases; the L2 tolerance is LinearTolerance
@@ -444,7 +444,7 @@ type SoftmaxPartial struct {
 	Acc      []float64
 }
 
-// MergeSoftmaxPartials is the log-sum-exp combine the split-KV kernels use: with
+// MergeSoftmaxPartials is the log-sum-exp merge the split-KV kernels use: with
 // M = max over splits of Max, out = sum_s exp(Max_s - M) Acc_s / sum_s exp(Max_s - M) Sum_s.
 // Splits that saw no token (Sum 0) contribute nothing; if none saw any, out is zero.
 func MergeSoftmaxPartials(parts []SoftmaxPartial, d int) []float64 {

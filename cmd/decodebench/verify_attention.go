@@ -405,7 +405,7 @@ func runAttentionOnDevice(dev *cgo.Device, req attentionRequest, seeds ref.Atten
 		if err != nil {
 			return run, err
 		}
-		if err := ws.Memset(0xFF); err != nil { // a partial the combine reads unwritten is NaN
+		if err := ws.Memset(0xFF); err != nil { // a partial the merge reads unwritten is NaN (and the counters need no clearing)
 			return run, failure("poisoning the workspace: %v", err)
 		}
 		plan.Workspace, plan.WorkspaceBytes = ws.Ptr, ws.Bytes
