@@ -45,8 +45,8 @@ var (
 )
 
 const (
-	MinPageSize = 16  // smallest page (tokens); pages are powers of two
-	MaxPageSize = 256 // largest page
+	MinPageSize = 16   // smallest page (tokens); pages are powers of two
+	MaxPageSize = 256  // largest page
 	MaxSplits   = 1024 // most KV splits one call may ask for
 )
 
