@@ -29,6 +29,15 @@ func TestShimCoversTheHeader(t *testing.T) {
 	if len(declared) < 20 {
 		t.Fatalf("found only %d functions in decodebench.h: the pattern is stale", len(declared))
 	}
+	// db_attention_launches is optional: the static gate's cgo wrapper looks it up on first
+	// use (so a library built before it still loads), not the loader.
+	required := declared[:0:0]
+	for _, fn := range declared {
+		if fn != "db_attention_launches" {
+			required = append(required, fn)
+		}
+	}
+	declared = required
 	for _, list := range []struct {
 		what  string
 		names []string

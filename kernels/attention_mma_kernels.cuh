@@ -81,9 +81,6 @@ struct AttnMmaConfig {
                 "16-byte aligned shared regions");
 };
 
-/* Padded heads per block: 8, or 16 for groups of 9 and more (larger groups run in chunks). */
-constexpr int attn_mma_heads_per_block(int group) { return group <= 8 ? 8 : 16; }
-
 /* Minimum blocks per SM, for the register cap: every instantiation but one fits 3 blocks (168
  * registers) with room (at most 127, see the top); D 256 with 16 heads needs about 200 and gets
  * 2. Not tuned on a card. */
