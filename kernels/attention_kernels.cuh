@@ -211,9 +211,14 @@ struct AttnTiles {
     const int32_t *pages = page_s + (it & 1) * kMaxPages;
     const int first_page = tile_start >> a.page_shift;
     const long long seq_row = (long long)k.seq_head * a.capacity + tile_start;
-    DB_UNROLL_BY(2) /* fully unrolled, the per-copy addresses are hoisted: +30 registers */
+    /* All kCopiesPerThread copies unrolled, so they issue back to back; the thread index goes
+     * through an opaque move so that their addresses are recomputed each tile (a few integer ops
+     * a copy) instead of hoisted out of the tile loop, which cost 30 registers (126 -> 156 at
+     * head dim 128 with 4 heads: one block per SM fewer). */
+    const int tid = db_opaque(threadIdx.x);
+    DB_UNROLL
     for (int j = 0; j < kCopiesPerThread; ++j) {
-      const int i = threadIdx.x + j * Threads;
+      const int i = tid + j * Threads;
       if (kCopies % Threads != 0 && i >= kCopies) break;
       const int tok = i / kChunks, c = i % kChunks;
       long long row = -1;

@@ -365,14 +365,17 @@ DB_DEVICE void db_mma_m16n8k16<__half>(float (&acc)[4], const uint32_t (&a)[4],
   db_mma_m16n8k16_f16(acc, a, b);
 }
 
-/* ---- partial unrolling ----------------------------------------------------------------------- */
+/* ---- keeping values in loops ------------------------------------------------------------------ */
 
-/* DB_UNROLL_BY(n) before a loop: unroll it n times on nvcc (g++ picks its own, as DB_UNROLL). */
+/* db_opaque(x): x, through a move the compiler cannot see through, so that values computed from
+ * it inside a loop are not hoisted out of it (register pressure), nor folded. */
 #if DB_EMU
-#define DB_UNROLL_BY(n)
+inline unsigned db_opaque(unsigned x) { return x; }
 #else
-#define DB_UNROLL_BY_PRAGMA_(x) _Pragma(#x)
-#define DB_UNROLL_BY(n) DB_UNROLL_BY_PRAGMA_(unroll n)
+DB_DEVICE unsigned db_opaque(unsigned x) {
+  asm volatile("mov.b32 %0, %0;" : "+r"(x));
+  return x;
+}
 #endif
 
 /* ---- loads through L2 only (ld.global.cg): data other blocks of the same launch wrote --------- */
