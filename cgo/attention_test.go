@@ -1,7 +1,10 @@
 package cgo_test
 
 import (
+	"bytes"
+	"encoding/binary"
 	"errors"
+	"fmt"
 	"strings"
 	"testing"
 
@@ -76,19 +79,34 @@ func (a *attnSetup) setLens(t *testing.T, lens []int) {
 // output widened to float32 with the resolved params.
 func (a *attnSetup) run(t *testing.T, dev *cgo.Device, splits int) ([]float32, cgo.AttentionParams) {
 	t.Helper()
+	p := a.plan(t, dev, splits)
+	if p.WorkspaceBytes > 0 {
+		ws := mustAlloc(t, dev, p.WorkspaceBytes)
+		if err := ws.Memset(0xFF); err != nil {
+			t.Fatal(err)
+		}
+		p.Workspace = ws.Ptr
+	}
+	return a.runPlanned(t, dev, p), p
+}
+
+// plan resolves a.params with splits (0 = auto); WorkspaceBytes is what the call needs.
+func (a *attnSetup) plan(t *testing.T, dev *cgo.Device, splits int) cgo.AttentionParams {
+	t.Helper()
 	p := a.params
 	p.NumSplits = splits
 	p, workspace, err := dev.AttentionPlan(p)
 	if err != nil {
 		t.Fatalf("AttentionPlan: %v", err)
 	}
-	if workspace > 0 {
-		ws := mustAlloc(t, dev, workspace)
-		if err := ws.Memset(0xFF); err != nil {
-			t.Fatal(err)
-		}
-		p.Workspace, p.WorkspaceBytes = ws.Ptr, ws.Bytes
-	}
+	p.WorkspaceBytes = workspace
+	return p
+}
+
+// runPlanned poisons the output, runs p as planned (its workspace as it is) and returns the
+// output widened to float32.
+func (a *attnSetup) runPlanned(t *testing.T, dev *cgo.Device, p cgo.AttentionParams) []float32 {
+	t.Helper()
 	if err := a.out.Memset(0xFF); err != nil {
 		t.Fatal(err)
 	}
@@ -103,7 +121,7 @@ func (a *attnSetup) run(t *testing.T, dev *cgo.Device, splits int) ([]float32, c
 	if err != nil {
 		t.Fatal(err)
 	}
-	return got, p
+	return got
 }
 
 // check compares got with the reference, with the element bounds of the variant p resolved to.
@@ -218,7 +236,8 @@ func TestAttentionPlanValidates(t *testing.T) {
 	if p.NumSplits < 1 || p.SplitTokens < 1 || p.NumSplits*p.SplitTokens < 1000 {
 		t.Fatalf("auto plan %d splits of %d tokens does not cover 1000 tokens", p.NumSplits, p.SplitTokens)
 	}
-	if want := uint64(2 * 8 * p.NumSplits * (128 + 2) * 4); p.NumSplits > 1 && workspace != want {
+	// partials of 2 x 8 heads, then one 8-byte counter per (sequence, KV head): 2 x 2 blocks a split
+	if want := uint64(2*8*p.NumSplits*(128+2)*4 + 2*2*8); p.NumSplits > 1 && workspace != want {
 		t.Fatalf("workspace %d, want %d for %d splits", workspace, want, p.NumSplits)
 	}
 	if p.Variant != cgo.AttentionSIMT {
@@ -260,6 +279,8 @@ func TestAttentionPlanValidates(t *testing.T) {
 		{"capacity", func(p *cgo.AttentionParams) { p.MaxContext = 1001 }, cgo.ErrInvalidArgument, "capacity 1000"},
 		{"max context 0", func(p *cgo.AttentionParams) { p.MaxContext = 0 }, cgo.ErrInvalidArgument, "max_context 0 out of range"},
 		{"batch 0", func(p *cgo.AttentionParams) { p.Batch = 0 }, cgo.ErrInvalidArgument, "batch 0"},
+		{"batch past the limit", func(p *cgo.AttentionParams) { p.Batch = cgo.MaxBatch + 1 }, cgo.ErrInvalidArgument,
+			fmt.Sprintf("batch %d out of range 1..%d (DB_MAX_BATCH)", cgo.MaxBatch+1, cgo.MaxBatch)},
 		{"splits", func(p *cgo.AttentionParams) { p.NumSplits = 1025 }, cgo.ErrInvalidArgument, "num_splits 1025"},
 		{"scale", func(p *cgo.AttentionParams) { p.Scale = -1 }, cgo.ErrInvalidArgument, "scale -1"},
 		{"variant", func(p *cgo.AttentionParams) { p.Variant = 3 }, cgo.ErrInvalidArgument, "variant 3 is not a DB_ATTENTION_*"},
@@ -285,8 +306,97 @@ func TestAttentionPlanValidates(t *testing.T) {
 		t.Fatalf("4 splits without a workspace: %v, want ErrWorkspace", err)
 	}
 	badAppend := cgo.KVAppendParams{KNew: a.q.Ptr, VNew: a.q.Ptr, Positions: a.lens.Ptr, Cache: a.params.Cache, Batch: 2}
+	badAppend.Batch = cgo.MaxBatch + 1
+	if err := dev.KVAppend(badAppend); !errors.Is(err, cgo.ErrInvalidArgument) ||
+		!strings.Contains(err.Error(), fmt.Sprintf("batch %d out of range 1..%d", cgo.MaxBatch+1, cgo.MaxBatch)) {
+		t.Fatalf("KVAppend(batch %d) = %v, want ErrInvalidArgument naming the batch and the limit", cgo.MaxBatch+1, err)
+	}
+	badAppend.Batch = 2
 	badAppend.Cache.HeadDim = 72
 	if err := dev.KVAppend(badAppend); !errors.Is(err, cgo.ErrUnsupportedShape) || !strings.Contains(err.Error(), "head_dim 72") {
 		t.Fatalf("KVAppend(head_dim 72) = %v, want ErrUnsupportedShape naming 72", err)
+	}
+}
+
+// The fused split merge at every split count from 1 to more than the tokens: 40 and 17 tokens
+// at head dim 256 (tiles of 16 tokens for simt, 32 for mma), so 1 to 3 splits see a token and
+// the rest exit at once; both layouts, both variants. Each call gets a workspace poisoned with
+// 0xff bytes (counters included: no memset is needed), must leave every counter it used 0 (the
+// state a replay of the same launch starts from), and a second call on the same workspace must give the
+// same bits (the merge runs in split order, whatever the order of arrival).
+func TestAttentionFusedMergeEverySplitCount(t *testing.T) {
+	dev := cgotest.EmuDevice(t)
+	for _, layout := range []ref.KVLayout{ref.KVContiguous, ref.KVPaged} {
+		s := ref.AttentionShape{Batch: 2, QHeads: 4, KVHeads: 2, HeadDim: 256, Context: []int{40, 17}, Layout: layout, PageSize: 16}
+		a := newAttnSetup(t, dev, s, ref.BF16, 5)
+		k, v := a.caches()
+		for _, variant := range []cgo.AttentionVariant{cgo.AttentionSIMT, cgo.AttentionMMA} {
+			a.params.Variant = variant
+			for splits := 1; splits <= 41; splits++ {
+				p := a.plan(t, dev, splits)
+				name := fmt.Sprintf("%s %s %d splits", layout, variant, splits)
+				if p.NumSplits != splits {
+					t.Fatalf("%s: plan ran %d splits", name, p.NumSplits)
+				}
+				var ws *cgo.Buffer
+				if p.WorkspaceBytes > 0 {
+					ws = mustAlloc(t, dev, p.WorkspaceBytes)
+					if err := ws.Memset(0xFF); err != nil {
+						t.Fatal(err)
+					}
+					p.Workspace = ws.Ptr
+				}
+				got := a.runPlanned(t, dev, p)
+				t.Run(name, func(t *testing.T) { a.check(t, got, k, v, p) })
+				if ws == nil {
+					continue
+				}
+				// counters: the workspace's last 8 bytes per (sequence, KV head) block; a sequence
+				// with one active split never touches its own
+				raw := make([]byte, ws.Bytes)
+				if err := ws.CopyToHost(raw); err != nil {
+					t.Fatal(err)
+				}
+				blocks := s.Batch * s.KVHeads
+				for i := 0; i < blocks; i++ {
+					if c := binary.LittleEndian.Uint64(raw[len(raw)-8*(blocks-i):]); c != 0 && c != ^uint64(0) {
+						t.Errorf("%s: counter %d is %#x after the call, want 0 (or the untouched poison)", name, i, c)
+					}
+				}
+				again := a.runPlanned(t, dev, p)
+				if !bytes.Equal(f32Bytes(got), f32Bytes(again)) {
+					t.Errorf("%s: a second call on the same workspace gave other bits", name)
+				}
+				ws.Close()
+			}
+		}
+	}
+}
+
+func f32Bytes(xs []float32) []byte {
+	var b bytes.Buffer
+	_ = binary.Write(&b, binary.LittleEndian, xs)
+	return b.Bytes()
+}
+
+// A batch past one block per SM and a 1000-sequence batch at the batch limit's scale, with
+// tiny contexts: many blocks of one launch arrive at their own counters.
+func TestAttentionLargeBatch(t *testing.T) {
+	dev := cgotest.EmuDevice(t)
+	for _, tc := range []struct {
+		batch, context, splits int
+		layout                 ref.KVLayout
+	}{{257, 40, 3, ref.KVPaged}, {1000, 3, 0, ref.KVContiguous}} {
+		lens := make([]int, tc.batch)
+		for i := range lens {
+			lens[i] = 1 + (i*7)%tc.context
+		}
+		s := ref.AttentionShape{Batch: tc.batch, QHeads: 2, KVHeads: 1, HeadDim: 256, Context: lens, Layout: tc.layout, PageSize: 16}
+		a := newAttnSetup(t, dev, s, ref.FP16, 7)
+		got, p := a.run(t, dev, tc.splits)
+		t.Run(fmt.Sprintf("batch %d, %d splits", tc.batch, p.NumSplits), func(t *testing.T) {
+			k, v := a.caches()
+			a.check(t, got, k, v, p)
+		})
 	}
 }

@@ -1,13 +1,13 @@
 /*
  * attention.cu: decode attention over a KV cache (one new query token per sequence), split-KV
- * with a log-sum-exp combine, and the KV append. Implements the attention section of
- * decodebench.h.
+ * with the log-sum-exp merge fused into the decode kernel, and the KV append. Implements the
+ * attention section of decodebench.h.
  *
  * This file is the host side: it validates the parameters and the cache description, plans a
- * call (variant, heads per block, tile, splits, shared memory, workspace), turns the head dim and
- * the heads per block into template parameters and launches the kernels of attention_kernels.cuh
- * (SIMT) or attention_mma_kernels.cuh (MMA), whose top comments describe how they work and why
- * the tile sizes are what they are.
+ * call (variant, heads per block, kernel, splits from the kernel's occupancy, workspace) and
+ * launches the kernel that attention_d<D>.cu compiled for the head dim (attention_launch.cuh);
+ * attention_kernels.cuh and attention_mma_kernels.cuh describe the kernels and why their tiles
+ * are what they are.
  *
  * Variant choice: AUTO resolves to SIMT, today's kernel, until a card has timed both
  * (scripts/gpu-check.sh benches `--variant mma` next to the default). The MMA kernel takes
@@ -17,21 +17,26 @@
 #include <algorithm>
 #include <atomic>
 #include <cmath>
+#include <cstdio>
+#include <cstring>
 
 #include "common.cuh"
 #include "attention_kernels.cuh"
-#include "attention_mma_kernels.cuh"
+#include "attention_launch.cuh"
 
 namespace {
 
+using db_attn::AttnKernel;
+using db_attn::kMaxSplits;
+
 constexpr int kMaxGroupChunk = 16;     /* query heads one block serves */
 constexpr int kMinSplitTokens = 256;   /* auto splits never cut finer: each split still streams
-                                          several tiles, so the pipeline and the combine pay off */
-constexpr int kMaxBatch = 65536;
+                                          several tiles, so the pipeline pays off and the merge
+                                          reads at most 1/32 of the bytes its splits read */
 constexpr int kMaxContext = 1 << 30;   /* keeps split * split_tokens + a tile inside int32 */
 constexpr float kLog2e = 1.4426950408889634f;
 
-/* ---- host side: validation, planning, dispatch ------------------------------------------------ */
+/* ---- host side: validation, planning, launch -------------------------------------------------- */
 
 int attn_log2(int x) {
   int s = 0;
@@ -39,52 +44,13 @@ int attn_log2(int x) {
   return s;
 }
 
-/* Heads per block for a group: the smallest template that holds it, 16 at most. */
-int attn_heads_per_block(int group) {
-  if (group <= 1) return 1;
-  if (group <= 2) return 2;
-  if (group <= 4) return 4;
-  if (group <= 8) return 8;
-  return kMaxGroupChunk;
-}
-
-int attn_tile_tokens(int head_dim) { return head_dim <= 64 ? 64 : (head_dim <= 128 ? 32 : 16); }
-
-/* The MMA kernel's tile (tokens), from its config: 64, or 32 for head dim 256. */
-int attn_mma_tile_tokens(int head_dim) { return head_dim >= 256 ? AttnMmaConfig<256, 8>::kTile : AttnMmaConfig<128, 8>::kTile; }
-
-/* The dynamic shared memory of an instantiation, without instantiating the kernel. */
-template <int D>
-size_t attn_smem_bytes_d(int gp) {
-  switch (gp) {
-    case 1: return AttnConfig<D, 1>::kSmemBytes;
-    case 2: return AttnConfig<D, 2>::kSmemBytes;
-    case 4: return AttnConfig<D, 4>::kSmemBytes;
-    case 8: return AttnConfig<D, 8>::kSmemBytes;
-    default: return AttnConfig<D, 16>::kSmemBytes;
-  }
-}
-size_t attn_smem_bytes(int head_dim, int gp) {
-  switch (head_dim) {
-    case 64: return attn_smem_bytes_d<64>(gp);
-    case 80: return attn_smem_bytes_d<80>(gp);
-    case 96: return attn_smem_bytes_d<96>(gp);
-    case 128: return attn_smem_bytes_d<128>(gp);
-    default: return attn_smem_bytes_d<256>(gp);
-  }
-}
-template <int D>
-size_t attn_mma_smem_bytes_d(int gp) {
-  return gp <= 8 ? AttnMmaConfig<D, 8>::kSmemBytes : AttnMmaConfig<D, 16>::kSmemBytes;
-}
-size_t attn_mma_smem_bytes(int head_dim, int gp) {
-  switch (head_dim) {
-    case 64: return attn_mma_smem_bytes_d<64>(gp);
-    case 80: return attn_mma_smem_bytes_d<80>(gp);
-    case 96: return attn_mma_smem_bytes_d<96>(gp);
-    case 128: return attn_mma_smem_bytes_d<128>(gp);
-    default: return attn_mma_smem_bytes_d<256>(gp);
-  }
+/* Heads per block for a group: the smallest SIMT instantiation that holds it, 16 at most; the MMA
+ * kernel pads to one or two n-tiles of 8. */
+int attn_heads_per_block(int variant, int group) {
+  if (variant == DB_ATTENTION_MMA) return group <= 8 ? 8 : kMaxGroupChunk;
+  int gp = 1;
+  while (gp < group && gp < kMaxGroupChunk) gp *= 2;
+  return gp;
 }
 
 bool attn_is_pow2(int x) { return x > 0 && (x & (x - 1)) == 0; }
@@ -95,12 +61,7 @@ int attn_validate_cache(const char *fn, const db_kv_cache &c, int32_t batch, int
     return db_fail(DB_ERR_UNSUPPORTED_SHAPE, "%s: cache dtype %d (%s) unsupported: want bf16 or fp16",
                    fn, c.dtype, db_dtype_name(c.dtype));
   if (c.kv_heads < 1) return db_fail(DB_ERR_INVALID_ARGUMENT, "%s: kv_heads %d must be >= 1", fn, c.kv_heads);
-  switch (c.head_dim) {
-    case 64: case 80: case 96: case 128: case 256: break;
-    default:
-      return db_fail(DB_ERR_UNSUPPORTED_SHAPE,
-                     "%s: head_dim %d unsupported (want 64, 80, 96, 128 or 256)", fn, c.head_dim);
-  }
+  DB_CHECK(DB_DISPATCH_HEAD_DIM(fn, c.head_dim, D, DB_OK));
   if (c.k == 0 || c.v == 0) return db_fail(DB_ERR_INVALID_ARGUMENT, "%s: null K or V cache", fn);
   if ((c.k | c.v) % 16 != 0)
     return db_fail(DB_ERR_INVALID_ARGUMENT, "%s: K and V caches must be 16-byte aligned", fn);
@@ -141,17 +102,49 @@ int attn_validate_cache(const char *fn, const db_kv_cache &c, int32_t batch, int
 /* What a validated call will launch. */
 struct AttnPlan {
   int variant; /* DB_ATTENTION_SIMT or DB_ATTENTION_MMA, never AUTO */
-  int gp, head_chunks, tile, num_splits, split_tokens;
-  size_t smem;
-  uint64_t workspace;
+  int gp, head_chunks, num_splits, split_tokens;
+  int blocks_per_sm; /* the kernel's occupancy on this device */
+  AttnKernel kernel;
+  dim3 grid;         /* (batch * kv_heads * head_chunks, num_splits) */
+  uint64_t workspace, ml_offset, counters_offset;
 };
+
+/*
+ * The split count of an automatic plan: the one whose launch is closest to whole waves. With
+ * `blocks` blocks a split, `slots` resident blocks on the card (occupancy x SMs) and `tiles` tiles
+ * of context, s splits of k = ceil(tiles / s) tiles run in ceil(blocks * s / slots) waves; a
+ * wave lasts about k tiles plus a block's fixed cost (the queries, the pipeline's first tile,
+ * the partials and the merge: kBlockOverheadTokens), the time of a memory-bound launch whose
+ * resident blocks share the card's bandwidth evenly. The plan takes the s of least time (a
+ * split count must beat the best so far by 2%: each split adds partials to write and merge), and
+ * never a split shorter than kMinSplitTokens (one split if the
+ * context is shorter). So a launch that already fills the card in whole waves stays one split, a
+ * small batch is cut until it fills one wave, and a batch of 1.3 waves is cut where four waves
+ * of shorter splits finish sooner.
+ */
+constexpr int kBlockOverheadTokens = 64; /* about 2 us of latency at a block's share of HBM on an
+                                            H200: a guess until a card measures it */
+int attn_auto_splits(int64_t blocks, int64_t slots, int max_context, int tile) {
+  const int64_t tiles = (max_context + tile - 1) / tile;
+  const int64_t most = std::min<int64_t>(kMaxSplits, max_context / kMinSplitTokens);
+  auto cost = [&](int64_t s, int64_t k) { return (blocks * s + slots - 1) / slots * (k * tile + kBlockOverheadTokens); };
+  int best = 1;
+  int64_t best_cost = cost(1, tiles);
+  for (int64_t s = 2; s <= most; ++s) {
+    const int64_t k = (tiles + s - 1) / s;
+    if ((tiles + k - 1) / k != s || k * tile < kMinSplitTokens) continue; /* rounding gives another s */
+    if (cost(s, k) * 50 < best_cost * 49) best = (int)s, best_cost = cost(s, k); /* 2% better */
+  }
+  return best;
+}
 
 /* Validates p and resolves its variant (AUTO) and split count (0 = auto) into plan; p is not
  * modified. */
-int attn_plan(const char *fn, const db_context *ctx, const db_attention_params *p, AttnPlan *plan) {
+int attn_plan(const char *fn, db_context *ctx, const db_attention_params *p, AttnPlan *plan) {
   if (p == nullptr) return db_fail(DB_ERR_INVALID_ARGUMENT, "%s: null params", fn);
-  if (p->batch < 1 || p->batch > kMaxBatch)
-    return db_fail(DB_ERR_INVALID_ARGUMENT, "%s: batch %d out of range 1..%d", fn, p->batch, kMaxBatch);
+  if (p->batch < 1 || p->batch > DB_MAX_BATCH)
+    return db_fail(DB_ERR_INVALID_ARGUMENT, "%s: batch %d out of range 1..%d (DB_MAX_BATCH)", fn, p->batch,
+                   DB_MAX_BATCH);
   if (p->q_heads < 1) return db_fail(DB_ERR_INVALID_ARGUMENT, "%s: q_heads %d must be >= 1", fn, p->q_heads);
   if (p->max_context < 1 || p->max_context > kMaxContext)
     return db_fail(DB_ERR_INVALID_ARGUMENT, "%s: max_context %d out of range 1..%d", fn, p->max_context,
@@ -177,107 +170,57 @@ int attn_plan(const char *fn, const db_context *ctx, const db_attention_params *
 
   const int group = p->q_heads / c.kv_heads;
   plan->variant = p->variant == DB_ATTENTION_AUTO ? DB_ATTENTION_SIMT : p->variant;
-  if (plan->variant == DB_ATTENTION_MMA) {
-    plan->gp = attn_mma_heads_per_block(group);
-    plan->tile = attn_mma_tile_tokens(c.head_dim);
-    plan->smem = attn_mma_smem_bytes(c.head_dim, plan->gp);
-  } else {
-    plan->gp = attn_heads_per_block(group);
-    plan->tile = attn_tile_tokens(c.head_dim);
-    plan->smem = attn_smem_bytes(c.head_dim, plan->gp);
-  }
+  plan->gp = attn_heads_per_block(plan->variant, group);
+  DB_CHECK(DB_DISPATCH_HEAD_DIM(fn, c.head_dim, D,
+                                db_attn::attn_kernel<D>(fn, plan->variant, c.dtype, plan->gp, &plan->kernel)));
+  const int tile = plan->kernel.tile;
   plan->head_chunks = (group + plan->gp - 1) / plan->gp;
-  if ((int64_t)plan->smem > ctx->smem_per_block_optin_bytes)
+  if ((int64_t)plan->kernel.smem > ctx->smem_per_block_optin_bytes)
     return db_fail(DB_ERR_UNSUPPORTED_SHAPE,
                    "%s: the %s kernel with head_dim %d and %d heads per block needs %zu bytes of "
                    "shared memory, the device gives %lld",
                    fn, plan->variant == DB_ATTENTION_MMA ? "mma" : "simt", c.head_dim, plan->gp,
-                   plan->smem, (long long)ctx->smem_per_block_optin_bytes);
+                   plan->kernel.smem, (long long)ctx->smem_per_block_optin_bytes);
   const int64_t blocks = (int64_t)p->batch * c.kv_heads * plan->head_chunks;
   if (blocks > INT32_MAX)
     return db_fail(DB_ERR_UNSUPPORTED_SHAPE, "%s: %lld blocks per split exceed the grid", fn, (long long)blocks);
+  DB_CHECK(plan->kernel.occupancy(ctx, &plan->blocks_per_sm));
 
   int splits = p->num_splits;
   if (splits == 0) {
-    /* About four blocks per SM (3 to 8 fit by registers and shared memory, see the top of
-     * attention_kernels.cuh), never a split shorter than kMinSplitTokens. */
-    const int64_t target = 4 * (int64_t)(ctx->sm_count > 0 ? ctx->sm_count : 1);
-    int64_t s = blocks >= target ? 1 : (target + blocks - 1) / blocks;
-    s = std::min<int64_t>(s, (p->max_context + kMinSplitTokens - 1) / kMinSplitTokens);
-    splits = (int)std::max<int64_t>(1, std::min<int64_t>(s, kMaxSplits));
+    const int64_t slots = (int64_t)plan->blocks_per_sm * (ctx->sm_count > 0 ? ctx->sm_count : 1);
+    splits = attn_auto_splits(blocks, slots, p->max_context, tile);
   }
   int64_t per_split = (p->max_context + splits - 1) / splits;
-  per_split = (per_split + plan->tile - 1) / plan->tile * plan->tile;
+  per_split = (per_split + tile - 1) / tile * tile;
   if (p->num_splits == 0) splits = (int)((p->max_context + per_split - 1) / per_split);
   plan->num_splits = splits;
   plan->split_tokens = (int)per_split;
-  plan->workspace = splits == 1 ? 0
-                                : (uint64_t)p->batch * p->q_heads * splits * (c.head_dim + 2) * 4;
+  plan->grid = dim3((unsigned)blocks, (unsigned)splits);
+  if (splits == 1) {
+    plan->workspace = plan->ml_offset = plan->counters_offset = 0;
+  } else {
+    const uint64_t partials = (uint64_t)p->batch * p->q_heads * splits;
+    plan->ml_offset = partials * c.head_dim * 4;
+    plan->counters_offset = plan->ml_offset + partials * 8;
+    plan->workspace = plan->counters_offset + (uint64_t)blocks * 8;
+  }
   return DB_OK;
 }
 
-/* Raises a kernel's dynamic shared memory limit once per device (the attribute is per device). */
-template <class... P>
-int attn_allow_smem(void (*kernel)(P...), std::atomic<uint64_t> &done, int device, size_t bytes,
-                    const char *name) {
-  if (bytes <= 48 * 1024) return DB_OK;
-  const uint64_t bit = device < 64 ? uint64_t(1) << device : 0;
-  if (bit != 0 && (done.load(std::memory_order_relaxed) & bit)) return DB_OK;
-  const cudaError_t e = cudaFuncSetAttribute(kernel, cudaFuncAttributeMaxDynamicSharedMemorySize, (int)bytes);
-  if (e != cudaSuccess) return db_fail_cuda(e, name);
-  done.fetch_or(bit, std::memory_order_relaxed);
-  return DB_OK;
-}
-
-template <class E, int D, int GP>
-int attn_launch(db_context *ctx, const AttnArgs &args, const AttnPlan &plan, int32_t batch, int32_t kv_heads) {
-  static std::atomic<uint64_t> smem_set{0};
-  auto kernel = attention_decode_kernel<E, D, GP>;
-  DB_CHECK(attn_allow_smem(kernel, smem_set, ctx->device, plan.smem,
-                           "cudaFuncSetAttribute(attention_decode_kernel, MaxDynamicSharedMemorySize)"));
-  const dim3 grid((unsigned)((int64_t)batch * kv_heads * plan.head_chunks), (unsigned)plan.num_splits);
-  return DB_LAUNCH((attention_decode_kernel<E, D, GP>), grid, dim3(kAttnThreads), plan.smem,
-                   ctx->stream, args);
-}
-
-template <class E, int D>
-int attn_dispatch_gp(db_context *ctx, const AttnArgs &args, const AttnPlan &plan, int32_t batch, int32_t kv_heads) {
-  switch (plan.gp) {
-    case 1: return attn_launch<E, D, 1>(ctx, args, plan, batch, kv_heads);
-    case 2: return attn_launch<E, D, 2>(ctx, args, plan, batch, kv_heads);
-    case 4: return attn_launch<E, D, 4>(ctx, args, plan, batch, kv_heads);
-    case 8: return attn_launch<E, D, 8>(ctx, args, plan, batch, kv_heads);
-    case 16: return attn_launch<E, D, 16>(ctx, args, plan, batch, kv_heads);
+/* The counters' tag for one call: never 0 (a zeroed counter, or one the last arrival reset) nor
+ * 0xffffffff (a workspace poisoned with 0xff bytes), distinct for 2^32 - 2 calls in a row. */
+uint32_t attn_next_epoch() {
+  static std::atomic<uint32_t> last{0};
+  for (;;) {
+    const uint32_t e = last.fetch_add(1, std::memory_order_relaxed) + 1;
+    if (e != 0 && e != 0xffffffffu) return e;
   }
-  return db_fail(DB_ERR_INTERNAL, "attention: no kernel for %d heads per block", plan.gp);
 }
 
-template <class E, int D, int GP>
-int attn_mma_launch(db_context *ctx, const AttnArgs &args, const AttnPlan &plan, int32_t batch,
-                    int32_t kv_heads) {
-  static std::atomic<uint64_t> smem_set{0};
-  auto kernel = attention_decode_mma_kernel<E, D, GP>;
-  DB_CHECK(attn_allow_smem(kernel, smem_set, ctx->device, plan.smem,
-                           "cudaFuncSetAttribute(attention_decode_mma_kernel, MaxDynamicSharedMemorySize)"));
-  const dim3 grid((unsigned)((int64_t)batch * kv_heads * plan.head_chunks), (unsigned)plan.num_splits);
-  return DB_LAUNCH((attention_decode_mma_kernel<E, D, GP>), grid, dim3(AttnMmaConfig<D, GP>::kThreads),
-                   plan.smem, ctx->stream, args);
-}
-
-template <class E, int D>
-int attn_dispatch(db_context *ctx, const AttnArgs &args, const AttnPlan &plan, int32_t batch, int32_t kv_heads) {
-  if (plan.variant != DB_ATTENTION_MMA) return attn_dispatch_gp<E, D>(ctx, args, plan, batch, kv_heads);
-  switch (plan.gp) {
-    case 8: return attn_mma_launch<E, D, 8>(ctx, args, plan, batch, kv_heads);
-    case 16: return attn_mma_launch<E, D, 16>(ctx, args, plan, batch, kv_heads);
-  }
-  return db_fail(DB_ERR_INTERNAL, "attention: no mma kernel for %d heads per block", plan.gp);
-}
-
-template <class E>
 int attn_run(db_context *ctx, const db_attention_params &p, const AttnPlan &plan) {
   const db_kv_cache &c = p.cache;
-  AttnArgs args;
+  db_attn::AttnArgs args;
   args.q = reinterpret_cast<const uint4 *>(p.q);
   args.out = reinterpret_cast<void *>(p.out);
   args.context_lens = reinterpret_cast<const int32_t *>(p.context_lens);
@@ -285,8 +228,9 @@ int attn_run(db_context *ctx, const db_attention_params &p, const AttnPlan &plan
   args.k = reinterpret_cast<const unsigned char *>(c.k);
   args.v = reinterpret_cast<const unsigned char *>(c.v);
   args.ws_acc = reinterpret_cast<float *>(p.workspace);
-  args.ws_ml = reinterpret_cast<float2 *>(
-      p.workspace + (uint64_t)p.batch * p.q_heads * plan.num_splits * c.head_dim * 4);
+  args.ws_ml = reinterpret_cast<float2 *>(p.workspace + plan.ml_offset);
+  args.ws_counters = reinterpret_cast<unsigned long long *>(p.workspace + plan.counters_offset);
+  args.epoch = attn_next_epoch();
   args.q_heads = p.q_heads;
   args.kv_heads = c.kv_heads;
   args.group = p.q_heads / c.kv_heads;
@@ -301,23 +245,39 @@ int attn_run(db_context *ctx, const db_attention_params &p, const AttnPlan &plan
   args.pages_per_seq = c.pages_per_seq;
   const float scale = p.scale > 0.0f ? p.scale : 1.0f / std::sqrt((float)c.head_dim);
   args.q_scale = scale * kLog2e;
+  return plan.kernel.launch(ctx, plan.grid, args);
+}
 
-  int status;
-  switch (c.head_dim) {
-    case 64: status = attn_dispatch<E, 64>(ctx, args, plan, p.batch, c.kv_heads); break;
-    case 80: status = attn_dispatch<E, 80>(ctx, args, plan, p.batch, c.kv_heads); break;
-    case 96: status = attn_dispatch<E, 96>(ctx, args, plan, p.batch, c.kv_heads); break;
-    case 128: status = attn_dispatch<E, 128>(ctx, args, plan, p.batch, c.kv_heads); break;
-    case 256: status = attn_dispatch<E, 256>(ctx, args, plan, p.batch, c.kv_heads); break;
-    default:
-      return db_fail(DB_ERR_UNSUPPORTED_SHAPE, "db_attention: head_dim %d unsupported", c.head_dim);
+/* ---- KV append -------------------------------------------------------------------------------- */
+
+using db_attn::AppendArgs;
+
+/* The row (in head_dim elements) of token t of KV head h, seq_head = b * kv_heads + h, or -1 for
+ * a page id outside the cache (that row is never touched); table is sequence b's row of the page
+ * table (paged only). The decode kernels do the same arithmetic in AttnTiles::issue. */
+DB_DEVICE long long kv_cache_row(const AppendArgs &a, const int32_t *table, int seq_head, int h, int t) {
+  if (a.paged) {
+    const int page = table[t >> a.page_shift];
+    if (page < 0 || page >= a.num_pages) return -1;
+    return (((long long)page * a.kv_heads + h) << a.page_shift) + (t & ((1 << a.page_shift) - 1));
   }
-  DB_CHECK(status);
-  if (plan.num_splits == 1) return DB_OK;
-  return DB_LAUNCH((attention_combine_kernel<E>), dim3((unsigned)((int64_t)p.batch * p.q_heads)),
-                   dim3(kCombineThreads), 0, ctx->stream, args.ws_acc,
-                   static_cast<const float2 *>(args.ws_ml), reinterpret_cast<E *>(p.out),
-                   (int)plan.num_splits, (int)c.head_dim);
+  return (long long)seq_head * a.capacity + t;
+}
+
+/* One thread per 16-byte chunk of each (sequence, KV head)'s new K and V rows. */
+__global__ void __launch_bounds__(256) kv_append_kernel(const AppendArgs a) {
+  const long long i = (long long)blockIdx.x * blockDim.x + threadIdx.x;
+  if (i >= (long long)a.batch * a.kv_heads * a.chunks) return;
+  const int c = (int)(i % a.chunks);
+  const int seq_head = (int)(i / a.chunks);
+  const int h = seq_head % a.kv_heads, b = seq_head / a.kv_heads;
+  const int pos = a.positions[b];
+  if (pos < 0 || pos >= (a.paged ? a.pages_per_seq << a.page_shift : a.capacity)) return;
+  const long long row =
+      kv_cache_row(a, a.paged ? a.page_table + (size_t)b * a.pages_per_seq : nullptr, seq_head, h, pos);
+  if (row < 0) return;
+  a.k[row * a.chunks + c] = a.k_new[i];
+  a.v[row * a.chunks + c] = a.v_new[i];
 }
 
 }  // namespace
@@ -335,6 +295,28 @@ extern "C" int db_attention_plan(db_context *ctx, db_attention_params *p, uint64
   });
 }
 
+extern "C" int db_attention_launches(db_context *ctx, const db_attention_params *p, db_launch_info *out,
+                                     int32_t max, int32_t *count) {
+  return db_guard("db_attention_launches", [&]() -> int {
+    DB_CHECK(db_enter(ctx));
+    if (count == nullptr) return db_fail(DB_ERR_INVALID_ARGUMENT, "db_attention_launches: null count");
+    AttnPlan plan;
+    DB_CHECK(attn_plan("db_attention_launches", ctx, p, &plan));
+    *count = 1; /* the decode kernel; the split merge runs inside it */
+    if (out == nullptr && max == 0) return DB_OK;
+    if (out == nullptr || max < *count)
+      return db_fail(DB_ERR_INVALID_ARGUMENT, "db_attention_launches: room for %d launches, the call makes %d",
+                     max, *count);
+    db_launch_info &l = out[0];
+    std::memset(&l, 0, sizeof l);
+    std::snprintf(l.kernel, sizeof l.kernel, "%s", plan.kernel.name);
+    l.grid_x = (int32_t)plan.grid.x, l.grid_y = (int32_t)plan.grid.y, l.grid_z = 1;
+    l.block_threads = plan.kernel.threads;
+    l.smem_bytes = (int32_t)plan.kernel.smem;
+    return DB_OK;
+  });
+}
+
 extern "C" int db_attention(db_context *ctx, const db_attention_params *p) {
   return db_guard("db_attention", [&]() -> int {
     DB_CHECK(db_enter(ctx));
@@ -347,8 +329,7 @@ extern "C" int db_attention(db_context *ctx, const db_attention_params *p) {
                      (unsigned long long)p->workspace_bytes, (unsigned long long)p->workspace);
     if (plan.workspace > 0 && p->workspace % 16 != 0)
       return db_fail(DB_ERR_INVALID_ARGUMENT, "db_attention: workspace must be 16-byte aligned");
-    if (p->cache.dtype == DB_DTYPE_BF16) return attn_run<__nv_bfloat16>(ctx, *p, plan);
-    return attn_run<__half>(ctx, *p, plan);
+    return attn_run(ctx, *p, plan);
   });
 }
 
@@ -356,8 +337,9 @@ extern "C" int db_kv_append(db_context *ctx, const db_kv_append_params *p) {
   return db_guard("db_kv_append", [&]() -> int {
     DB_CHECK(db_enter(ctx));
     if (p == nullptr) return db_fail(DB_ERR_INVALID_ARGUMENT, "db_kv_append: null params");
-    if (p->batch < 1 || p->batch > kMaxBatch)
-      return db_fail(DB_ERR_INVALID_ARGUMENT, "db_kv_append: batch %d out of range 1..%d", p->batch, kMaxBatch);
+    if (p->batch < 1 || p->batch > DB_MAX_BATCH)
+      return db_fail(DB_ERR_INVALID_ARGUMENT, "db_kv_append: batch %d out of range 1..%d (DB_MAX_BATCH)",
+                     p->batch, DB_MAX_BATCH);
     DB_CHECK(attn_validate_cache("db_kv_append", p->cache, p->batch, 1));
     if (p->k_new == 0 || p->v_new == 0 || p->positions == 0)
       return db_fail(DB_ERR_INVALID_ARGUMENT, "db_kv_append: null k_new, v_new or positions");

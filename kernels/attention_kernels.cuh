@@ -1,19 +1,21 @@
 /*
- * attention_kernels.cuh: the device side of decode attention: the split-KV decode kernel, the
- * log-sum-exp combine of its splits and the KV append, with their compile-time layouts and
- * argument structs. attention.cu validates, plans, dispatches and launches them.
+ * attention_kernels.cuh: the device side of decode attention that both decode kernels share (the
+ * argument struct, the block's prologue, the paged or contiguous tile loads, the split-KV
+ * epilogue with its fused merge) and the SIMT decode kernel. attention_mma_kernels.cuh holds the
+ * tensor-core decode kernel, attention_instance.cuh the host side of one head dim, attention.cu
+ * the validation, the planning and the KV append.
  *
- * Included by attention.cu only: like every kernel in kernels/, these live in an anonymous
- * namespace, so a second .cu file that included this header would compile its own copy.
+ * The kernel templates live in an anonymous namespace: each attention_d<D>.cu instantiates the
+ * head dim it is named for, and no two translation units instantiate the same kernel.
  *
- * The decode kernel: one block of 128 threads per (sequence, KV head, head chunk, split). A head
- * chunk is the whole query group of the KV head when the group has at most 16 heads (every GQA
- * model we know of: 1 for multi-head, 4 to 8 for Llama / Mistral / Qwen, 7 for Qwen2.5-7B), so
+ * The SIMT decode kernel: one block of 128 threads per (sequence, KV head, head chunk, split). A
+ * head chunk is the whole query group of the KV head when the group has at most 16 heads (every
+ * GQA model we know of: 1 for multi-head, 4 to 8 for Llama / Mistral / Qwen, 7 for Qwen2.5-7B), so
  * each K and V element is read from memory once per step; larger groups (multi-query with many
  * heads) run in chunks of 16 heads that read the same tiles, mostly from L2. Per tile of T tokens:
  *
  *   1. cp.async copies the next tile's K and V rows into shared memory (16-byte copies, two
- *      stages, so one tile is in flight while the block computes on the other);
+ *      stages, so one tile is in flight while the block computes on the other; AttnTiles);
  *   2. scores: thread (token, part) dots its token's K row with every head's query, over a slice
  *      of the head dim; the slices are summed in the softmax step;
  *   3. online softmax: one warp per head keeps the running max m and sum l (log2 domain: the
@@ -26,20 +28,23 @@
  * an LDS.128 land on distinct banks for every supported head dim (row strides of 36, 44, 52, 68
  * and 132 words).
  *
- * Split-KV: when batch * kv_heads * head_chunks blocks cannot fill the card, each sequence's
- * context is cut into num_splits chunks of split_tokens (a multiple of T) and every split writes
- * its unnormalised fp32 accumulator with its (m, l) to the workspace; attention_combine_kernel
- * merges them: out = sum_s 2^(m_s - M) acc_s / sum_s 2^(m_s - M) l_s with M the largest m of a
- * split that saw a token. Splits past a sequence's length see no token and contribute nothing.
+ * Split-KV, fused: when batch * kv_heads * head_chunks blocks cannot fill the card, each
+ * sequence's context is cut into num_splits chunks of split_tokens (a multiple of T). A sequence
+ * of len tokens has active = ceil(len / split_tokens) splits that see a token; the others exit at
+ * once. With one active split the block writes the normalised output itself. Otherwise every
+ * active split writes its unnormalised fp32 accumulator and (m, l) to the workspace and arrives
+ * at its (sequence, KV head, head chunk)'s counter (attn_arrive); the last to arrive merges all
+ * of them (attn_merge): out = sum_s 2^(m_s - M) acc_s / sum_s 2^(m_s - M) l_s, M = max_s m_s, in
+ * split order whatever the order of arrival, so the result is deterministic. No second kernel,
+ * and no launch waits for the slowest split of another sequence.
  *
  * Tile sizes are chosen on paper, not yet timed on a GPU: T = 64 tokens for
  * head dim 64, 32 for 80-128, 16 for 256, so one stage of K and V is 11-18 KiB and a block takes
- * 23-58 KiB of shared memory. With 156-188 registers for 8 or 16 heads (3 or 2 blocks per SM)
- * and 63-126 for fewer, an H100/H200 SM keeps about 35-70 KiB of KV in flight. The fp32
+ * 23-58 KiB of shared memory. ptxas registers and blocks per SM: kernels/README.md. The fp32
  * CUDA-core math does 2 * group FMAs per K or V element: for group 8 that is about as long as
  * the element's share of HBM time on an H200, so group 8 is at the edge of memory-bound; the
- * tensor-core variant (attention_mma_kernels.cuh, DB_ATTENTION_MMA) is the alternative, chosen
- * per call; AUTO picks this kernel until a card has timed both.
+ * tensor-core variant (DB_ATTENTION_MMA) is the alternative, chosen per call; AUTO picks this
+ * kernel until a card has timed both.
  */
 #ifndef DECODEBENCH_ATTENTION_KERNELS_CUH
 #define DECODEBENCH_ATTENTION_KERNELS_CUH
@@ -48,11 +53,44 @@
 
 #include "common.cuh"
 
+namespace db_attn {
+
+constexpr int kMaxSplits = 1024; /* db_attention_params.num_splits */
+constexpr int kMinPageTokens = 16; /* the smallest page (DB_KV_PAGED) */
+
+/* Everything a decode launch needs; passed by value. */
+struct AttnArgs {
+  const uint4 *q;           /* [batch, q_heads, D] */
+  void *out;                /* [batch, q_heads, D] */
+  const int32_t *context_lens;
+  const int32_t *page_table;
+  const unsigned char *k, *v; /* byte addresses of the caches */
+  float *ws_acc;            /* [batch * q_heads][num_splits][D] */
+  float2 *ws_ml;            /* [batch * q_heads][num_splits]: (m in log2 units, l) */
+  unsigned long long *ws_counters; /* [gridDim.x]: (epoch << 32) | arrivals, see attn_arrive */
+  uint32_t epoch;           /* this call's tag for the counters: never 0 or 0xffffffff */
+  int32_t q_heads, kv_heads, group, head_chunks;
+  int32_t max_context, num_splits, split_tokens;
+  int32_t paged, capacity, page_shift, num_pages, pages_per_seq;
+  float q_scale;            /* softmax scale * log2(e) */
+};
+
+struct AppendArgs {
+  const uint4 *k_new, *v_new; /* [batch, kv_heads, head_dim] */
+  uint4 *k, *v;
+  const int32_t *positions;
+  const int32_t *page_table;
+  int32_t batch, kv_heads, chunks; /* chunks = head_dim / 8 */
+  int32_t paged, capacity, page_shift, num_pages, pages_per_seq;
+};
+
+}  // namespace db_attn
+
 namespace {
 
-constexpr int kAttnThreads = 128;
-constexpr int kCombineThreads = 64;
-constexpr int kMaxSplits = 1024;       /* db_attention_params.num_splits */
+using db_attn::AppendArgs;
+using db_attn::AttnArgs;
+using db_attn::kMinPageTokens;
 
 DB_DEVICE int imin(int a, int b) { return a < b ? a : b; }
 DB_DEVICE int imax(int a, int b) { return a > b ? a : b; }
@@ -73,16 +111,324 @@ DB_DEVICE void attn_unpack8(const uint4 raw, float (&out)[8]) {
   out[4] = c.x, out[5] = c.y, out[6] = d.x, out[7] = d.y;
 }
 
-/* ---- the decode kernel ------------------------------------------------------------------------ */
+/* ---- the block's prologue (both decode kernels) ----------------------------------------------- */
 
-/* Compile-time layout of one (element type, head dim D, heads per block GP) instantiation. */
+/* Where a block sits: blockIdx.x = seq_head * head_chunks + head_chunk, blockIdx.y = split. */
+struct AttnBlock {
+  int split, seq_head, h, b;
+  int heads;  /* real query heads in this block (a partial last chunk has fewer than GP) */
+  int hq0;    /* its first query head */
+  int len;    /* the sequence's tokens, clamped to 0..max_context */
+  int active; /* splits of this sequence that see a token (1 for an empty sequence) */
+  int t_begin, t_end, ntiles;
+  const int32_t *table; /* the sequence's page-table row (paged) */
+};
+
+template <int GP, int Tile>
+DB_DEVICE AttnBlock attn_block(const AttnArgs &a) {
+  AttnBlock k;
+  k.split = blockIdx.y;
+  const int head_chunk = blockIdx.x % a.head_chunks;
+  k.seq_head = blockIdx.x / a.head_chunks; /* b * kv_heads + h */
+  k.h = k.seq_head % a.kv_heads, k.b = k.seq_head / a.kv_heads;
+  k.heads = imin(GP, a.group - head_chunk * GP);
+  k.hq0 = k.h * a.group + head_chunk * GP;
+  /* A length outside 0..max_context is the caller's bug; clamping keeps reads inside the cache. */
+  k.len = imax(0, imin(a.context_lens[k.b], a.max_context));
+  k.active = imax(1, imin(a.num_splits, (k.len + a.split_tokens - 1) / a.split_tokens));
+  k.t_begin = k.split * a.split_tokens;
+  k.t_end = imin(k.t_begin + a.split_tokens, k.len);
+  k.ntiles = k.t_end > k.t_begin ? (k.t_end - k.t_begin + Tile - 1) / Tile : 0;
+  k.table = a.paged ? a.page_table + (size_t)k.b * a.pages_per_seq : nullptr;
+  return k;
+}
+
+/* Each (head g < GP, 16-byte chunk c) of the block's queries, zero for padding heads, to
+ * store(g, c, raw). */
+template <int D, int GP, int Threads, class Store>
+DB_DEVICE void attn_load_queries(const AttnArgs &a, const AttnBlock &k, Store store) {
+  constexpr int kChunks = D / 8;
+  for (int i = threadIdx.x; i < GP * kChunks; i += Threads) {
+    const int g = i / kChunks, c = i % kChunks;
+    uint4 raw = make_uint4(0u, 0u, 0u, 0u);
+    if (g < k.heads) raw = db_ld_nc_v4(a.q + ((size_t)k.b * a.q_heads + k.hq0 + g) * kChunks + c);
+    store(g, c, raw);
+  }
+}
+
+/* ---- K and V tiles: two cp.async stages, page ids staged one tile ahead ----------------------- */
+
+/*
+ * The K and V rows of a tile go to shared memory with 16-byte cp.async copies (Tile * D / 8 of
+ * each, (Tile * D / 8) / Threads per thread, all issued back to back). For a paged cache the
+ * copies' addresses need the tile's page ids: those are loaded from the page table two tiles
+ * ahead into a register (fetch_pages), stored to shared memory at the end of the iteration
+ * (store_pages) and published by its closing barrier, so issuing a tile's copies never waits on
+ * a global load. A tile spans at most Tile / 16 pages (tiles start on multiples of Tile, pages
+ * are powers of two of at least 16 tokens). Rows past the tile's valid tokens (or behind a page
+ * id outside the cache) are not copied; their V rows are zeroed, since the MMA kernel multiplies
+ * p = 0 by them and 0 * NaN would be NaN.
+ */
+template <class E, int D, int Tile, int Threads>
+struct AttnTiles {
+  static constexpr int kChunks = D / 8;                /* 16-byte chunks per K or V row */
+  static constexpr int kRow = D + 8;                   /* shared row stride in elements: +16 bytes */
+  static constexpr int kMaxPages = Tile / kMinPageTokens > 0 ? Tile / kMinPageTokens : 1;
+  static constexpr int kCopies = Tile * kChunks;       /* of K, and of V, per tile */
+  static constexpr int kCopiesPerThread = (kCopies + Threads - 1) / Threads;
+  static constexpr size_t kTileElems = (size_t)Tile * kRow; /* one of K or V, one stage */
+  static constexpr size_t kBytes = 2 /*stages*/ * 2 /*K, V*/ * kTileElems * 2;
+  static constexpr size_t kPageBytes = 2 /*slots*/ * kMaxPages * 4;
+  static_assert(kMaxPages <= 32, "one warp fetches a tile's page ids");
+  static_assert((kRow * 2) % 16 == 0, "16-byte aligned shared rows");
+
+  E *kv_s;          /* [stage][K, V][Tile][kRow] */
+  int32_t *page_s;  /* [slot][kMaxPages]: page id, -1 outside the cache */
+
+  DB_DEVICE const E *k_tile(int stage) const { return kv_s + (size_t)stage * 2 * kTileElems; }
+  DB_DEVICE const E *v_tile(int stage) const { return k_tile(stage) + kTileElems; }
+
+  /* Thread p < kMaxPages: the id of page p of tile `it`, or -1 (past the split, or outside the
+   * cache). A global load whose value is needed only at store_pages. */
+  DB_DEVICE int fetch_pages(const AttnArgs &a, const AttnBlock &k, int it) const {
+    const int p = threadIdx.x;
+    if (!a.paged || p >= kMaxPages || it >= k.ntiles) return -1;
+    const int t = k.t_begin + it * Tile + (p << a.page_shift);
+    if (p > 0 && ((p << a.page_shift) >= Tile || t >= k.t_end)) return -1;
+    const int page = k.table[t >> a.page_shift];
+    return page >= 0 && page < a.num_pages ? page : -1;
+  }
+  DB_DEVICE void store_pages(int slot, int page) const {
+    if (threadIdx.x < kMaxPages) page_s[slot * kMaxPages + threadIdx.x] = page;
+  }
+
+  /* Issues tile `it`'s copies into `stage` (page ids from slot it & 1) and commits them. */
+  DB_DEVICE void issue(const AttnArgs &a, const AttnBlock &k, int it, int stage) const {
+    E *k_dst = kv_s + (size_t)stage * 2 * kTileElems;
+    E *v_dst = k_dst + kTileElems;
+    const int tile_start = k.t_begin + it * Tile;
+    const int n = imin(Tile, k.t_end - tile_start);
+    const int32_t *pages = page_s + (it & 1) * kMaxPages;
+    const int first_page = tile_start >> a.page_shift;
+    const long long seq_row = (long long)k.seq_head * a.capacity + tile_start;
+    /* All kCopiesPerThread copies unrolled, so they issue back to back; the thread index goes
+     * through an opaque move so that their addresses are recomputed each tile (a few integer ops
+     * a copy) instead of hoisted out of the tile loop, which cost 30 registers (126 -> 156 at
+     * head dim 128 with 4 heads: one block per SM fewer). */
+    const int tid = db_opaque(threadIdx.x);
+    DB_UNROLL
+    for (int j = 0; j < kCopiesPerThread; ++j) {
+      const int i = tid + j * Threads;
+      if (kCopies % Threads != 0 && i >= kCopies) break;
+      const int tok = i / kChunks, c = i % kChunks;
+      long long row = -1;
+      if (tok < n) {
+        if (a.paged) {
+          const int t = tile_start + tok;
+          const int page = pages[(t >> a.page_shift) - first_page];
+          if (page >= 0)
+            row = (((long long)page * a.kv_heads + k.h) << a.page_shift) + (t & ((1 << a.page_shift) - 1));
+        } else {
+          row = seq_row + tok;
+        }
+      }
+      if (row >= 0) {
+        const long long off = row * (D * 2) + c * 16;
+        db_cp_async_16(k_dst + tok * kRow + c * 8, a.k + off);
+        db_cp_async_16(v_dst + tok * kRow + c * 8, a.v + off);
+      } else {
+        *reinterpret_cast<uint4 *>(v_dst + tok * kRow + c * 8) = make_uint4(0u, 0u, 0u, 0u);
+      }
+    }
+    db_cp_async_commit();
+  }
+
+  /* Before the loop: the page ids of tiles 0 and 1, then tile 0's copies. The caller's first
+   * in-loop barrier publishes nothing new for issue(0): this function has its own. */
+  DB_DEVICE void start(const AttnArgs &a, const AttnBlock &k) const {
+    if (a.paged) {
+      store_pages(0, fetch_pages(a, k, 0));
+      store_pages(1, fetch_pages(a, k, 1));
+      __syncthreads();
+    }
+    issue(a, k, 0, 0);
+  }
+
+  /* At the top of iteration it: issues tile it + 1 and waits for tile it's own copies. */
+  DB_DEVICE void next(const AttnArgs &a, const AttnBlock &k, int it) const {
+    if (it + 1 < k.ntiles) {
+      issue(a, k, it + 1, (it + 1) & 1);
+      db_cp_async_wait<1>();
+    } else {
+      db_cp_async_wait<0>();
+    }
+  }
+};
+
+/* ---- the split epilogue and the fused merge (both decode kernels) ----------------------------- */
+
+/*
+ * Arrival at a (sequence, KV head, head chunk)'s counter; true for the last of `expected`.
+ * The counter is (epoch << 32) | arrivals. A value with another epoch (a zeroed or poisoned
+ * workspace, a call that died halfway, the previous call) counts as no arrival, so no memset is
+ * ever needed; the last arrival leaves 0, so a replay of the same launch (a CUDA graph, the same
+ * epoch) also starts from no arrival.
+ */
+DB_DEVICE bool attn_arrive(unsigned long long *counter, uint32_t epoch, int expected) {
+  unsigned long long seen = *reinterpret_cast<volatile unsigned long long *>(counter), assumed;
+  uint32_t arrived;
+  do {
+    assumed = seen;
+    arrived = (uint32_t)(assumed >> 32) == epoch ? (uint32_t)assumed + 1u : 1u;
+    const unsigned long long next =
+        arrived >= (uint32_t)expected ? 0ull : ((unsigned long long)epoch << 32) | arrived;
+    seen = atomicCAS(counter, assumed, next);
+  } while (seen != assumed);
+  return arrived >= (uint32_t)expected;
+}
+
+/* Vectors of V floats read through L2 (ld.global.cg): the partials of other blocks, which this
+ * SM's L1 may hold stale from an earlier call. */
+template <int V>
+struct AttnVec;
+template <>
+struct AttnVec<4> {
+  float4 x;
+  DB_DEVICE void load(const float *p) { x = db_ld_cg(reinterpret_cast<const float4 *>(p)); }
+  DB_DEVICE float operator[](int e) const { return e == 0 ? x.x : e == 1 ? x.y : e == 2 ? x.z : x.w; }
+};
+template <>
+struct AttnVec<2> {
+  float2 x;
+  DB_DEVICE void load(const float *p) { x = db_ld_cg(reinterpret_cast<const float2 *>(p)); }
+  DB_DEVICE float operator[](int e) const { return e == 0 ? x.x : x.y; }
+};
+template <>
+struct AttnVec<1> {
+  float x;
+  DB_DEVICE void load(const float *p) { x = db_ld_cg(p); }
+  DB_DEVICE float operator[](int) const { return x; }
+};
+
+/*
+ * The last split of a (sequence, KV head, head chunk) merges every active split's partials into
+ * out. M_s and inv_l_s are [GP] shared floats the caller no longer reads.
+ *
+ * 1. per head (warp w takes heads w, w + warps, ...; lane s takes splits s, s + 32, ...):
+ *    M = max_s m_s, L = sum_s 2^(m_s - M) l_s;
+ * 2. per output vector of V floats (V = 4 where the block's heads * D / 4 vectors keep every
+ *    thread busy, else 2 or 1, so no thread idles at one head): the splits in batches of kBatch
+ *    (16: 256 bytes of 16-byte loads a thread, 32 KiB a block, in flight),
+ *    each batch's kBatch partial vectors and m values loaded before the first is used (a batch
+ *    past the last split re-reads the last split with weight 0), summed in split order.
+ */
+template <class E, int D, int GP, int Threads>
+DB_DEVICE void attn_merge(const AttnArgs &a, const AttnBlock &k, float *M_s, float *inv_l_s) {
+  constexpr int kWarps = Threads / 32;
+  constexpr int kBatch = 16;
+  constexpr int V = GP * D / 4 >= Threads ? 4 : (GP * D / 2 >= Threads ? 2 : 1);
+  const int tid = threadIdx.x, lane = tid & 31, warp = tid >> 5;
+  const int splits = k.active;
+  const size_t row0 = (size_t)k.b * a.q_heads + k.hq0;
+
+  for (int g = warp; g < k.heads; g += kWarps) {
+    const float2 *ml = a.ws_ml + (row0 + g) * a.num_splits;
+    float m = -INFINITY;
+    for (int s = lane; s < splits; s += 32) m = fmaxf(m, db_ld_cg(ml + s).x);
+    m = attn_warp_max(m);
+    float l = 0.0f;
+    for (int s = lane; s < splits; s += 32) {
+      const float2 x = db_ld_cg(ml + s);
+      l += exp2f(x.x - m) * x.y;
+    }
+    l = db_warp_sum(l);
+    if (lane == 0) M_s[g] = m, inv_l_s[g] = l > 0.0f ? 1.0f / l : 0.0f;
+  }
+  __syncthreads(); /* M and 1/L of every head */
+
+  constexpr int kVecsPerHead = D / V;
+  for (int i = tid; i < k.heads * kVecsPerHead; i += Threads) {
+    const int g = i / kVecsPerHead, d = (i % kVecsPerHead) * V;
+    const float *acc = a.ws_acc + (row0 + g) * a.num_splits * D + d;
+    const float *m_of = reinterpret_cast<const float *>(a.ws_ml + (row0 + g) * a.num_splits);
+    const float M = M_s[g];
+    float o[V];
+    DB_UNROLL
+    for (int e = 0; e < V; ++e) o[e] = 0.0f;
+    for (int s0 = 0; s0 < splits; s0 += kBatch) {
+      AttnVec<V> x[kBatch];
+      float m[kBatch];
+      DB_UNROLL
+      for (int u = 0; u < kBatch; ++u) {
+        const int s = imin(s0 + u, splits - 1);
+        x[u].load(acc + (size_t)s * D);
+        m[u] = db_ld_cg(m_of + 2 * s);
+      }
+      DB_UNROLL
+      for (int u = 0; u < kBatch; ++u) {
+        const float w = s0 + u < splits ? exp2f(m[u] - M) : 0.0f;
+        DB_UNROLL
+        for (int e = 0; e < V; ++e) o[e] = fmaf(w, x[u][e], o[e]);
+      }
+    }
+    const float inv_l = inv_l_s[g];
+    E *dst = static_cast<E *>(a.out) + (row0 + g) * D + d;
+    DB_UNROLL
+    for (int e = 0; e < V; ++e) dst[e] = db_dtype<E>::from_float(o[e] * inv_l);
+  }
+}
+
+/*
+ * Both decode kernels end here. red_s is [Lanes][GP][D] fp32 partial sums of the block's
+ * unnormalised output (the token lanes or warps of the block), m_s and l_s the block's [GP]
+ * running max and sum. One active split: the normalised output. Otherwise this split's partials
+ * to the workspace, the arrival, and for the last arrival the merge (which reuses m_s and l_s).
+ */
+template <class E, int D, int GP, int Threads, int Lanes>
+DB_DEVICE void attn_finish(const AttnArgs &a, const AttnBlock &k, const float *red_s, float *m_s,
+                           float *l_s, int *last_s) {
+  const bool direct = k.active == 1;
+  for (int i = threadIdx.x; i < k.heads * D; i += Threads) {
+    const int g = i / D, d = i % D;
+    float o = 0.0f;
+    DB_UNROLL
+    for (int r = 0; r < Lanes; ++r) o += red_s[((size_t)r * GP + g) * D + d];
+    const size_t row = (size_t)k.b * a.q_heads + k.hq0 + g;
+    if (direct) {
+      const float l = l_s[g];
+      static_cast<E *>(a.out)[row * D + d] = db_dtype<E>::from_float(l > 0.0f ? o / l : 0.0f);
+    } else {
+      const size_t at = row * a.num_splits + k.split;
+      a.ws_acc[at * D + d] = o;
+      if (d == 0) a.ws_ml[at] = make_float2(m_s[g], l_s[g]);
+    }
+  }
+  if (direct) return;
+  /* Every writer fences its partials (device scope) before the barrier that lets thread 0
+   * arrive; the barrier also ends every read of m_s and l_s, which the merge overwrites. */
+  __threadfence();
+  __syncthreads();
+  if (threadIdx.x == 0) {
+    const bool last = attn_arrive(a.ws_counters + blockIdx.x, a.epoch, k.active);
+    if (last) __threadfence(); /* the other splits' partials are read after this */
+    *last_s = last;
+  }
+  __syncthreads();
+  if (!*last_s) return;
+  attn_merge<E, D, GP, Threads>(a, k, m_s, l_s);
+}
+
+/* ---- the SIMT decode kernel ------------------------------------------------------------------- */
+
+/* Compile-time layout of one (head dim D, heads per block GP) instantiation. */
 template <int D, int GP>
 struct AttnConfig {
-  static constexpr int kThreads = kAttnThreads;
+  static constexpr int kThreads = 128;
   static constexpr int kWarps = kThreads / 32;
-  static constexpr int kChunks = D / 8;  /* 16-byte chunks per K or V row */
   static constexpr int kTile = D <= 64 ? 64 : (D <= 128 ? 32 : 16);
-  static constexpr int kRow = D + 8;     /* shared row stride in elements: +16 bytes, see top */
+  using Tiles = AttnTiles<__half, D, kTile, kThreads>; /* sizes only: the same for both dtypes */
+  static constexpr int kChunks = D / 8;
+  static constexpr int kRow = Tiles::kRow;
   /* scores: thread (token, part); part p sums chunks p, p + kParts, ... */
   static constexpr int kParts = kThreads / kTile;
   /* softmax: warp w owns heads w, w + kWarps, ... */
@@ -95,53 +441,22 @@ struct AttnConfig {
   static constexpr int kPvThreads = kTokenLanes * kChunks * kHeadSlices;
 
   /* Shared memory (bytes; every region starts 16-byte aligned). */
-  static constexpr size_t kTileElems = (size_t)kTile * kRow;   /* one of K or V, one stage */
-  static constexpr size_t kKVBytes = 2 /*stages*/ * 2 /*K, V*/ * kTileElems * 2;
   static constexpr size_t kReduceBytes = (size_t)kTokenLanes * GP * D * 4; /* epilogue, reuses KV */
-  static constexpr size_t kBigBytes = kKVBytes > kReduceBytes ? kKVBytes : kReduceBytes;
+  static constexpr size_t kBigBytes = Tiles::kBytes > kReduceBytes ? Tiles::kBytes : kReduceBytes;
   static constexpr size_t kQOffset = kBigBytes;                                 /* [GP][D] f32 */
   static constexpr size_t kScoreOffset = kQOffset + (size_t)GP * D * 4;        /* [kParts][GP][kTile] */
   static constexpr size_t kProbOffset = kScoreOffset + (size_t)kParts * GP * kTile * 4; /* [kTile][GP] */
-  static constexpr size_t kStatOffset = kProbOffset + (size_t)kTile * GP * 4;  /* alpha, m, l [GP] */
-  static constexpr size_t kSmemBytes = kStatOffset + (size_t)3 * GP * 4;
+  static constexpr size_t kStatOffset = kProbOffset + (size_t)kTile * GP * 4;  /* alpha, m, l [GP], last */
+  static constexpr size_t kPageOffset = kStatOffset + ((size_t)3 * GP * 4 + 4 + 15) / 16 * 16;
+  static constexpr size_t kSmemBytes = kPageOffset + Tiles::kPageBytes;
 
   static_assert(D % 8 == 0, "head dim must be a whole number of 16-byte chunks");
   static_assert(kThreads % kTile == 0, "the score step maps threads onto whole tiles");
   static_assert(kTokenLanes >= 1, "P.V needs at least one thread per (chunk, head slice)");
   static_assert(GP % kHeadsPerThread == 0, "heads per block split evenly into slices");
-  static_assert((kRow * 2) % 16 == 0 && (kScoreOffset % 16) == 0 && (kProbOffset % 16) == 0 &&
-                    (kStatOffset % 16) == 0,
+  static_assert((kScoreOffset % 16) == 0 && (kProbOffset % 16) == 0 && (kStatOffset % 16) == 0,
                 "16-byte aligned shared regions");
 };
-
-/* Everything a decode launch needs; passed by value. */
-struct AttnArgs {
-  const uint4 *q;           /* [batch, q_heads, D] */
-  void *out;                /* [batch, q_heads, D] */
-  const int32_t *context_lens;
-  const int32_t *page_table;
-  const unsigned char *k, *v; /* byte addresses of the caches */
-  float *ws_acc;            /* [batch * q_heads][num_splits][D] */
-  float2 *ws_ml;            /* [batch * q_heads][num_splits]: (m in log2 units, l) */
-  int32_t q_heads, kv_heads, group, head_chunks;
-  int32_t max_context, num_splits, split_tokens;
-  int32_t paged, capacity, page_shift, num_pages, pages_per_seq;
-  float q_scale;            /* softmax scale * log2(e) */
-};
-
-/* The one definition of the two cache layouts, for the attention kernels and the append: the
- * row (in head_dim elements) of token t of KV head h, seq_head = b * kv_heads + h, or -1 for a
- * page id outside the cache (that row is never touched). table is sequence b's row of the page
- * table (paged only). Args is AttnArgs or AppendArgs. */
-template <class Args>
-DB_DEVICE long long kv_cache_row(const Args &a, const int32_t *table, int seq_head, int h, int t) {
-  if (a.paged) {
-    const int page = table[t >> a.page_shift];
-    if (page < 0 || page >= a.num_pages) return -1;
-    return (((long long)page * a.kv_heads + h) << a.page_shift) + (t & ((1 << a.page_shift) - 1));
-  }
-  return (long long)seq_head * a.capacity + t;
-}
 
 /* Minimum blocks per SM: without one, ptxas (nvcc 11.8, sm_80/sm_90) capped some
  * instantiations at 64 or 128 registers and spilled. 3 (a 168-register cap) holds every
@@ -152,11 +467,11 @@ template <int GP>
 constexpr int attn_min_blocks() { return GP >= 16 ? 2 : 3; }
 
 template <class E, int D, int GP>
-__global__ void __launch_bounds__(kAttnThreads, attn_min_blocks<GP>())
+__global__ void __launch_bounds__(AttnConfig<D, GP>::kThreads, attn_min_blocks<GP>())
     attention_decode_kernel(const AttnArgs a) {
   using C = AttnConfig<D, GP>;
+  using Tiles = AttnTiles<E, D, C::kTile, C::kThreads>;
   DB_EXTERN_SHARED(unsigned char, smem);
-  E *kv_s = reinterpret_cast<E *>(smem);                       /* [stage][K, V][kTile][kRow] */
   float *red_s = reinterpret_cast<float *>(smem);              /* epilogue: [lanes][GP][D] */
   float *q_s = reinterpret_cast<float *>(smem + C::kQOffset);
   float *score_s = reinterpret_cast<float *>(smem + C::kScoreOffset);
@@ -164,58 +479,23 @@ __global__ void __launch_bounds__(kAttnThreads, attn_min_blocks<GP>())
   float *alpha_s = reinterpret_cast<float *>(smem + C::kStatOffset);
   float *m_s = alpha_s + GP;
   float *l_s = m_s + GP;
+  int *last_s = reinterpret_cast<int *>(l_s + GP);
+  const Tiles tiles{reinterpret_cast<E *>(smem), reinterpret_cast<int32_t *>(smem + C::kPageOffset)};
 
+  const AttnBlock k = attn_block<GP, C::kTile>(a);
+  if (k.split >= k.active) return; /* past the sequence: no token, no partial */
   const int tid = threadIdx.x, lane = tid & 31, warp = tid >> 5;
-  const int split = blockIdx.y;
-  const int head_chunk = blockIdx.x % a.head_chunks;
-  const int seq_head = blockIdx.x / a.head_chunks; /* b * kv_heads + h */
-  const int h = seq_head % a.kv_heads, b = seq_head / a.kv_heads;
-  const int heads = imin(GP, a.group - head_chunk * GP); /* real heads in this block */
-  const int hq0 = h * a.group + head_chunk * GP;         /* its first query head */
 
-  /* A length outside 0..max_context is the caller's bug; clamping keeps reads inside the cache. */
-  const int len = imax(0, imin(a.context_lens[b], a.max_context));
-  const int t_begin = split * a.split_tokens;
-  const int t_end = imin(t_begin + a.split_tokens, len);
-  const int ntiles = t_end > t_begin ? (t_end - t_begin + C::kTile - 1) / C::kTile : 0;
-
-  /* Queries to shared memory as fp32, pre-scaled; the padding heads of a partial chunk get 0. */
-  for (int i = tid; i < GP * C::kChunks; i += C::kThreads) {
-    const int g = i / C::kChunks, c = i % C::kChunks;
-    float x[8] = {0, 0, 0, 0, 0, 0, 0, 0};
-    if (g < heads) {
-      attn_unpack8<E>(db_ld_nc_v4(a.q + ((size_t)b * a.q_heads + hq0 + g) * C::kChunks + c), x);
-      DB_UNROLL
-      for (int e = 0; e < 8; ++e) x[e] *= a.q_scale;
-    }
+  /* Queries to shared memory as fp32, pre-scaled. */
+  attn_load_queries<D, GP, C::kThreads>(a, k, [&](int g, int c, uint4 raw) {
+    float x[8];
+    attn_unpack8<E>(raw, x);
+    DB_UNROLL
+    for (int e = 0; e < 8; ++e) x[e] *= a.q_scale;
     float4 *dst = reinterpret_cast<float4 *>(q_s + g * D + c * 8);
     dst[0] = make_float4(x[0], x[1], x[2], x[3]);
     dst[1] = make_float4(x[4], x[5], x[6], x[7]);
-  }
-
-  /* Byte offset of token t's row of this KV head in either layout. A page id outside the cache
-   * gives -1: the row is not read (the output is then garbage, never a fault). */
-  const int32_t *table = a.paged ? a.page_table + (size_t)b * a.pages_per_seq : nullptr;
-  auto row_bytes = [&](int t) -> long long {
-    const long long row = kv_cache_row(a, table, seq_head, h, t);
-    return row < 0 ? -1 : row * (D * 2);
-  };
-  auto load_tile = [&](int tile_start, int stage) {
-    E *k_dst = kv_s + (size_t)stage * 2 * C::kTileElems;
-    E *v_dst = k_dst + C::kTileElems;
-    const int n = imin(C::kTile, t_end - tile_start);
-    for (int i = tid; i < C::kTile * C::kChunks; i += C::kThreads) {
-      const int tok = i / C::kChunks, c = i % C::kChunks;
-      if (tok < n) {
-        const long long off = row_bytes(tile_start + tok);
-        if (off >= 0) {
-          db_cp_async_16(k_dst + tok * C::kRow + c * 8, a.k + off + c * 16);
-          db_cp_async_16(v_dst + tok * C::kRow + c * 8, a.v + off + c * 16);
-        }
-      }
-    }
-    db_cp_async_commit();
-  };
+  });
 
   float m_r[C::kHeadsPerWarp], l_r[C::kHeadsPerWarp];
   DB_UNROLL
@@ -232,19 +512,14 @@ __global__ void __launch_bounds__(kAttnThreads, attn_min_blocks<GP>())
   const int pv_lane = tid / (C::kChunks * C::kHeadSlices);
   const bool pv_active = tid < C::kPvThreads;
 
-  if (ntiles > 0) load_tile(t_begin, 0);
-  for (int it = 0; it < ntiles; ++it) {
-    const int tile_start = t_begin + it * C::kTile;
-    const int n = imin(C::kTile, t_end - tile_start); /* valid tokens: a prefix of the tile */
-    if (it + 1 < ntiles) {
-      load_tile(tile_start + C::kTile, (it + 1) & 1);
-      db_cp_async_wait<1>();
-    } else {
-      db_cp_async_wait<0>();
-    }
+  if (k.ntiles > 0) tiles.start(a, k);
+  for (int it = 0; it < k.ntiles; ++it) {
+    const int n = imin(C::kTile, k.t_end - (k.t_begin + it * C::kTile)); /* valid tokens: a prefix */
+    tiles.next(a, k, it);
     __syncthreads(); /* this tile's rows (and, the first time, the queries) are visible */
-    const E *k_tile = kv_s + (size_t)(it & 1) * 2 * C::kTileElems;
-    const E *v_tile = k_tile + C::kTileElems;
+    const int next_pages = tiles.fetch_pages(a, k, it + 2);
+    const E *k_tile = tiles.k_tile(it & 1);
+    const E *v_tile = tiles.v_tile(it & 1);
 
     /* 2. partial scores over this thread's chunks of the head dim */
     if (qk_tok < n) {
@@ -342,11 +617,12 @@ __global__ void __launch_bounds__(kAttnThreads, attn_min_blocks<GP>())
           for (int e = 0; e < 8; ++e) acc[j][e] = fmaf(pj[j], vf[e], acc[j][e]);
       }
     }
-    __syncthreads(); /* the stage is read before the next iteration's copy overwrites it */
+    tiles.store_pages(it & 1, next_pages);
+    __syncthreads(); /* the stage is read before the next iteration's copy overwrites it; pages */
   }
 
-  /* Epilogue: sum the token lanes' accumulators through shared memory (the KV stages are free),
-   * then normalise (one split) or hand (acc, m, l) to the combine. */
+  /* Epilogue: the token lanes' accumulators to shared memory (the KV stages are free), the
+   * block's (m, l) beside them, then the split's output or partials. */
   DB_UNROLL
   for (int j = 0; j < C::kHeadsPerWarp; ++j) {
     const int g = warp + j * C::kWarps;
@@ -362,106 +638,7 @@ __global__ void __launch_bounds__(kAttnThreads, attn_min_blocks<GP>())
     }
   }
   __syncthreads();
-  for (int i = tid; i < heads * D; i += C::kThreads) {
-    const int g = i / D, d = i % D;
-    float o = 0.0f;
-    DB_UNROLL
-    for (int r = 0; r < C::kTokenLanes; ++r) o += red_s[((size_t)r * GP + g) * D + d];
-    const size_t row = (size_t)b * a.q_heads + hq0 + g;
-    if (a.num_splits == 1) {
-      const float l = l_s[g];
-      static_cast<E *>(a.out)[row * D + d] = db_dtype<E>::from_float(l > 0.0f ? o / l : 0.0f);
-    } else {
-      const size_t at = row * a.num_splits + split;
-      a.ws_acc[at * D + d] = o;
-      if (d == 0) a.ws_ml[at] = make_float2(m_s[g], l_s[g]);
-    }
-  }
-}
-
-/* ---- the split combine ------------------------------------------------------------------------ */
-
-template <bool Max>
-DB_DEVICE float attn_block_reduce(float v, float *scratch) {
-  v = Max ? attn_warp_max(v) : db_warp_sum(v);
-  const int lane = threadIdx.x & 31, warp = threadIdx.x >> 5;
-  if (lane == 0) scratch[warp] = v;
-  __syncthreads();
-  v = scratch[0];
-  for (int w = 1; w < (int)(blockDim.x >> 5); ++w) v = Max ? fmaxf(v, scratch[w]) : v + scratch[w];
-  __syncthreads(); /* scratch is reused by the next reduction */
-  return v;
-}
-
-/* One block per (sequence, query head): out = sum_s w_s acc_s / sum_s w_s l_s, w_s = 2^(m_s - M). */
-template <class E>
-__global__ void __launch_bounds__(kCombineThreads)
-    attention_combine_kernel(const float *ws_acc, const float2 *ws_ml, E *out, int num_splits,
-                             int head_dim) {
-  DB_SHARED(float, weight_s, kMaxSplits);
-  DB_SHARED(float, scratch, kCombineThreads / 32);
-  const size_t row = blockIdx.x;
-  const float2 *ml = ws_ml + row * num_splits;
-
-  float m = -INFINITY;
-  for (int s = threadIdx.x; s < num_splits; s += blockDim.x)
-    if (ml[s].y > 0.0f) m = fmaxf(m, ml[s].x);
-  m = attn_block_reduce<true>(m, scratch);
-  float l = 0.0f;
-  for (int s = threadIdx.x; s < num_splits; s += blockDim.x) {
-    const float2 x = ml[s];
-    const float w = x.y > 0.0f ? exp2f(x.x - m) : 0.0f; /* an empty split weighs nothing */
-    weight_s[s] = w;
-    l += w * x.y;
-  }
-  l = attn_block_reduce<false>(l, scratch); /* its barriers also publish weight_s */
-  const float inv_l = l > 0.0f ? 1.0f / l : 0.0f;
-
-  const float4 *acc = reinterpret_cast<const float4 *>(ws_acc + row * num_splits * head_dim);
-  const int quads = head_dim / 4;
-  for (int d4 = threadIdx.x; d4 < quads; d4 += blockDim.x) {
-    float4 o = make_float4(0.0f, 0.0f, 0.0f, 0.0f);
-    for (int s = 0; s < num_splits; ++s) {
-      const float w = weight_s[s];
-      if (w != 0.0f) { /* skipping also keeps a stale partial from turning 0 * x into NaN */
-        const float4 x = acc[(size_t)s * quads + d4];
-        o.x = fmaf(w, x.x, o.x), o.y = fmaf(w, x.y, o.y);
-        o.z = fmaf(w, x.z, o.z), o.w = fmaf(w, x.w, o.w);
-      }
-    }
-    E *dst = out + row * head_dim + d4 * 4;
-    dst[0] = db_dtype<E>::from_float(o.x * inv_l);
-    dst[1] = db_dtype<E>::from_float(o.y * inv_l);
-    dst[2] = db_dtype<E>::from_float(o.z * inv_l);
-    dst[3] = db_dtype<E>::from_float(o.w * inv_l);
-  }
-}
-
-/* ---- KV append -------------------------------------------------------------------------------- */
-
-struct AppendArgs {
-  const uint4 *k_new, *v_new; /* [batch, kv_heads, head_dim] */
-  uint4 *k, *v;
-  const int32_t *positions;
-  const int32_t *page_table;
-  int32_t batch, kv_heads, chunks; /* chunks = head_dim / 8 */
-  int32_t paged, capacity, page_shift, num_pages, pages_per_seq;
-};
-
-/* One thread per 16-byte chunk of each (sequence, KV head)'s new K and V rows. */
-__global__ void __launch_bounds__(256) kv_append_kernel(const AppendArgs a) {
-  const long long i = (long long)blockIdx.x * blockDim.x + threadIdx.x;
-  if (i >= (long long)a.batch * a.kv_heads * a.chunks) return;
-  const int c = (int)(i % a.chunks);
-  const int seq_head = (int)(i / a.chunks);
-  const int h = seq_head % a.kv_heads, b = seq_head / a.kv_heads;
-  const int pos = a.positions[b];
-  if (pos < 0 || pos >= (a.paged ? a.pages_per_seq << a.page_shift : a.capacity)) return;
-  const long long row =
-      kv_cache_row(a, a.paged ? a.page_table + (size_t)b * a.pages_per_seq : nullptr, seq_head, h, pos);
-  if (row < 0) return;
-  a.k[row * a.chunks + c] = a.k_new[i];
-  a.v[row * a.chunks + c] = a.v_new[i];
+  attn_finish<E, D, GP, C::kThreads, C::kTokenLanes>(a, k, red_s, m_s, l_s, last_s);
 }
 
 }  // namespace

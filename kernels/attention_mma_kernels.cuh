@@ -1,7 +1,8 @@
 /*
  * attention_mma_kernels.cuh: the tensor-core decode kernel (DB_ATTENTION_MMA). Same grid, same
- * arguments (AttnArgs), same split workspace as attention_decode_kernel, so the combine kernel
- * and the host planning are shared; attention.cu chooses between them.
+ * arguments (AttnArgs), same prologue, tile loads (AttnTiles) and split epilogue with its fused
+ * merge (attn_finish) as attention_decode_kernel (attention_kernels.cuh); attention.cu chooses
+ * between them.
  *
  * One block per (sequence, KV head, head chunk, split), kWarps warps. A head chunk is up to 16
  * query heads, padded to GP = 8 (one mma n-tile) or 16 (two); padding heads have zero queries
@@ -18,16 +19,17 @@
  *      accumulator columns are that lane's own heads, so the rescale needs no shuffle;
  *   3. P is rounded to the input dtype (as FlashAttention does; fp16 first scaled by 2^15 so
  *      that probabilities down to 2^-29 stay normal; the scale leaves at the end, exactly) and
- *      goes through 384 (8 heads) or 768 (16) bytes of per-warp shared memory from the accumulator layout to the B
- *      layout; l sums the unrounded fp32 probabilities;
+ *      goes through 384 (8 heads) or 768 (16) bytes of per-warp shared memory from the
+ *      accumulator layout to the B layout; l sums the unrounded fp32 probabilities;
  *   4. O^T[D x 8 heads] += V^T[D x 16 tokens] . P^T[16 tokens x 8 heads]: A = V read
  *      transposed with 16-bit shared loads (ldmatrix.trans would do it in one instruction
  *      but the emulator does not model it yet), fp32 accumulation in registers.
  *
  * Epilogue: the warps' (m, l, O) merge by log-sum-exp through shared memory (the KV stages are
- * free by then), then the block normalises (one split) or writes (acc, m, l) for the combine.
- * Rows of the last tile past the context are never copied: their scores are masked to -inf and
- * their V rows are zeroed, since p = 0 times a stale NaN would still be NaN.
+ * free by then), then attn_finish normalises (one active split) or writes the split's partials
+ * and, in the last split to arrive, merges them all. Rows of the last tile past the context are
+ * never copied: their scores are masked to -inf and their V rows are zeroed (AttnTiles), since
+ * p = 0 times a stale NaN would still be NaN.
  *
  * Work per K or V element: 2 * 8 * ceil(group / 8) MACs on the tensor core instead of
  * 2 * group fp32 FMAs, plus about 1/16 of a 16-bit shared load per element and head tile for
@@ -36,12 +38,7 @@
  *
  * Shapes: kWarps = 4 (64-token tiles, 39-76 KiB of shared memory) for head dims up to 128;
  * 2 warps (32-token tiles, 71-76 KiB) for 256, whose 4-warp tile would need 135 KiB and one
- * block per SM. ptxas registers per thread (nvcc 11.8, -O3, bf16 and fp16 alike, sm_80 / sm_90; no
- * spills; not yet measured on a card):
- *   GP 8:  D 64: 72/72   D 80: 85/86    D 96: 80/80    D 128: 89/89    D 256: 127/127
- *   GP 16: D 64: 93/94   D 80: 101/102  D 96: 111/113  D 128: 125/126  D 256: 201/199
- * so 3 blocks per SM fit by registers (the launch bounds ask for that, 2 for D 256 with 16 heads)
- * and by shared memory on an H100/H200 for D 128 (72 KiB a block with 8 heads).
+ * block per SM. ptxas registers and blocks per SM on sm_90: kernels/README.md ("Attention").
  */
 #ifndef DECODEBENCH_ATTENTION_MMA_KERNELS_CUH
 #define DECODEBENCH_ATTENTION_MMA_KERNELS_CUH
@@ -65,25 +62,24 @@ struct AttnMmaConfig {
   static constexpr int kPRow = 24;           /* P row stride (elements): 12 words, so the B loads
                                                 of 8 heads x 4 lanes are conflict-free */
 
+  using Tiles = AttnTiles<__half, D, kTile, kThreads>; /* sizes only: the same for both dtypes */
+  static_assert(Tiles::kRow == kRow, "the tiles' row stride is the one the fragment loads assume");
+
   /* Shared memory (bytes; every region starts 16-byte aligned). */
-  static constexpr size_t kTileElems = (size_t)kTile * kRow;
-  static constexpr size_t kKVBytes = 2 /*stages*/ * 2 /*K, V*/ * kTileElems * 2;
   static constexpr size_t kReduceBytes = (size_t)kWarps * GP * D * 4; /* epilogue, reuses KV */
-  static constexpr size_t kBigBytes = kKVBytes > kReduceBytes ? kKVBytes : kReduceBytes;
+  static constexpr size_t kBigBytes = Tiles::kBytes > kReduceBytes ? Tiles::kBytes : kReduceBytes;
   static constexpr size_t kQOffset = kBigBytes;                                  /* [GP][kRow] E */
   static constexpr size_t kPOffset = kQOffset + (size_t)GP * kRow * 2;          /* [warp][GP][kPRow] E */
   static constexpr size_t kStatOffset = kPOffset + (size_t)kWarps * GP * kPRow * 2;
-  /* per warp and head m, l and merge factor [3][kWarps][GP], then the block's M, L [2][GP] */
-  static constexpr size_t kSmemBytes = kStatOffset + (size_t)(3 * kWarps + 2) * GP * 4;
+  /* per warp and head m, l and merge factor [3][kWarps][GP], then the block's M, L [2][GP], last */
+  static constexpr size_t kPageOffset = kStatOffset + ((size_t)(3 * kWarps + 2) * GP * 4 + 4 + 15) / 16 * 16;
+  static constexpr size_t kSmemBytes = kPageOffset + Tiles::kPageBytes;
 
   static_assert(D % 16 == 0, "head dim must be a whole number of mma k-steps");
   static_assert(GP == 8 || GP == 16, "one or two n-tiles of 8 heads");
   static_assert((kQOffset % 16) == 0 && (kPOffset % 16) == 0 && (kStatOffset % 16) == 0,
                 "16-byte aligned shared regions");
 };
-
-/* Padded heads per block: 8, or 16 for groups of 9 and more (larger groups run in chunks). */
-constexpr int attn_mma_heads_per_block(int group) { return group <= 8 ? 8 : 16; }
 
 /* Minimum blocks per SM, for the register cap: every instantiation but one fits 3 blocks (168
  * registers) with room (at most 127, see the top); D 256 with 16 heads needs about 200 and gets
@@ -109,11 +105,11 @@ template <class E, int D, int GP>
 __global__ void __launch_bounds__(AttnMmaConfig<D, GP>::kThreads, attn_mma_min_blocks<D, GP>())
     attention_decode_mma_kernel(const AttnArgs a) {
   using C = AttnMmaConfig<D, GP>;
+  using Tiles = AttnTiles<E, D, C::kTile, C::kThreads>;
   DB_EXTERN_SHARED(unsigned char, smem);
   const int tid = threadIdx.x, lane = tid & 31, warp = tid >> 5;
   const int g8 = lane >> 2, t4 = lane & 3; /* mma groupID and threadID_in_group */
 
-  E *kv_s = reinterpret_cast<E *>(smem);                       /* [stage][K, V][kTile][kRow] */
   float *red_s = reinterpret_cast<float *>(smem);              /* epilogue: [warp][GP][D] */
   E *q_s = reinterpret_cast<E *>(smem + C::kQOffset);
   E *p_s = reinterpret_cast<E *>(smem + C::kPOffset) + (size_t)warp * GP * C::kPRow; /* [GP][kPRow] */
@@ -122,49 +118,16 @@ __global__ void __launch_bounds__(AttnMmaConfig<D, GP>::kThreads, attn_mma_min_b
   float *wf_s = wl_s + C::kWarps * GP;
   float *m_s = wf_s + C::kWarps * GP;                           /* [GP] */
   float *l_s = m_s + GP;
+  int *last_s = reinterpret_cast<int *>(l_s + GP);
+  const Tiles tiles{reinterpret_cast<E *>(smem), reinterpret_cast<int32_t *>(smem + C::kPageOffset)};
 
-  const int split = blockIdx.y;
-  const int head_chunk = blockIdx.x % a.head_chunks;
-  const int seq_head = blockIdx.x / a.head_chunks; /* b * kv_heads + h */
-  const int h = seq_head % a.kv_heads, b = seq_head / a.kv_heads;
-  const int heads = imin(GP, a.group - head_chunk * GP); /* real heads in this block */
-  const int hq0 = h * a.group + head_chunk * GP;
+  const AttnBlock k = attn_block<GP, C::kTile>(a);
+  if (k.split >= k.active) return; /* past the sequence: no token, no partial */
 
-  const int len = imax(0, imin(a.context_lens[b], a.max_context));
-  const int t_begin = split * a.split_tokens;
-  const int t_end = imin(t_begin + a.split_tokens, len);
-  const int ntiles = t_end > t_begin ? (t_end - t_begin + C::kTile - 1) / C::kTile : 0;
-
-  /* Queries to shared memory as they are (16-bit, exact); padding heads get 0. */
-  for (int i = tid; i < GP * C::kChunks; i += C::kThreads) {
-    const int g = i / C::kChunks, c = i % C::kChunks;
-    uint4 x = make_uint4(0u, 0u, 0u, 0u);
-    if (g < heads) x = db_ld_nc_v4(a.q + ((size_t)b * a.q_heads + hq0 + g) * C::kChunks + c);
-    *reinterpret_cast<uint4 *>(q_s + g * C::kRow + c * 8) = x;
-  }
-
-  /* Byte offset of token t's row, -1 for a page id outside the cache (as in the SIMT kernel). */
-  const int32_t *table = a.paged ? a.page_table + (size_t)b * a.pages_per_seq : nullptr;
-  auto row_bytes = [&](int t) -> long long {
-    const long long row = kv_cache_row(a, table, seq_head, h, t);
-    return row < 0 ? -1 : row * (D * 2);
-  };
-  auto load_tile = [&](int tile_start, int stage) {
-    E *k_dst = kv_s + (size_t)stage * 2 * C::kTileElems;
-    E *v_dst = k_dst + C::kTileElems;
-    const int n = imin(C::kTile, t_end - tile_start);
-    for (int i = tid; i < C::kTile * C::kChunks; i += C::kThreads) {
-      const int tok = i / C::kChunks, c = i % C::kChunks;
-      const long long off = tok < n ? row_bytes(tile_start + tok) : -1;
-      if (off >= 0) {
-        db_cp_async_16(k_dst + tok * C::kRow + c * 8, a.k + off + c * 16);
-        db_cp_async_16(v_dst + tok * C::kRow + c * 8, a.v + off + c * 16);
-      } else {
-        *reinterpret_cast<uint4 *>(v_dst + tok * C::kRow + c * 8) = make_uint4(0u, 0u, 0u, 0u);
-      }
-    }
-    db_cp_async_commit();
-  };
+  /* Queries to shared memory as they are (16-bit, exact). */
+  attn_load_queries<D, GP, C::kThreads>(a, k, [&](int g, int c, uint4 raw) {
+    *reinterpret_cast<uint4 *>(q_s + g * C::kRow + c * 8) = raw;
+  });
 
   /* Per lane: heads n * 8 + 2 * t4 + j (j = 0, 1) of each n-tile. */
   float m_r[C::kNT][2], l_r[C::kNT][2];
@@ -181,20 +144,14 @@ __global__ void __launch_bounds__(AttnMmaConfig<D, GP>::kThreads, attn_mma_min_b
   }
 
   const int row0 = warp * 16; /* this warp's first row of every tile */
-  if (ntiles > 0) load_tile(t_begin, 0);
-  for (int it = 0; it < ntiles; ++it) {
-    const int tile_start = t_begin + it * C::kTile;
-    const int valid = imin(C::kTile, t_end - tile_start) - row0; /* this warp's valid rows */
-    if (it + 1 < ntiles) {
-      load_tile(tile_start + C::kTile, (it + 1) & 1);
-      db_cp_async_wait<1>();
-    } else {
-      db_cp_async_wait<0>();
-    }
+  if (k.ntiles > 0) tiles.start(a, k);
+  for (int it = 0; it < k.ntiles; ++it) {
+    const int valid = imin(C::kTile, k.t_end - (k.t_begin + it * C::kTile)) - row0; /* this warp's rows */
+    tiles.next(a, k, it);
     __syncthreads(); /* this tile's rows (and, the first time, the queries) are visible */
-    const E *k_tile = kv_s + (size_t)(it & 1) * 2 * C::kTileElems + row0 * C::kRow;
-    const E *v_tile = k_tile + C::kTileElems;
-
+    const int next_pages = tiles.fetch_pages(a, k, it + 2);
+    const E *k_tile = tiles.k_tile(it & 1) + row0 * C::kRow;
+    const E *v_tile = tiles.v_tile(it & 1) + row0 * C::kRow;
     if (valid > 0) { /* warp-uniform */
       /* 1. S^T = K . Q^T */
       float s[C::kNT][4];
@@ -268,6 +225,7 @@ __global__ void __launch_bounds__(AttnMmaConfig<D, GP>::kThreads, attn_mma_min_b
         for (int n = 0; n < C::kNT; ++n) db_mma_m16n8k16<E>(o_acc[dt][n], va, pb[n]);
       }
     }
+    tiles.store_pages(it & 1, next_pages);
     __syncthreads(); /* the stage (and P) are read before the next iteration overwrites them */
   }
 
@@ -315,21 +273,7 @@ __global__ void __launch_bounds__(AttnMmaConfig<D, GP>::kThreads, attn_mma_min_b
       }
   }
   __syncthreads();
-  for (int i = tid; i < heads * D; i += C::kThreads) {
-    const int g = i / D, d = i % D;
-    float o = 0.0f;
-    DB_UNROLL
-    for (int w = 0; w < C::kWarps; ++w) o += red_s[((size_t)w * GP + g) * D + d];
-    const size_t row = (size_t)b * a.q_heads + hq0 + g;
-    if (a.num_splits == 1) {
-      const float l = l_s[g];
-      static_cast<E *>(a.out)[row * D + d] = db_dtype<E>::from_float(l > 0.0f ? o / l : 0.0f);
-    } else {
-      const size_t at = row * a.num_splits + split;
-      a.ws_acc[at * D + d] = o;
-      if (d == 0) a.ws_ml[at] = make_float2(m_s[g], l_s[g]);
-    }
-  }
+  attn_finish<E, D, GP, C::kThreads, C::kWarps>(a, k, red_s, m_s, l_s, last_s);
 }
 
 }  // namespace

@@ -444,4 +444,125 @@ DB_DEVICE void db_mma_m16n8k16<__half>(float (&acc)[4], const uint32_t (&a)[4],
   db_mma_m16n8k16_f16(acc, a, b);
 }
 
+/* ---- keeping values in loops ------------------------------------------------------------------ */
+
+/* db_opaque(x): x, through a move the compiler cannot see through, so that values computed from
+ * it inside a loop are not hoisted out of it (register pressure), nor folded. */
+#if DB_EMU
+inline unsigned db_opaque(unsigned x) { return x; }
+#else
+DB_DEVICE unsigned db_opaque(unsigned x) {
+  asm volatile("mov.b32 %0, %0;" : "+r"(x));
+  return x;
+}
+#endif
+
+/* ---- loads through L2 only (ld.global.cg): data other blocks of the same launch wrote --------- */
+
+/* A block that reads what blocks on other SMs wrote in this launch (after the fence and atomic
+ * that order them) must not hit a stale line in its own SM's L1: ld.global.cg caches in L2 only.
+ * The emulation's 16-byte version goes through db_ld_nc_v4, so it gets the same checks. */
+#if DB_EMU
+inline float db_ld_cg(const float *p) { return *p; }
+inline float2 db_ld_cg(const float2 *p) { return *p; }
+inline float4 db_ld_cg(const float4 *p) {
+  const uint4 u = db_ld_nc_v4(reinterpret_cast<const uint4 *>(p));
+  float4 f;
+  std::memcpy(&f, &u, sizeof f);
+  return f;
+}
+#else
+DB_DEVICE float db_ld_cg(const float *p) { return __ldcg(p); }
+DB_DEVICE float2 db_ld_cg(const float2 *p) { return __ldcg(p); }
+DB_DEVICE float4 db_ld_cg(const float4 *p) { return __ldcg(p); }
+#endif
+
+/* ---- dispatch: run-time sizes to template parameters, loud on the rest ------------------------ */
+
+/*
+ * DB_DISPATCH_HEAD_DIM(fn, head_dim, D, expr) evaluates the int expression expr with
+ * `constexpr int D` set to head_dim, for the head dims the attention kernels are compiled for;
+ * any other value returns DB_ERR_UNSUPPORTED_SHAPE with a message naming fn and the value.
+ * DB_DISPATCH_HEADS_PER_BLOCK(fn, gp, GP, expr) does the same for the heads one attention block
+ * serves. Both are expressions of type int (a status), in the manner of FlashInfer's
+ * DISPATCH_HEAD_DIM: the one place each list of compiled values is written.
+ */
+#define DB_DISPATCH_CASE_(VAR, VALUE, ...) \
+  case VALUE: {                            \
+    [[maybe_unused]] constexpr int VAR = VALUE; \
+    return __VA_ARGS__;                    \
+  }
+#define DB_DISPATCH_HEAD_DIM(fn, head_dim, D, ...)                                               \
+  [&]() -> int {                                                                                 \
+    switch (head_dim) {                                                                          \
+      DB_DISPATCH_CASE_(D, 64, __VA_ARGS__)                                                      \
+      DB_DISPATCH_CASE_(D, 80, __VA_ARGS__)                                                      \
+      DB_DISPATCH_CASE_(D, 96, __VA_ARGS__)                                                      \
+      DB_DISPATCH_CASE_(D, 128, __VA_ARGS__)                                                     \
+      DB_DISPATCH_CASE_(D, 256, __VA_ARGS__)                                                     \
+      default:                                                                                   \
+        return db_fail(DB_ERR_UNSUPPORTED_SHAPE, "%s: head_dim %d unsupported (want 64, 80, 96, " \
+                       "128 or 256)", fn, (int)(head_dim));                                      \
+    }                                                                                            \
+  }()
+#define DB_DISPATCH_HEADS_PER_BLOCK(fn, gp, GP, ...)                                          \
+  [&]() -> int {                                                                              \
+    switch (gp) {                                                                             \
+      DB_DISPATCH_CASE_(GP, 1, __VA_ARGS__)                                                   \
+      DB_DISPATCH_CASE_(GP, 2, __VA_ARGS__)                                                   \
+      DB_DISPATCH_CASE_(GP, 4, __VA_ARGS__)                                                   \
+      DB_DISPATCH_CASE_(GP, 8, __VA_ARGS__)                                                   \
+      DB_DISPATCH_CASE_(GP, 16, __VA_ARGS__)                                                  \
+      default:                                                                                \
+        return db_fail(DB_ERR_UNSUPPORTED_SHAPE, "%s: %d heads per block unsupported (want 1, " \
+                       "2, 4, 8 or 16)", fn, (int)(gp));                                      \
+    }                                                                                         \
+  }()
+
+/* ---- occupancy: resident blocks per SM of one kernel instantiation ---------------------------- */
+
+/* sm_90 (H100, H200) limits per SM, from the CUDA occupancy calculator's tables. */
+constexpr int kSm90RegistersPerSm = 65536;
+constexpr int kSm90RegisterAllocUnit = 256;        /* registers, per warp */
+constexpr int64_t kSm90SmemPerSm = 228 * 1024;     /* bytes, the largest carveout */
+constexpr int64_t kSm90SmemReservedPerBlock = 1024; /* bytes the runtime keeps per block */
+constexpr int kSm90ThreadsPerSm = 2048;
+constexpr int kSm90BlocksPerSm = 32;
+
+/* Blocks of `threads` threads with `registers` registers a thread and `smem` bytes of shared
+ * memory that one sm_90 SM keeps resident at once: the least of the register, shared-memory,
+ * thread and block limits. */
+inline int db_sm90_blocks_per_sm(int threads, int registers, int64_t smem) {
+  const int warps = (threads + 31) / 32;
+  const int per_warp = (registers * 32 + kSm90RegisterAllocUnit - 1) / kSm90RegisterAllocUnit *
+                       kSm90RegisterAllocUnit;
+  int blocks = kSm90BlocksPerSm;
+  blocks = std::min(blocks, kSm90ThreadsPerSm / (warps * 32));
+  if (per_warp > 0) blocks = std::min(blocks, kSm90RegistersPerSm / (per_warp * warps));
+  blocks = std::min<int64_t>(blocks, kSm90SmemPerSm / (smem + kSm90SmemReservedPerBlock));
+  return blocks;
+}
+
+/* Resident blocks per SM of `kernel` launched with `threads` threads and `smem` bytes of dynamic
+ * shared memory: on CUDA cudaOccupancyMaxActiveBlocksPerMultiprocessor for this device (its
+ * dynamic shared memory limit must already allow smem); under emulation the sm_90 answer from
+ * the kernel's sm_90 register count (ptxas's, which the caller knows), as the card would give. */
+template <class... P>
+int db_occupancy(void (*kernel)(P...), int threads, size_t smem, int sm90_registers, const char *name,
+                 int *blocks_per_sm) {
+#if DB_EMU
+  (void)kernel;
+  (void)name;
+  *blocks_per_sm = db_sm90_blocks_per_sm(threads, sm90_registers, (int64_t)smem);
+#else
+  (void)sm90_registers;
+  const cudaError_t e = cudaOccupancyMaxActiveBlocksPerMultiprocessor(blocks_per_sm, kernel, threads, smem);
+  if (e != cudaSuccess) return db_fail_cuda(e, name);
+#endif
+  if (*blocks_per_sm < 1)
+    return db_fail(DB_ERR_UNSUPPORTED_SHAPE, "%s: no block of %d threads and %zu bytes of shared memory fits an SM",
+                   name, threads, smem);
+  return DB_OK;
+}
+
 #endif /* DECODEBENCH_COMMON_CUH */

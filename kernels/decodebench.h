@@ -228,7 +228,7 @@ typedef struct {
   uint64_t workspace;     /* fp32 split partials; see db_attention_plan (0 when it needs none) */
   uint64_t workspace_bytes;
   db_kv_cache cache;
-  int32_t batch;          /* 1..65536 */
+  int32_t batch;          /* 1..DB_MAX_BATCH */
   int32_t q_heads;        /* a multiple of cache.kv_heads */
   int32_t max_context;    /* >= every context_lens[b]; at most the cache's tokens per sequence.
                              Plans the splits; the kernels clamp each length to it, so a wrong
@@ -239,21 +239,30 @@ typedef struct {
   int32_t variant;        /* DB_ATTENTION_*; AUTO is resolved and written back */
 } db_attention_params;
 
-/* Validates p, resolves variant where it is AUTO and num_splits where it is 0 (from the shape
- * and the device's SM count; written back with split_tokens), and gives the workspace the call needs: 0 for one split,
- * else batch * q_heads * num_splits * (head_dim + 2) * 4 bytes. Unsupported shapes return
- * DB_ERR_UNSUPPORTED_SHAPE and bad values DB_ERR_INVALID_ARGUMENT, with a message naming the
- * value. Device memory is not read: context_lens and page_table are the caller's to check. */
+/*
+ * Validates p, resolves variant where it is AUTO and num_splits where it is 0 (written back with
+ * split_tokens), and gives the workspace the call needs. Auto splits come from the shape, the
+ * device's SM count and the occupancy of the kernel the call launches (blocks per SM), so that
+ * the launch is as close to whole waves as the context allows, never under 256 tokens a split.
+ * Workspace: 0 for one split, else batch * q_heads * num_splits * (head_dim + 2) * 4 bytes of
+ * partials and 8 bytes per (sequence, KV head, block of up to 16 query heads) of counters. Its
+ * contents need no initialisation (every call tags the counters with its own epoch), and no two
+ * calls in flight at once may share it. Unsupported shapes return DB_ERR_UNSUPPORTED_SHAPE and
+ * bad values DB_ERR_INVALID_ARGUMENT, with a message naming the value. Device memory is not read:
+ * context_lens and page_table are the caller's to check.
+ */
 int db_attention_plan(db_context *ctx, db_attention_params *p, uint64_t *workspace_bytes);
-/* Runs the attention (planning it first if num_splits is 0). */
+/* Runs the attention (planning it first if num_splits is 0): one kernel launch, whose last split
+ * of each (sequence, KV head) merges the splits' partials. */
 int db_attention(db_context *ctx, const db_attention_params *p);
+
 
 typedef struct {
   uint64_t k_new, v_new;  /* [batch, kv_heads, head_dim], cache.dtype: each sequence's new token */
   uint64_t positions;     /* int32 [batch]: where each goes (its context length before the append);
                              positions outside the sequence's capacity are skipped */
   db_kv_cache cache;
-  int32_t batch;
+  int32_t batch;          /* 1..DB_MAX_BATCH */
 } db_kv_append_params;
 
 /* Writes each sequence's new K and V at its position, in either layout. */
@@ -267,7 +276,9 @@ typedef struct {
   int32_t block_threads;
   int32_t smem_bytes;        /* dynamic + static shared memory per block */
 } db_launch_info;
-/* Plans p (as db_*_plan does) and lists the kernel launches one call makes, in order. */
+/* Plans p (as db_*_plan does) and lists the kernel launches one call makes, in order. For
+ * attention: *count = 1 (the decode kernel); out may be NULL with max 0 to ask only the count;
+ * a max smaller than the count is DB_ERR_INVALID_ARGUMENT. cuBLAS's launches are not listed. */
 int db_linear_launches(db_context *ctx, const db_linear_params *p, db_launch_info *out,
                        int32_t max, int32_t *count);
 int db_attention_launches(db_context *ctx, const db_attention_params *p, db_launch_info *out,

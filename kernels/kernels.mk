@@ -65,10 +65,11 @@ $(LIBDIR)/libdecodebench_emu.so: $(EMU_OBJS) kernels/exports.map
 # emu_test_ucontext runs the same tests on the portable ucontext switch (aarch64 hosts use it).
 .PHONY: emu-test
 emu-test: $(KERNELS_BUILD)/emu/emu_test $(KERNELS_BUILD)/emu/emu_test_ucontext \
-          $(KERNELS_BUILD)/emu/linear_test
+          $(KERNELS_BUILD)/emu/linear_test $(KERNELS_BUILD)/emu/attention_plan_test
 	$(KERNELS_BUILD)/emu/emu_test
 	$(KERNELS_BUILD)/emu/emu_test_ucontext
 	$(KERNELS_BUILD)/emu/linear_test
+	$(KERNELS_BUILD)/emu/attention_plan_test
 
 # The same C++ tests and the Go kernel tests' correctness subset again under the emulator's hazard
 # modes (emu.h): thread order reversed, then shuffled, then blocks interleaved (several in flight,
@@ -92,6 +93,11 @@ emu-hazard-test: $(KERNELS_BUILD)/emu/emu_test $(KERNELS_BUILD)/emu/linear_test 
 
 $(KERNELS_BUILD)/emu/emu_test: kernels/emu/emu_test.cpp $(EMU_OBJS)
 	$(CXX) $(EMU_CXXFLAGS) -o $@ $< $(EMU_OBJS)
+
+# The attention planner with a 132-SM context (kernels/attention_plan_test.cpp); links the
+# objects, as emu_test does, to set the context's SM count.
+$(KERNELS_BUILD)/emu/attention_plan_test: kernels/attention_plan_test.cpp $(EMU_OBJS)
+	$(CXX) $(EMU_CXXFLAGS) -Ikernels -o $@ $< $(EMU_OBJS)
 
 EMU_UCONTEXT_OBJS := $(filter-out %/scheduler.o,$(EMU_OBJS)) $(KERNELS_BUILD)/emu/ucontext/scheduler.o
 $(KERNELS_BUILD)/emu/ucontext/scheduler.o: kernels/emu/scheduler.cpp $(KERNELS_DEPS)
@@ -136,21 +142,21 @@ kernels-check: $(KERNELS_CHECK) $(LIBDIR)/libdecodebench_cuda.so $(LIBDIR)/libde
 	  -json $(KERNELS_BUILD)/kernels-check.json -library $(LIBDIR)/libdecodebench_emu.so \
 	  $(KERNELS_CHECK_ARGS) $(CUDA_OBJS)
 
-KERNELS_SELFTEST_KEEP := $(filter-out %/linear.o,$(CUDA_OBJS))
+KERNELS_SELFTEST_KEEP := $(filter-out %/linear_gemv.o,$(CUDA_OBJS))
 kernels-check-selftest: $(KERNELS_CHECK) $(LIBDIR)/libdecodebench_cuda.so
 	@mkdir -p $(KERNELS_SELFTEST_DIR)
-	@sh kernels/plant-unroll1.sh kernels/linear.cu '$(KERNELS_SELFTEST_LOOP)' > $(KERNELS_SELFTEST_DIR)/linear.cu
+	@sh kernels/plant-unroll1.sh kernels/linear_gemv.cu '$(KERNELS_SELFTEST_LOOP)' > $(KERNELS_SELFTEST_DIR)/linear_gemv.cu
 	$(NVCC) -O3 -std=c++17 -Ikernels -gencode arch=compute_90,code=sm_90 -Xptxas -v $(NVCC_HOST_FLAGS) \
-	  -Xcompiler -fPIC -c $(KERNELS_SELFTEST_DIR)/linear.cu -o $(KERNELS_SELFTEST_DIR)/linear.o \
-	  > $(KERNELS_SELFTEST_DIR)/linear.ptxas.log 2>&1 || { cat $(KERNELS_SELFTEST_DIR)/linear.ptxas.log; exit 1; }
-	cat $(KERNELS_SELFTEST_KEEP:.o=.ptxas.log) $(KERNELS_SELFTEST_DIR)/linear.ptxas.log > $(KERNELS_SELFTEST_DIR)/ptxas.log
+	  -Xcompiler -fPIC -c $(KERNELS_SELFTEST_DIR)/linear_gemv.cu -o $(KERNELS_SELFTEST_DIR)/linear_gemv.o \
+	  > $(KERNELS_SELFTEST_DIR)/linear_gemv.ptxas.log 2>&1 || { cat $(KERNELS_SELFTEST_DIR)/linear_gemv.ptxas.log; exit 1; }
+	cat $(KERNELS_SELFTEST_KEEP:.o=.ptxas.log) $(KERNELS_SELFTEST_DIR)/linear_gemv.ptxas.log > $(KERNELS_SELFTEST_DIR)/ptxas.log
 	@set +e; $(KERNELS_CHECK) -manifest $(KERNELS_MANIFEST) -ptxas $(KERNELS_SELFTEST_DIR)/ptxas.log \
 	  -json $(KERNELS_SELFTEST_DIR)/kernels-check.json -library none \
-	  $(KERNELS_SELFTEST_KEEP) $(KERNELS_SELFTEST_DIR)/linear.o \
+	  $(KERNELS_SELFTEST_KEEP) $(KERNELS_SELFTEST_DIR)/linear_gemv.o \
 	  > $(KERNELS_SELFTEST_DIR)/gate.out 2>&1; rc=$$?; set -e; cat $(KERNELS_SELFTEST_DIR)/gate.out; \
 	if [ $$rc -ne 1 ]; then echo "kernels-check-selftest: FAIL: the gate exited $$rc on the planted regression, want 1"; exit 1; fi; \
-	if ! grep -q '^linear_gemv_kernel<__nv_bfloat16, 1> .* FAIL ' $(KERNELS_SELFTEST_DIR)/gate.out; then \
-	  echo "kernels-check-selftest: FAIL: the gate failed, but not on linear_gemv_kernel<__nv_bfloat16, 1>'s loop"; exit 1; fi; \
+	if ! grep -q '^linear_gemv_kernel<__nv_bfloat16, 1, true> .* FAIL ' $(KERNELS_SELFTEST_DIR)/gate.out; then \
+	  echo "kernels-check-selftest: FAIL: the gate failed, but not on linear_gemv_kernel<__nv_bfloat16, 1, true>'s loop"; exit 1; fi; \
 	if grep ' FAIL ' $(KERNELS_SELFTEST_DIR)/gate.out | grep -v '^linear_gemv_kernel<'; then \
 	  echo "kernels-check-selftest: FAIL: kernels the regression did not touch failed too (above)"; exit 1; fi; \
 	echo "kernels-check-selftest: ok: the gate fails on the planted regression (#pragma unroll 1 on the GEMV's load loop)"

@@ -292,7 +292,7 @@ func int32s(xs []int) []int32 {
 func verifyAttention(dev *cgo.Device, plan cgo.AttentionParams, outBuf, ws *cgo.Buffer, shape ref.AttentionShape,
 	dtype ref.DType, seeds ref.AttentionSeeds, table []int32, appended bool, seed uint64, every bool) Check {
 	c := checkOf(Verification{Tolerance: ref.AttentionTolerance(dtype)})
-	// The workspace is poisoned too: a partial the combine reads unwritten is NaN.
+	// The workspace is poisoned too: a partial the split merge reads unwritten is NaN.
 	got, reason := runPoisoned(dev, func() error { return dev.Attention(plan) }, outBuf, dtype, ws)
 	if reason != "" {
 		c.Reason = reason

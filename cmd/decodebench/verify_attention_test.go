@@ -19,6 +19,7 @@ type attentionCase struct {
 	dtype                           string
 	append                          bool
 	variant                         string // --variant; "" leaves it to the plan (auto)
+	scale                           string // --scale; "" leaves 1/sqrt(head dim)
 }
 
 func (c attentionCase) args() []string {
@@ -34,6 +35,9 @@ func (c attentionCase) args() []string {
 	}
 	if c.variant != "" {
 		args = append(args, "--variant", c.variant)
+	}
+	if c.scale != "" {
+		args = append(args, "--scale", c.scale)
 	}
 	return args
 }
@@ -76,6 +80,19 @@ var attentionMatrix = []attentionCase{
 	{desc: "7 splits", batch: 2, qHeads: 8, kvHeads: 2, headDim: 64, context: "37,200", splits: 7},
 	{desc: "64 splits of a 37-token context", batch: 1, qHeads: 8, kvHeads: 2, headDim: 64, context: "37", splits: 64},
 	{desc: "1024 splits", batch: 2, qHeads: 2, kvHeads: 1, headDim: 80, context: "3,130", pageSize: 16, splits: 1024},
+	// more than 32 splits that see a token (40 of 32 tokens: one tile of either kernel), so the
+	// fused merge's per-head reductions and batches of 16 go round more than once, under the
+	// hazard modes too; paged and contiguous, ragged
+	{desc: "40 active splits paged", batch: 2, qHeads: 4, kvHeads: 1, headDim: 256, context: "1280,700", pageSize: 16, splits: 40},
+	{desc: "40 active splits contiguous", batch: 2, qHeads: 2, kvHeads: 2, headDim: 256, context: "33,1280", splits: 40},
+
+	// a softmax scale that makes scores of several hundred (log2 units): exp2 of an unshifted
+	// score overflows fp32, so a kernel that forgets to subtract the running max gives inf/NaN
+	{desc: "large softmax scale", batch: 2, qHeads: 8, kvHeads: 2, headDim: 128, context: "100,33", scale: "40"},
+	{desc: "large softmax scale split 4", batch: 1, qHeads: 16, kvHeads: 2, headDim: 64, context: "300", pageSize: 32, splits: 4, scale: "60"},
+
+	// batches past 256 with tiny contexts (many blocks, many counters)
+	{desc: "batch 257 split 2", batch: 257, qHeads: 2, kvHeads: 1, headDim: 256, context: "20", pageSize: 16, splits: 2},
 
 	// append, then attention that must see the new token
 	{desc: "append contiguous", batch: 3, qHeads: 8, kvHeads: 2, headDim: 128, context: "1,17,40", append: true},

@@ -1,0 +1,5 @@
+/* attention_d64.cu: the decode attention kernels of head dim 64 (both dtypes, every heads-per-block
+ * count, SIMT and MMA), one translation unit per head dim so that make -j spreads the build. */
+#include "attention_instance.cuh"
+
+template int db_attn::attn_kernel<64>(const char *, int, int, int, db_attn::AttnKernel *);

@@ -1,0 +1,150 @@
+// attention_plan_test.cpp: the attention planner as an H200 would run it. The emulated context's
+// SM count is set to 132 by hand (the plan reads nothing else of the device but the shared
+// memory limit, which the emulator gives as sm_90's), so the plan, its occupancy figures (sm_90's,
+// from the kernels' ptxas registers) and db_attention_launches are the card's. Checks, at the
+// Llama-3-8B and -70B attention shapes (32 or 64 query heads, 8 KV heads, head dim 128), batch
+// 1 to 1024 and contexts 1k to 32k, both kernels:
+//   - one launch, named as cuobjdump names it, with the plan's grid, block and shared memory;
+//   - splits of at least 256 tokens (or one split) covering the context;
+//   - whole waves: under two waves, the launch fills at least 90% of its waves' slots, unless
+//     the context is too short to cut it finer (at most one split per 256 tokens);
+// and prints the predicted waves (make emu-test's log; kernels/README.md quotes it).
+#include <cmath>
+#include <cstdio>
+#include <cstdlib>
+#include <cstring>
+#include <string>
+
+#include "common.cuh"
+
+namespace {
+
+int g_failures = 0;
+
+#define EXPECT(cond, ...)                                          \
+  do {                                                             \
+    if (!(cond)) {                                                 \
+      ++g_failures;                                                \
+      std::printf("FAIL %s:%d: %s: ", __FILE__, __LINE__, #cond); \
+      std::printf(__VA_ARGS__);                                    \
+      std::printf("\n");                                           \
+    }                                                              \
+  } while (0)
+
+std::string last_error() {
+  char buf[1024];
+  db_last_error_message(buf, sizeof buf);
+  return buf;
+}
+
+db_attention_params llama_params(int q_heads, int batch, int context, int variant) {
+  db_attention_params p;
+  std::memset(&p, 0, sizeof p);
+  p.q = p.out = 0x100000; /* never read: the plan does not touch device memory */
+  p.context_lens = 0x200000;
+  p.cache.k = 0x300000, p.cache.v = 0x400000;
+  p.cache.layout = DB_KV_CONTIGUOUS;
+  p.cache.dtype = DB_DTYPE_BF16;
+  p.cache.kv_heads = 8;
+  p.cache.head_dim = 128;
+  p.cache.capacity = context;
+  p.batch = batch;
+  p.q_heads = q_heads;
+  p.max_context = context;
+  p.variant = variant;
+  return p;
+}
+
+}  // namespace
+
+int main() {
+  db_context *ctx = nullptr;
+  if (db_context_create(0, &ctx) != DB_OK) {
+    std::printf("FATAL: db_context_create: %s\n", last_error().c_str());
+    return 1;
+  }
+  ctx->sm_count = 132; /* an H200 */
+
+  std::printf("attention plan on 132 sm_90 SMs (predicted, not measured):\n");
+  std::printf("%-10s %-4s %5s %6s  %-58s %5s %4s %8s %6s %6s\n", "model", "kern", "batch", "ctx",
+              "kernel", "smem", "b/SM", "grid", "splits", "waves");
+  const struct {
+    const char *name;
+    int q_heads;
+  } models[] = {{"llama3-8b", 32}, {"llama3-70b", 64}};
+  for (const auto &m : models)
+    for (int variant : {DB_ATTENTION_SIMT, DB_ATTENTION_MMA})
+      for (int batch : {1, 16, 64, 256, 1024})
+        for (int context : {1024, 8192, 32768}) {
+          db_attention_params p = llama_params(m.q_heads, batch, context, variant);
+          uint64_t workspace = 0;
+          if (db_attention_plan(ctx, &p, &workspace) != DB_OK) {
+            EXPECT(false, "plan %s b%d c%d: %s", m.name, batch, context, last_error().c_str());
+            continue;
+          }
+          db_launch_info l[2];
+          int32_t count = -1;
+          if (db_attention_launches(ctx, &p, l, 2, &count) != DB_OK || count != 1) {
+            EXPECT(false, "launches %s b%d c%d: count %d, %s", m.name, batch, context, count,
+                   last_error().c_str());
+            continue;
+          }
+          const int gp = variant == DB_ATTENTION_MMA ? 8 : (m.q_heads / 8 <= 4 ? 4 : 8);
+          char want_name[128];
+          std::snprintf(want_name, sizeof want_name, "(anonymous namespace)::%s<__nv_bfloat16, 128, %d>",
+                        variant == DB_ATTENTION_MMA ? "attention_decode_mma_kernel" : "attention_decode_kernel", gp);
+          EXPECT(std::strcmp(l[0].kernel, want_name) == 0, "kernel %s, want %s", l[0].kernel, want_name);
+          EXPECT(l[0].grid_x == batch * 8 && l[0].grid_y == p.num_splits && l[0].grid_z == 1,
+                 "grid %d,%d,%d for batch %d, %d splits", l[0].grid_x, l[0].grid_y, l[0].grid_z, batch, p.num_splits);
+          EXPECT(l[0].block_threads == 128 && l[0].smem_bytes > 0 && l[0].smem_bytes < 227 * 1024,
+                 "block %d threads, %d bytes", l[0].block_threads, l[0].smem_bytes);
+          EXPECT((int64_t)p.num_splits * p.split_tokens >= context &&
+                     (p.num_splits == 1 || p.split_tokens >= 256),
+                 "%s b%d c%d: %d splits of %d tokens", m.name, batch, context, p.num_splits, p.split_tokens);
+          EXPECT((p.num_splits > 1) == (workspace > 0), "workspace %llu for %d splits",
+                 (unsigned long long)workspace, p.num_splits);
+
+          /* sm_90's blocks per SM for this kernel: what the emulated occupancy answered */
+          const int regs = variant == DB_ATTENTION_MMA ? 112 : (gp == 4 ? 126 : 168); /* ptxas, sm_90 */
+          const int per_sm = db_sm90_blocks_per_sm(l[0].block_threads, regs, l[0].smem_bytes);
+          const double slots = per_sm * 132.0;
+          const double blocks = (double)l[0].grid_x * l[0].grid_y;
+          const double waves = blocks / slots;
+          const double fill = blocks / (std::ceil(waves) * slots);
+          const bool finer_possible = p.num_splits < context / 256;
+          EXPECT(fill >= 0.9 || !finer_possible || waves >= 2,
+                 "%s %s b%d c%d: %d splits, %.2f waves (%.0f%% of the last wave's slots)", m.name,
+                 variant == DB_ATTENTION_MMA ? "mma" : "simt", batch, context, p.num_splits, waves, 100 * fill);
+          std::printf("%-10s %-4s %5d %6d  %-58s %5d %4d %8.0f %6d %6.2f\n", m.name,
+                      variant == DB_ATTENTION_MMA ? "mma" : "simt", batch, context, l[0].kernel,
+                      l[0].smem_bytes, per_sm, blocks, p.num_splits, waves);
+        }
+
+  /* the count alone; too little room is an error that says so */
+  {
+    db_attention_params p = llama_params(32, 1, 8192, DB_ATTENTION_AUTO);
+    int32_t count = -1;
+    EXPECT(db_attention_launches(ctx, &p, nullptr, 0, &count) == DB_OK && count == 1, "count %d", count);
+    db_launch_info l;
+    EXPECT(db_attention_launches(ctx, &p, &l, 0, &count) == DB_ERR_INVALID_ARGUMENT &&
+               last_error().find("room for 0 launches") != std::string::npos,
+           "max 0: %s", last_error().c_str());
+    p.batch = DB_MAX_BATCH + 1;
+    EXPECT(db_attention_launches(ctx, &p, &l, 1, &count) == DB_ERR_INVALID_ARGUMENT &&
+               last_error().find("batch 1025 out of range 1..1024") != std::string::npos,
+           "batch 1025: %s", last_error().c_str());
+    p.batch = 1;
+    p.cache.head_dim = 112;
+    EXPECT(db_attention_launches(ctx, &p, &l, 1, &count) == DB_ERR_UNSUPPORTED_SHAPE &&
+               last_error().find("head_dim 112 unsupported") != std::string::npos,
+           "head_dim 112: %s", last_error().c_str());
+  }
+
+  db_context_destroy(ctx);
+  if (g_failures) {
+    std::printf("attention_plan_test: %d failure(s)\n", g_failures);
+    return 1;
+  }
+  std::printf("attention_plan_test: ok\n");
+  return 0;
+}
