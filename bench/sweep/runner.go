@@ -347,9 +347,7 @@ func (s *state) launchBaseline() {
 	if lm, ok := s.Measurer.(LaunchMeasurer); ok {
 		l = lm.MeasureLaunch()
 	}
-	if l.Status != measure.StatusOK {
-		s.progress.Note("launch baseline " + l.Text())
-	}
+	s.progress.Note("launch baseline: " + l.Text())
 	s.Info.Launch = &l
 }
 
