@@ -204,6 +204,13 @@ func TestBenchProbe(t *testing.T) {
 		if code != 0 || !strings.Contains(stdout, "PROBE") || !strings.Contains(stdout, "datasheet: unknown") {
 			t.Errorf("%v: exit %d (%s):\n%s", args, code, msg, stdout)
 		}
+		// The tensor probe's rate is the mma.sync bf16 ceiling, never called the card's peak.
+		if hasMMA := args[2] != "read"; hasMMA != strings.Contains(stdout, "mma.sync bf16 ceiling (% DATASHEET: of the dense bf16 tensor rate)") {
+			t.Errorf("%v: the mma row's label:\n%s", args, stdout)
+		}
+		if !strings.Contains(stdout, "launch baseline: ") {
+			t.Errorf("%v: no launch baseline:\n%s", args, stdout)
+		}
 	}
 }
 
