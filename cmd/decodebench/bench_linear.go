@@ -193,7 +193,9 @@ func benchLinearAction(c *cli.Context) error {
 		s.say("peer %s: CUBLAS/OURS = %s median time / ours (> 1: ours is faster), both verified and timed the same way\n", peer, peer)
 		if peerNA = planPeer(s.dev, jobs, peer); peerNA != "" {
 			s.say("peer %s: n/a: %s\n", peer, peerNA)
-			fmt.Fprintf(s.stderr, "peer %s n/a: %s\n", peer, peerNA)
+			if s.settings.asJSON { // no table to say it: the records' peer_note and this line do
+				fmt.Fprintf(s.stderr, "peer %s n/a: %s\n", peer, peerNA)
+			}
 		}
 	}
 	header := fmt.Sprintf("%-16s %-26s %-12s %11s %7s %9s %7s %9s", "KERNEL", "SHAPE", "VARIANT", "MEDIAN", "SPREAD", "GB/s", "% READ", "TFLOP/s")

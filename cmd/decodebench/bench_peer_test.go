@@ -21,8 +21,8 @@ func TestBenchLinearPeerEmulatorIsNA(t *testing.T) {
 	if !strings.Contains(stdout, "CUBLAS/OURS") || !strings.Contains(stdout, "> 1: ours is faster") {
 		t.Errorf("the table lacks the ratio column or its direction:\n%s", stdout)
 	}
-	if n := strings.Count(stdout, "the emulator has none"); n != 1 {
-		t.Errorf("the reason the peer cannot run appears %d times on stdout, want once:\n%s", n, stdout)
+	if n := strings.Count(stdout+stderr, "the emulator has none"); n != 1 {
+		t.Errorf("the reason the peer cannot run appears %d times, want once:\n%s\n%s", n, stdout, stderr)
 	}
 	recs := readRecords(t, readFile(t, out))
 	if len(recs) != 2 {
