@@ -27,7 +27,7 @@ func benchLinearCommand() *cli.Command {
 			"[--variant auto|gemv|mma|tiled|cublas] [--peer cublas] [--backend auto|cuda|emu] [--out FILE.jsonl] [--json]\n\n   LIST syntax: " + axes.Syntax,
 		Description: "With --model, every distinct linear shape of one decode step (fused QKV, O, fused gate/up,\n" +
 			"down, LM head; routers and experts for a mixture of experts) at each batch size; a shape the\n" +
-			"kernels lack (quantized or fp8 weights, grouped experts) is listed as skipped, naming the kernel.\n" +
+			"kernels lack (quantized or fp8 weights, grouped linears) is listed as skipped, naming the kernel.\n" +
 			"The read probe runs first: % READ is the achieved bandwidth over that measured ceiling; then\n" +
 			"an empty kernel's launch-to-launch time (the launch baseline). --peer cublas also measures\n" +
 			"cuBLASLt on every shape, verified and timed the same way: CUBLAS/OURS = cuBLAS time / ours\n" +
@@ -116,10 +116,7 @@ func parseBenchLinear(c *cli.Context) (jobs []linearJob, modelName string, tp in
 			if k.Kind != model.KindLinear && k.Kind != model.KindLinearGrouped {
 				continue
 			}
-			missing := sweep.MissingKernel(k, shape)
-			if k.Kind == model.KindLinearGrouped && missing == "" {
-				missing = "grouped linear" // never timed as one plain linear of its shape
-			}
+			missing := sweep.MissingKernel(k, shape) // a grouped linear always lacks its kernel
 			key := [3]int{k.M, k.N, k.K}
 			if i, dup := seen[key]; dup && step[i].missing == missing {
 				step[i].name += "+" + k.Name
