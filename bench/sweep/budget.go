@@ -9,6 +9,7 @@ import (
 	"github.com/decodebench/decodebench/bench/measure"
 
 	"github.com/decodebench/decodebench/bench/timing"
+	"github.com/decodebench/decodebench/cgo"
 )
 
 // Budget is what --budget did to the sweep, as run.json records it.
@@ -33,7 +34,10 @@ type CostModel struct {
 	// ran, the datasheet's before. Zero: every call is taken to cost MinCallSeconds.
 	BytesPerSec, FLOPsPerSec float64
 	SetupSeconds             float64 // per measurement
-	Scale                    float64 // observed / estimated so far; 0 means 1
+	// Peer is the linear variant measured beside each of our linear kernels (Runner.Peer):
+	// its measurements count in the estimates too. LinearAuto: none.
+	Peer  cgo.LinearVariant
+	Scale float64 // observed / estimated so far; 0 means 1
 
 	observed, estimated float64
 }
@@ -93,8 +97,7 @@ func Plan(configs []Config, measured map[string]bool, cost *CostModel, limitSeco
 	for _, cfg := range configs {
 		newKernels := map[string]measure.Spec{}
 		var extra float64
-		for _, k := range cfg.Model.Kernels(cfg.Batch, cfg.Context) {
-			spec := SpecOf(k, cfg.Model)
+		for _, spec := range stepSpecs(cfg, cost.Peer) {
 			key := spec.Key()
 			if _, seen := newKernels[key]; measured[key] || planned[key] || seen {
 				continue
@@ -129,6 +132,7 @@ func (r *Runner) CheckBudget(configs []Config, prior Prior) error {
 	if r.Cost == nil {
 		r.Cost = &CostModel{SetupSeconds: DefaultSetupSeconds}
 	}
+	r.Cost.Peer = r.Peer
 	s := &state{Runner: r, done: map[string]bool{}}
 	measured := map[string]bool{}
 	for _, m := range prior.Kernels {

@@ -27,3 +27,6 @@ func (d DeviceMeasurer) Measure(s measure.Spec) measure.Outcome {
 
 // Healthy synchronizes the device: a lost CUDA context answers every call with its error.
 func (d DeviceMeasurer) Healthy() error { return d.Device.Synchronize() }
+
+// MeasureLaunch measures the launch baseline (see Launch) on the device.
+func (d DeviceMeasurer) MeasureLaunch() Launch { return MeasureLaunch(d.Device) }

@@ -44,6 +44,11 @@ type RunInfo struct {
 	Axes      Axes        `json:"axes"`
 	Method    Method      `json:"method"`
 	Budget    *Budget     `json:"budget,omitempty"`
+	// Launch is the launch baseline of the latest session: what one launch costs on this card.
+	Launch *Launch `json:"launch,omitempty"`
+	// Peer is the linear variant measured beside each of our linear kernels ("cublas"), or
+	// empty; its measurements are in kernels.jsonl under their own keys.
+	Peer string `json:"peer,omitempty"`
 	// Sessions lists every run and resume of this directory, the first one first.
 	Sessions []Session `json:"sessions"`
 }

@@ -2,6 +2,8 @@ package sweep
 
 import (
 	"encoding/json"
+	"fmt"
+	"slices"
 	"time"
 
 	"github.com/decodebench/decodebench/bench/measure"
@@ -22,6 +24,80 @@ func SpecOf(k model.Kernel, s model.Shape) measure.Spec {
 			Contexts: []int{k.Context}, DType: kernelDType(s.KVDType)}.Spec()
 	}
 	return measure.Spec{Kind: k.Kind}
+}
+
+// PeerSpec is the measurement of the peer variant (cuBLAS) beside a linear spec of ours: the
+// same shape and dtype, the peer's own split. ok is false for a spec that is not a linear one.
+func PeerSpec(s measure.Spec, peer cgo.LinearVariant) (measure.Spec, bool) {
+	if s.Kind != measure.KindLinear || s.Linear == nil || peer == cgo.LinearAuto {
+		return measure.Spec{}, false
+	}
+	l := *s.Linear
+	l.Variant, l.SplitK = peer, 0
+	return l.Spec(), true
+}
+
+// stepSpecs are the measurements one step needs, in launch order: each kernel's spec, and
+// after each linear one its peer's when peer is a variant (not LinearAuto).
+func stepSpecs(cfg Config, peer cgo.LinearVariant) []measure.Spec {
+	var specs []measure.Spec
+	for _, k := range cfg.Model.Kernels(cfg.Batch, cfg.Context) {
+		spec := SpecOf(k, cfg.Model)
+		specs = append(specs, spec)
+		if p, ok := PeerSpec(spec, peer); ok {
+			specs = append(specs, p)
+		}
+	}
+	return specs
+}
+
+// MissingKernel names what the kernel library lacks to run k of shape s, "" when it has the
+// kernel: a variant (model.Kernel.Variant: MLA attention, attention with sinks, a grouped
+// linear, a linear with quantized weights), or a linear or attention of a weight or KV dtype
+// the kernels do not take (KernelDTypes). A step with such a kernel is skipped naming it, and
+// `bench linear` and `bench attention` skip the kernel itself: timing an mxfp4 or fp8 linear as
+// a bf16 one, or an MLA model's attention as grouped-query attention, would time another model.
+func MissingKernel(k model.Kernel, s model.Shape) string {
+	if v := k.Variant(); v != "" {
+		return v
+	}
+	switch k.Kind {
+	case model.KindLinear, model.KindLinearGrouped:
+		if !slices.Contains(KernelDTypes, s.WeightDType) {
+			return fmt.Sprintf("linear with %s weights", s.WeightDType)
+		}
+	case model.KindAttention:
+		if !slices.Contains(KernelDTypes, s.KVDType) {
+			return fmt.Sprintf("attention over a %s KV cache", s.KVDType)
+		}
+	}
+	return ""
+}
+
+// MissingKernels says why the library cannot run a step made of kernels, "" when it can:
+// "the kernel library has no kernel yet for linear with mxfp4 weights (gate_up_proj,
+// down_proj);", each missing kernel once with the calls that need it.
+func MissingKernels(kernels []model.Kernel, s model.Shape) string {
+	var missing []string
+	callsOf := map[string]string{}
+	for _, k := range kernels {
+		v := MissingKernel(k, s)
+		switch {
+		case v == "":
+		case callsOf[v] == "":
+			missing, callsOf[v] = append(missing, v), k.Name
+		default:
+			callsOf[v] += ", " + k.Name
+		}
+	}
+	if len(missing) == 0 {
+		return ""
+	}
+	why := "the kernel library has no kernel yet for"
+	for _, v := range missing {
+		why += " " + v + " (" + callsOf[v] + ");"
+	}
+	return why
 }
 
 // kernelDType is the cgo element type of a model dtype the kernels take (-1 for another).
@@ -93,4 +169,10 @@ type Measurer interface {
 	// Healthy reports whether the device still works after a failure; an error means the
 	// CUDA context is lost and the sweep must stop.
 	Healthy() error
+}
+
+// LaunchMeasurer is a Measurer that also measures the launch baseline; the sweep records it in
+// run.json once per session. A Measurer without it leaves the baseline "not measured".
+type LaunchMeasurer interface {
+	MeasureLaunch() Launch
 }

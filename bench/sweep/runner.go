@@ -12,6 +12,7 @@ import (
 
 	"github.com/decodebench/decodebench/bench/roofline"
 	"github.com/decodebench/decodebench/bench/telemetry"
+	"github.com/decodebench/decodebench/cgo"
 )
 
 // Progress hears what a sweep is doing; the command line draws a bar or prints lines. Every
@@ -46,7 +47,11 @@ type Runner struct {
 	// RetryFailed measures again the configurations and kernels a resumed directory has as
 	// failed; otherwise they count as done.
 	RetryFailed bool
-	Now         func() time.Time // nil: time.Now
+	// Peer is the linear variant measured beside every linear kernel of ours (cgo.LinearCUBLAS
+	// for `--peer cublas`), under its own key in kernels.jsonl; the steps are composed of our
+	// kernels only. LinearAuto (0): no peer.
+	Peer cgo.LinearVariant
+	Now  func() time.Time // nil: time.Now
 }
 
 // Result sums up a sweep.
@@ -80,6 +85,7 @@ func (r *Runner) Run(ctx context.Context, configs []Config, prior Prior) (Result
 	if r.Cost == nil {
 		r.Cost = &CostModel{SetupSeconds: DefaultSetupSeconds}
 	}
+	r.Cost.Peer = r.Peer
 	progress := r.Progress
 	if progress == nil {
 		progress = silent{}
@@ -126,6 +132,7 @@ func (s *state) run(ctx context.Context, configs []Config) (Result, error) {
 	if err := s.probes(ctx); err != nil || s.result.Interrupted || s.result.DeviceLost != nil {
 		return s.result, s.finish(err)
 	}
+	s.launchBaseline()
 
 	// Steps that cannot fit in the card's memory are recorded as skipped before anything is
 	// allocated; they cost nothing and are never dropped by the budget.
@@ -202,23 +209,34 @@ func (s *state) config(ctx context.Context, cfg Config, done, total int, rest []
 	var wall float64
 	for _, k := range cfg.Model.Kernels(cfg.Batch, cfg.Context) {
 		spec := SpecOf(k, cfg.Model)
-		key := spec.Key()
-		if m, ok := s.cache[key]; ok {
-			if m.OK() {
-				continue
+		what := fmt.Sprintf("%s B=%d S=%d: %s", cfg.Model.Name, cfg.Batch, cfg.Context, k.Name)
+		m, ok := s.cache[spec.Key()]
+		if !ok {
+			if ctx.Err() != nil {
+				s.result.Interrupted = true
+				return rec, true, nil
 			}
-			break // the step already has a failed or skipped kernel
+			s.progress.Measuring(done, total, what, s.eta(rest))
+			if m, err = s.measure(spec); err != nil {
+				return rec, false, err
+			}
+			wall += m.WallSeconds
 		}
-		if ctx.Err() != nil {
-			s.result.Interrupted = true
-			return rec, true, nil
+		// The peer beside ours, under its own key: a resume measures it where it is missing.
+		if peer, isLinear := PeerSpec(spec, s.Peer); isLinear && m.Status != measure.StatusSkipped && s.result.DeviceLost == nil {
+			if _, have := s.cache[peer.Key()]; !have {
+				if ctx.Err() != nil {
+					s.result.Interrupted = true
+					return rec, true, nil
+				}
+				s.progress.Measuring(done, total, what+" ("+s.Peer.String()+" peer)", s.eta(rest))
+				pm, err := s.measure(peer)
+				if err != nil {
+					return rec, false, err
+				}
+				wall += pm.WallSeconds
+			}
 		}
-		s.progress.Measuring(done, total, fmt.Sprintf("%s B=%d S=%d: %s", cfg.Model.Name, cfg.Batch, cfg.Context, k.Name), s.eta(rest))
-		m, err := s.measure(spec)
-		if err != nil {
-			return rec, false, err
-		}
-		wall += m.WallSeconds
 		if !m.OK() {
 			break // the step fails or is skipped; its other kernels wait for a step that needs them
 		}
@@ -322,6 +340,17 @@ func (s *state) probes(ctx context.Context) error {
 	return s.saveInfo(StateRunning, "")
 }
 
+// launchBaseline measures what one launch costs (an empty kernel's launch-to-launch time) once
+// per session and records it in run.json; a measurer that cannot says so there.
+func (s *state) launchBaseline() {
+	l := Launch{Status: measure.StatusSkipped, Reason: "not measured: this sweep's measurer has no empty kernel to launch", Method: LaunchMethod}
+	if lm, ok := s.Measurer.(LaunchMeasurer); ok {
+		l = lm.MeasureLaunch()
+	}
+	s.progress.Note("launch baseline: " + l.Text())
+	s.Info.Launch = &l
+}
+
 // useCeilingForCost predicts kernel times from the measured ceiling where it is known.
 func (s *state) useCeilingForCost() {
 	if bw := s.Ceilings.Measured.BandwidthBytesPerSec; bw > 0 {
@@ -339,22 +368,9 @@ func (s *state) useCeilingForCost() {
 // stepFits asks whether the library has the step's kernels and whether the weights and the
 // batch's KV caches fit in the card's memory.
 func (s *state) stepFits(cfg Config) (bool, string) {
-	// A kernel variant (model.Kernel.Variant) has no kernel in the library yet: the step is
-	// skipped, naming it, before anything is allocated; predict still models it.
-	var variants []string
-	kernelsOf := map[string]string{}
-	for _, k := range cfg.Model.Kernels(cfg.Batch, cfg.Context) {
-		if v := k.Variant(); v != "" && kernelsOf[v] == "" {
-			variants, kernelsOf[v] = append(variants, v), k.Name
-		} else if v != "" {
-			kernelsOf[v] += ", " + k.Name
-		}
-	}
-	if len(variants) > 0 {
-		why := "the kernel library has no kernel yet for"
-		for _, v := range variants {
-			why += " " + v + " (" + kernelsOf[v] + ");"
-		}
+	// A kernel the library lacks (MissingKernel): the step is skipped, naming it, before
+	// anything is allocated; predict still models it.
+	if why := MissingKernels(cfg.Model.Kernels(cfg.Batch, cfg.Context), cfg.Model); why != "" {
 		return false, why + " decodebench predict models this step"
 	}
 	if s.MemoryBytes <= 0 {

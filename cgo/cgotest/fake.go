@@ -38,7 +38,9 @@ func RemoveFakes() {
 // Defines (see the file): FAKE_BACKEND="cuda", FAKE_DEVICES=0, FAKE_ABI_VERSION=99,
 // FAKE_OMIT_KV_APPEND, FAKE_LINEAR_SKIP=i (leaves Y[i] unwritten), FAKE_LINEAR_BIAS=x (adds x
 // to every output), FAKE_PROBE_BUG (one wrong word or value per probe), FAKE_LAUNCHES (the
-// optional functions: launch lists of fixed geometry, the empty kernel). One build also takes
+// optional functions: launch lists of fixed geometry, the empty kernel), FAKE_NO_CUBLAS (the
+// cublas variant cannot plan), FAKE_CUBLAS_SLOWER=x (the timer reports x times its time after a
+// cublas call). One build also takes
 // faults at run time from FAKEKERNELS_FAULT (nan, unwritten, timer-nan, timer-zero,
 // timer-negative, timer-tiny) and a device name from FAKEKERNELS_NAME (see the file).
 func FakeLibrary(t testing.TB, name string, defines ...string) string {

@@ -10,6 +10,9 @@
  *   -DFAKE_LINEAR_BIAS=x                       a linear layer that adds x to every output
  *   -DFAKE_PROBE_BUG                           probes that get one word or value wrong
  *   -DFAKE_LAUNCHES                            the optional functions (launch lists, empty kernel)
+ *   -DFAKE_NO_CUBLAS                           the cublas variant's plan fails (no libcublasLt)
+ *   -DFAKE_CUBLAS_SLOWER=x                     the timer reports x times its time after a cublas
+ *                                              linear call (a peer x times slower than ours)
  * Faults chosen at run time by FAKEKERNELS_FAULT, so that one build serves a whole suite of
  * fault-injection tests (a subprocess or an in-process command reads it at each call):
  *   nan             the linear layer writes NaN to Y[0]
@@ -180,6 +183,9 @@ int db_fill_hash(db_context *ctx, uint64_t dptr, uint64_t count, int32_t dtype, 
   return DB_OK;
 }
 
+/* The variant of the last linear call, so that FAKE_CUBLAS_SLOWER can time the peer apart. */
+static int last_linear_variant = DB_LINEAR_AUTO;
+
 struct db_timer { int started, stopped; };
 int db_timer_create(db_context *ctx, db_timer **out) {
   (void)ctx;
@@ -196,6 +202,9 @@ int db_timer_stop(db_timer *t) {
 int db_timer_elapsed_ms(db_timer *t, float *ms) {
   if (!t->stopped) return fail(DB_ERR_INVALID_ARGUMENT, "timer not stopped");
   *ms = 0.25f;
+#ifdef FAKE_CUBLAS_SLOWER
+  if (last_linear_variant == DB_LINEAR_CUBLAS) *ms *= (float)(FAKE_CUBLAS_SLOWER);
+#endif
   if (fault("timer-nan")) *ms = NAN;
   if (fault("timer-zero")) *ms = 0;
   if (fault("timer-negative")) *ms = -0.25f;
@@ -209,6 +218,10 @@ int db_linear_plan(db_context *ctx, db_linear_params *p, uint64_t *workspace_byt
   if (p->n < 1) return fail(DB_ERR_UNSUPPORTED_SHAPE, "n=%d < 1", p->n);
   if (p->k < 8 || p->k % 8) return fail(DB_ERR_UNSUPPORTED_SHAPE, "k=%d is not a positive multiple of 8", p->k);
   if (p->dtype != DB_DTYPE_BF16 && p->dtype != DB_DTYPE_FP16) return fail(DB_ERR_INVALID_ARGUMENT, "dtype=%d", p->dtype);
+#ifdef FAKE_NO_CUBLAS
+  if (p->variant == DB_LINEAR_CUBLAS)
+    return fail(DB_ERR_UNSUPPORTED_SHAPE, "linear: variant cublas: libcublasLt.so.12 not found (fake)");
+#endif
   if (p->variant == DB_LINEAR_AUTO) p->variant = p->batch <= 8 ? DB_LINEAR_GEMV : DB_LINEAR_MMA;
   if (p->split_k == 0) p->split_k = p->variant == DB_LINEAR_GEMV && p->k >= 64 ? 2 : 1;
   *workspace_bytes = p->split_k > 1 ? (uint64_t)p->split_k * p->batch * p->n * 4 : 0;
@@ -220,6 +233,7 @@ int db_linear(db_context *ctx, const db_linear_params *in) {
   int st = db_linear_plan(ctx, &p, &ws);
   if (st) return st;
   if (p.workspace_bytes < ws) return fail(DB_ERR_WORKSPACE, "workspace %llu < %llu bytes", (unsigned long long)p.workspace_bytes, (unsigned long long)ws);
+  last_linear_variant = p.variant;
   const uint16_t *x = (const uint16_t *)(uintptr_t)p.x, *w = (const uint16_t *)(uintptr_t)p.w;
   uint16_t *y = (uint16_t *)(uintptr_t)p.y;
   const int nan_out = fault("nan"), unwritten = fault("unwritten");
@@ -260,6 +274,7 @@ int db_probe_plan(db_context *ctx, db_probe_params *p) {
 
 int db_probe(db_context *ctx, db_probe_params *p) {
   (void)ctx;
+  last_linear_variant = DB_LINEAR_AUTO;
   uint32_t *a = (uint32_t *)(uintptr_t)p->a, *b = (uint32_t *)(uintptr_t)p->b;
   p->blocks_used = p->blocks ? p->blocks : 4;
   p->threads_used = p->threads ? p->threads : 128;
@@ -318,6 +333,7 @@ int db_attention_plan(db_context *ctx, db_attention_params *p, uint64_t *workspa
   return DB_OK;
 }
 int db_attention(db_context *ctx, const db_attention_params *p) {
+  last_linear_variant = DB_LINEAR_AUTO;
   db_attention_params q = *p;
   uint64_t ws;
   return db_attention_plan(ctx, &q, &ws);
@@ -362,6 +378,7 @@ int db_attention_launches(db_context *ctx, const db_attention_params *p, db_laun
 }
 int db_empty_kernel(db_context *ctx, int32_t launches) {
   (void)ctx;
+  last_linear_variant = DB_LINEAR_AUTO;
   return launches >= 1 ? DB_OK : fail(DB_ERR_INVALID_ARGUMENT, "launches=%d", launches);
 }
 #endif

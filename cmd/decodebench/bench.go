@@ -9,6 +9,7 @@ import (
 	"math"
 	"os"
 	"path/filepath"
+	"slices"
 	"strings"
 	"time"
 
@@ -17,6 +18,7 @@ import (
 	"github.com/decodebench/decodebench/bench/axes"
 	"github.com/decodebench/decodebench/bench/measure"
 	"github.com/decodebench/decodebench/bench/model"
+	"github.com/decodebench/decodebench/bench/sweep"
 	"github.com/decodebench/decodebench/bench/telemetry"
 	"github.com/decodebench/decodebench/bench/timing"
 	"github.com/decodebench/decodebench/cgo"
@@ -168,8 +170,10 @@ type benchSession struct {
 }
 
 // openBench opens the output file (a bad path is a usage error, before any device work),
-// then the device, and warns loudly under the emulator.
-func openBench(c *cli.Context, settings benchSettings, what string) (*benchSession, error) {
+// then the device, and warns loudly under the emulator. check (nil: none) runs on the opened
+// device before anything is printed or measured: a request the device cannot serve (forcing
+// a variant it lacks) is then one line and exit 2.
+func openBench(c *cli.Context, settings benchSettings, what string, check func(*cgo.Device) error) (*benchSession, error) {
 	s := &benchSession{settings: settings, stdout: c.App.Writer, stderr: c.App.ErrWriter}
 	if s.stderr == nil {
 		s.stderr = os.Stderr
@@ -193,6 +197,12 @@ func openBench(c *cli.Context, settings benchSettings, what string) (*benchSessi
 		return nil, err
 	}
 	s.lib, s.dev, s.device = lib, dev, "?"
+	if check != nil {
+		if err := check(dev); err != nil {
+			s.close()
+			return nil, err
+		}
+	}
 	fmt.Fprintf(s.stderr, "bench %s on the %s\n", what, describeDevice(lib, dev))
 	if props, err := dev.Props(); err == nil {
 		s.device = props.Name
@@ -259,7 +269,7 @@ func (s *benchSession) finish() error {
 
 // benchRecord is one JSON Lines record; its names are the documented output.
 type benchRecord struct {
-	Kind      string  `json:"kind"` // linear, attention, probe
+	Kind      string  `json:"kind"` // linear, attention, probe, launch
 	Kernel    string  `json:"kernel"`
 	Model     string  `json:"model,omitempty"`
 	TP        int     `json:"tp,omitempty"`
@@ -314,6 +324,13 @@ type benchRecord struct {
 	VerifyChecked   int           `json:"verify_checked"`
 	VerifyNote      string        `json:"verify_note,omitempty"`
 	Plan            *measure.Plan `json:"plan,omitempty"`
+	// With --peer: the peer's measurement of the same shape (cuBLAS), and PeerRatio = its median
+	// / ours (> 1: ours is faster); PeerNote says why there is no ratio.
+	Peer      *benchRecord `json:"peer,omitempty"`
+	PeerRatio float64      `json:"peer_ratio,omitempty"`
+	PeerNote  string       `json:"peer_note,omitempty"`
+	// The launch baseline (kind launch): what one launch costs on this card.
+	Launch *sweep.Launch `json:"launch,omitempty"`
 	// NVML readings taken while the measurement ran (absent without NVML): a throttled
 	// result may be slower than the card can do.
 	Telemetry *telemetry.Summary `json:"telemetry,omitempty"`
@@ -434,6 +451,33 @@ func (s *benchSession) measureCeiling() error {
 	s.say("read ceiling: %.0f GB/s (read probe over %s, median of %d samples, measured now)\n",
 		s.ceiling/1e9, units.Bytes(o.Bytes), len(o.Stats.Samples))
 	return nil
+}
+
+// launchBaseline measures what one launch costs on this card (an empty kernel's
+// launch-to-launch time, sweep.MeasureLaunch), once per process, prints it and writes it as a
+// record of kind launch. A library without the empty kernel says so; nothing fails for that.
+func (s *benchSession) launchBaseline() error {
+	l := sweep.MeasureLaunch(s.dev)
+	s.say("launch baseline: %s\n", l.Text())
+	r := benchRecord{Kind: "launch", Kernel: "empty_kernel", Status: l.Status, Reason: l.Reason,
+		MedianSeconds: l.SecondsPerLaunch, Samples: l.Samples, SamplesSeconds: l.SampleSecondsPerLaunch, Launch: &l,
+		Emulated: l.Emulated, Backend: s.lib.Name(), Device: s.device, Version: version, Time: time.Now().UTC().Format(time.RFC3339)}
+	if l.Status == measure.StatusOK && len(l.SampleSecondsPerLaunch) > 0 {
+		r.MinSeconds, r.MaxSeconds = slices.Min(l.SampleSecondsPerLaunch), slices.Max(l.SampleSecondsPerLaunch)
+		r.Converged = true
+	}
+	return s.emit(r, "launch baseline")
+}
+
+// parsePeer reads --peer: empty or none (no peer), or cublas (LinearCUBLAS).
+func parsePeer(name string) (cgo.LinearVariant, error) {
+	switch name {
+	case "", "none":
+		return cgo.LinearAuto, nil
+	case "cublas":
+		return cgo.LinearCUBLAS, nil
+	}
+	return 0, usageError("--peer %q: want cublas (cuBLASLt, measured beside our kernels the same way) or none", name)
 }
 
 // say prints a line of the table's preamble (not with --json).

@@ -10,6 +10,7 @@ import (
 	"github.com/decodebench/decodebench/bench/axes"
 	"github.com/decodebench/decodebench/bench/measure"
 	"github.com/decodebench/decodebench/bench/model"
+	"github.com/decodebench/decodebench/bench/sweep"
 	"github.com/decodebench/decodebench/bench/units"
 	"github.com/decodebench/decodebench/cgo"
 )
@@ -45,6 +46,7 @@ func benchAttentionCommand() *cli.Command {
 type attentionJob struct {
 	spec    measure.AttentionSpec
 	context int
+	missing string // the kernel the library lacks for the model's attention (sweep.MissingKernel): skipped
 }
 
 func parseBenchAttention(c *cli.Context) (jobs []attentionJob, modelName string, tp int, err error) {
@@ -58,6 +60,9 @@ func parseBenchAttention(c *cli.Context) (jobs []attentionJob, modelName string,
 	contexts, err := axes.ParseIntList(c.String("context"))
 	if err != nil {
 		return nil, "", 0, usageError("--context: %v", err)
+	}
+	if err := checkPoints(axes.MaxPoints, "measurements", axes.Axis{Name: "--batch", Values: len(batches)}, axes.Axis{Name: "--context", Values: len(contexts)}); err != nil {
+		return nil, "", 0, err
 	}
 	pageSize, splits := c.Int("page-size"), c.Int("splits")
 	if pageSize != 0 && !cgo.ValidPageSize(pageSize) {
@@ -93,6 +98,23 @@ func parseBenchAttention(c *cli.Context) (jobs []attentionJob, modelName string,
 		}
 		qHeads, kvHeads, headDim, kvType = shape.QHeads, shape.KVHeads, shape.HeadDim, shape.KVDType
 		modelName, tp = shape.Name, shape.TP
+		// A model whose attention the kernels lack (MLA, sinks, an fp8 cache) is never timed
+		// as grouped-query attention of its head counts: every measurement is skipped, naming it.
+		for _, k := range shape.Kernels(1, 1) {
+			if k.Kind != model.KindAttention && k.Kind != model.KindAttentionMLA {
+				continue
+			}
+			if why := sweep.MissingKernel(k, shape); why != "" {
+				for _, b := range batches {
+					for _, ctx := range contexts {
+						jobs = append(jobs, attentionJob{context: ctx, missing: why,
+							spec: measure.AttentionSpec{Batch: b, QHeads: qHeads, KVHeads: kvHeads, HeadDim: headDim, Contexts: []int{ctx}}})
+					}
+				}
+				return jobs, modelName, tp, nil
+			}
+			break
+		}
 	}
 	switch {
 	case qHeads < 1 || kvHeads < 1 || qHeads%kvHeads != 0:
@@ -122,7 +144,7 @@ func benchAttentionAction(c *cli.Context) error {
 	if err != nil {
 		return err
 	}
-	s, err := openBench(c, settings, "attention")
+	s, err := openBench(c, settings, "attention", nil)
 	if err != nil {
 		return err
 	}
@@ -133,11 +155,18 @@ func benchAttentionAction(c *cli.Context) error {
 	if err := s.measureCeiling(); err != nil {
 		return err
 	}
+	if err := s.launchBaseline(); err != nil {
+		return err
+	}
 	s.say("%-38s %-20s %10s %11s %7s %9s %7s  %s\n", "SHAPE", "LAYOUT, KERNEL", "KV", "MEDIAN", "SPREAD", "GB/s", "% READ", "NOTE")
 	for i, j := range jobs {
 		a := j.spec
 		shape := fmt.Sprintf("B=%d Hq=%d Hkv=%d D=%d S=%d", a.Batch, a.QHeads, a.KVHeads, a.HeadDim, j.context)
 		o, tel := s.measure(func() measure.Outcome {
+			if j.missing != "" {
+				return measure.Outcome{Kernel: "attention", Status: measure.StatusSkipped,
+					Reason: "the kernel library has no kernel yet for " + j.missing + "; decodebench predict models it"}
+			}
 			if need := float64(a.MinDeviceBytes()); settings.maxBytes > 0 && need > settings.maxBytes {
 				return measure.Outcome{Kernel: "attention", Status: measure.StatusSkipped,
 					Reason: fmt.Sprintf("needs %s, above --max-gb %g", units.Bytes(need), settings.maxBytes/1e9)}
@@ -148,6 +177,9 @@ func benchAttentionAction(c *cli.Context) error {
 		r := s.record("attention", "attention", o, tel)
 		r.Model, r.TP, r.Batch, r.QHeads, r.KVHeads, r.HeadDim, r.Context = modelName, tp, a.Batch, a.QHeads, a.KVHeads, a.HeadDim, j.context
 		r.PageSize, r.DType, r.KVBytes = a.PageSize, a.DType.String(), a.KVBytes()
+		if j.missing != "" { // no kernel, so no element type was chosen
+			r.DType, r.KVBytes = "", 0
+		}
 		r.Splits, r.Variant = a.Splits, a.Variant.String()
 		if o.Plan.Splits > 0 {
 			r.Splits = o.Plan.Splits

@@ -124,6 +124,8 @@ func sweepFlags() []cli.Flag {
 			Usage: "with --resume, measure failed configurations again"},
 		&cli.DurationFlag{Name: "budget", EnvVars: env("BUDGET"), Category: "output",
 			Usage: "trim the sweep to fit this time (e.g. 5m), the finest grid points first; run.json lists what was dropped"},
+		&cli.StringFlag{Name: "peer", EnvVars: env("PEER"), Category: "output",
+			Usage: "cublas: also measure cuBLASLt on every linear shape, the same way (kernels.jsonl; the report gives cuBLAS time / ours); the steps stay ours"},
 		&cli.StringFlag{Name: "progress", Value: "auto", EnvVars: env("PROGRESS"), Category: "output",
 			Usage: "auto (a bar when stderr is a terminal, lines otherwise), bar, lines or none"},
 		// The method: measure's and timing's defaults, adjustable for tests and experts, recorded in run.json.
@@ -160,6 +162,7 @@ type sweepRequest struct {
 	probeBytes  uint64
 	telemetry   time.Duration
 	memoryBytes float64
+	peer        cgo.LinearVariant // LinearAuto: none
 }
 
 // parseSweep validates the whole command line without touching a device: every error is a
@@ -241,6 +244,9 @@ func parseSweep(c *cli.Context) (sweepRequest, error) {
 	}
 	if r.budget < 0 {
 		return r, usageError("--budget %v: give a positive duration such as 5m", r.budget)
+	}
+	if r.peer, err = parsePeer(c.String("peer")); err != nil {
+		return r, err
 	}
 	r.progress = c.String("progress")
 	if !slices.Contains([]string{"auto", "bar", "lines", "none"}, r.progress) {
@@ -379,6 +385,10 @@ func sweepAction(c *cli.Context) error {
 		Cost:            &sweep.CostModel{Timing: req.options.Timing, SetupSeconds: sweep.DefaultSetupSeconds},
 		Progress:        progress,
 		RetryFailed:     req.retryFailed,
+		Peer:            req.peer,
+	}
+	if req.peer != cgo.LinearAuto {
+		info.Peer = req.peer.String()
 	}
 	if target.lib.Emulated() {
 		runner.Cost.SetupSeconds = 0.01 // tiny emulated shapes: the first measurements correct it

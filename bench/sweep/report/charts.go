@@ -260,8 +260,8 @@ func chartSet(dir string, info sweep.RunInfo, m modelResults, prefix string) ([]
 		c = chart
 		c.Title = fmt.Sprintf("%s%s: fraction of the roofline (%s ceiling) reached", emu, m.shape.Name, em.ceiling.Name)
 		fig = plots.Figure{Title: "Fraction of the roofline, " + em.ceiling.Name + " ceiling", Base: base(em.file),
-			Caption: fmt.Sprintf("Bound step time / measured step time against the %s ceiling (%s GB/s, %s TFLOP/s); grey: failed, skipped or not measured.",
-				em.ceiling.Name, fmtNum(em.ceiling.BandwidthBytesPerSec/1e9), fmtNum(em.ceiling.FLOPsPerSec/1e12))}
+			Caption: fmt.Sprintf("Bound step time / measured step time against the %s ceiling (%s GB/s, %s); grey: failed, skipped or not measured.",
+				em.ceiling.Name, fmtNum(em.ceiling.BandwidthBytesPerSec/1e9), ceilingRateText(info, em.ceiling))}
 		p, err = plots.EfficiencyMap(c, m.batches, m.contexts, grid, fig.Base)
 		if err := add(fig, p, err); err != nil {
 			return nil, nil, err
@@ -271,10 +271,10 @@ func chartSet(dir string, info sweep.RunInfo, m modelResults, prefix string) ([]
 	// The roofline with every measured kernel, one marker style per kernel.
 	var ceilings []plots.RooflineCeiling
 	if measured.Validate() == nil {
-		ceilings = append(ceilings, plots.RooflineCeiling{Label: "measured", BandwidthBytesPerSec: measured.BandwidthBytesPerSec, FLOPsPerSec: measured.FLOPsPerSec})
+		ceilings = append(ceilings, plots.RooflineCeiling{Label: "measured: read probe, " + mmaCeilingName + datasheetShare(info), BandwidthBytesPerSec: measured.BandwidthBytesPerSec, FLOPsPerSec: measured.FLOPsPerSec})
 	}
 	if datasheet.Validate() == nil {
-		ceilings = append(ceilings, plots.RooflineCeiling{Label: "datasheet", BandwidthBytesPerSec: datasheet.BandwidthBytesPerSec, FLOPsPerSec: datasheet.FLOPsPerSec, Dashed: true})
+		ceilings = append(ceilings, plots.RooflineCeiling{Label: "datasheet: dense bf16", BandwidthBytesPerSec: datasheet.BandwidthBytesPerSec, FLOPsPerSec: datasheet.FLOPsPerSec, Dashed: true})
 	}
 	c = chart
 	c.Title = emu + m.shape.Name + ": every measured kernel on the roofline"
@@ -326,6 +326,23 @@ func valueIfOK(r sweep.Record, v float64) float64 {
 	return v
 }
 
+// datasheetShare is ", 62% of datasheet dense bf16" for a legend, "" without a datasheet rate.
+func datasheetShare(info sweep.RunInfo) string {
+	if info.Datasheet.FLOPsPerSec <= 0 || info.Measured.FLOPsPerSec <= 0 {
+		return ""
+	}
+	return ", " + pct(info.Measured.FLOPsPerSec/info.Datasheet.FLOPsPerSec) + " of datasheet dense bf16"
+}
+
+// ceilingRateText is a ceiling's compute rate by its name: the measured one is the mma.sync bf16
+// ceiling with its datasheet ratio, the datasheet's the dense bf16 tensor rate.
+func ceilingRateText(info sweep.RunInfo, c roofline.Ceiling) string {
+	if c.Name == roofline.CeilingMeasured {
+		return mmaCeilingText(info)
+	}
+	return "dense bf16 " + fmtNum(c.FLOPsPerSec/1e12) + " TFLOP/s"
+}
+
 func subtitle(info sweep.RunInfo, m modelResults) string {
 	parts := []string{info.Card.Name}
 	if m.shape.WeightDType != "" {
@@ -335,7 +352,7 @@ func subtitle(info sweep.RunInfo, m modelResults) string {
 		parts = append(parts, fmt.Sprintf("tp %d shard", m.shape.TP))
 	}
 	if info.Measured.Known() {
-		parts = append(parts, fmt.Sprintf("measured ceiling %s GB/s, %s TFLOP/s", fmtNum(info.Measured.BandwidthBytesPerSec/1e9), fmtNum(info.Measured.FLOPsPerSec/1e12)))
+		parts = append(parts, fmt.Sprintf("measured ceiling %s GB/s, %s", fmtNum(info.Measured.BandwidthBytesPerSec/1e9), mmaCeilingText(info)))
 	}
 	if info.Backend.Emulated {
 		parts = append(parts, "EMULATED ON THE CPU: times are not a speed")

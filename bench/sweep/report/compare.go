@@ -318,7 +318,7 @@ func compareDocument(c Comparison, figs []plots.Figure, notes []string) plots.Do
 		{"driver, CUDA", c.InfoA.Card.Driver + ", " + c.InfoA.Card.CUDAVersion, c.InfoB.Card.Driver + ", " + c.InfoB.Card.CUDAVersion},
 		{"backend", c.InfoA.Backend.Name, c.InfoB.Backend.Name},
 		{"measured GB/s", fmtNumOrDash(c.InfoA.Measured.BandwidthBytesPerSec / 1e9), fmtNumOrDash(c.InfoB.Measured.BandwidthBytesPerSec / 1e9)},
-		{"measured TFLOP/s", fmtNumOrDash(c.InfoA.Measured.FLOPsPerSec / 1e12), fmtNumOrDash(c.InfoB.Measured.FLOPsPerSec / 1e12)},
+		{"measured TFLOP/s (" + mmaCeilingName + ")", fmtNumOrDash(c.InfoA.Measured.FLOPsPerSec / 1e12), fmtNumOrDash(c.InfoB.Measured.FLOPsPerSec / 1e12)},
 		{"decodebench", c.InfoA.Version, c.InfoB.Version},
 		{"started", c.InfoA.Started.Format("2006-01-02 15:04 MST"), c.InfoB.Started.Format("2006-01-02 15:04 MST")},
 		{"configurations ok in this run only", strconv.Itoa(c.OnlyA), strconv.Itoa(c.OnlyB)},

@@ -13,6 +13,7 @@ import (
 	"time"
 
 	"github.com/decodebench/decodebench/bench/sweep"
+	"github.com/decodebench/decodebench/cgo"
 	"github.com/decodebench/decodebench/plots"
 )
 
@@ -72,6 +73,13 @@ func Write(dir string) (Written, error) {
 	if err := sweep.WriteFileAtomic(csvPath, CSV(p.Records)); err != nil {
 		return w, err
 	}
+	var peerCSV string
+	if peer := peerVariant(p.Info); peer != cgo.LinearAuto {
+		peerCSV = filepath.Join(dir, PeerCSVFile)
+		if err := sweep.WriteFileAtomic(peerCSV, PeerCSV(peerRows(p), peer)); err != nil {
+			return w, err
+		}
+	}
 	models := byModel(p.Info, p.Records)
 	figsByModel := make([][]plots.Figure, len(models))
 	for i, m := range models {
@@ -95,6 +103,9 @@ func Write(dir string) (Written, error) {
 		return w, err
 	}
 	w.Files = append(w.Files, htmlPath, mdPath, csvPath)
+	if peerCSV != "" {
+		w.Files = append(w.Files, peerCSV)
+	}
 	for _, figs := range figsByModel {
 		for _, f := range figs {
 			w.Files = append(w.Files, f.Base+".png", f.Base+".svg")
@@ -123,6 +134,9 @@ func document(dir string, p sweep.Prior, models []modelResults, figs [][]plots.F
 	doc.Sections = append(doc.Sections, cardSection(info), methodSection(info))
 	for i, m := range models {
 		doc.Sections = append(doc.Sections, resultsSection(info, m, figs[i], len(models) > 1)...)
+	}
+	if peerVariant(info) != cgo.LinearAuto {
+		doc.Sections = append(doc.Sections, peerSection(p, peerRows(p)))
 	}
 	if s, ok := problemsSection(models); ok {
 		doc.Sections = append(doc.Sections, s)
@@ -225,10 +239,17 @@ func cardSection(info sweep.RunInfo) plots.Section {
 	if len(c.Unavailable) > 0 {
 		facts = append(facts, fact("Not available", strings.Join(c.Unavailable, "; ")))
 	}
-	ceilings := plots.Table{Caption: "Ceilings (decimal units)", Header: []string{"ceiling", "memory GB/s", "TFLOP/s", "source"},
+	facts = append(facts, fact("Launch baseline", launchText(info)))
+	measuredRate := fmtNumOrDash(info.Measured.FLOPsPerSec / 1e12)
+	if r := datasheetRatio(info); r != "" && info.Measured.FLOPsPerSec > 0 {
+		measuredRate += fmt.Sprintf(" (%s of datasheet)", pct(info.Measured.FLOPsPerSec/info.Datasheet.FLOPsPerSec))
+	}
+	ceilings := plots.Table{Caption: "Ceilings (decimal units). The measured compute ceiling is the " + mmaCeilingName +
+		" (the mma.sync m16n8k16 probe, not wgmma: below the card's tensor peak on Hopper), beside its ratio to the datasheet's dense bf16 rate.",
+		Header: []string{"ceiling", "memory GB/s", "bf16 TFLOP/s", "source"},
 		Rows: [][]string{
-			{"measured", fmtNumOrDash(info.Measured.BandwidthBytesPerSec / 1e9), fmtNumOrDash(info.Measured.FLOPsPerSec / 1e12), orDash(info.Measured.Source)},
-			{"datasheet", fmtNumOrDash(info.Datasheet.BandwidthBytesPerSec / 1e9), fmtNumOrDash(info.Datasheet.FLOPsPerSec / 1e12), orDash(info.Datasheet.Source)},
+			{"measured: read probe, " + mmaCeilingName, fmtNumOrDash(info.Measured.BandwidthBytesPerSec / 1e9), measuredRate, orDash(info.Measured.Source)},
+			{"datasheet: memory, dense bf16 tensor", fmtNumOrDash(info.Datasheet.BandwidthBytesPerSec / 1e9), fmtNumOrDash(info.Datasheet.FLOPsPerSec / 1e12), orDash(info.Datasheet.Source)},
 		}}
 	return plots.Section{Heading: "Card", Facts: facts, Tables: []plots.Table{ceilings}}
 }
@@ -377,6 +398,21 @@ func slug(s string) string {
 		}
 	}
 	return strings.Trim(b.String(), "-")
+}
+
+// launchText is the launch baseline as the card section shows it: what one launch costs.
+func launchText(info sweep.RunInfo) string {
+	if info.Launch == nil {
+		return "not recorded (run.json from a decodebench that did not measure it)"
+	}
+	l := *info.Launch
+	switch {
+	case l.Status != measure.StatusOK:
+		return l.Text()
+	case l.Emulated:
+		return l.Text() + ". " + l.Method + "."
+	}
+	return l.Text() + ": what one kernel launch costs on this card, the floor under every kernel time above. " + l.Method + "."
 }
 
 // exists reports whether path is there (for tests and the command line).

@@ -1,0 +1,173 @@
+package main
+
+import (
+	"path/filepath"
+	"strings"
+	"testing"
+
+	"github.com/decodebench/decodebench/cgo/cgotest"
+)
+
+// On the emulator cuBLAS cannot run: --peer cublas still measures ours, the ratio column says
+// n/a and the reason is said once, above the table.
+func TestBenchLinearPeerEmulatorIsNA(t *testing.T) {
+	benchEnv(t, cgotest.EmuPath(t))
+	out := filepath.Join(t.TempDir(), "b.jsonl")
+	stdout, stderr, code, msg := runBench(t, append([]string{"bench", "linear", "--backend", "emu", "--n", "40", "--k", "64",
+		"--batch", "1,3", "--peer", "cublas", "--read-ceiling-gbps", "1", "--out", out}, fastTiming...)...)
+	if code != 0 {
+		t.Fatalf("exit %d: %s\n%s\n%s", code, msg, stdout, stderr)
+	}
+	if !strings.Contains(stdout, "CUBLAS/OURS") || !strings.Contains(stdout, "> 1: ours is faster") {
+		t.Errorf("the table lacks the ratio column or its direction:\n%s", stdout)
+	}
+	if n := strings.Count(stdout+stderr, "the emulator has none"); n != 1 {
+		t.Errorf("the reason the peer cannot run appears %d times, want once:\n%s\n%s", n, stdout, stderr)
+	}
+	recs := readRecords(t, readFile(t, out))
+	if len(recs) != 2 {
+		t.Fatalf("want two linear records, got %d", len(recs))
+	}
+	for _, r := range recs {
+		checkRecord(t, r, "linear")
+		if _, has := r["peer_ratio"]; has || !strings.Contains(r["peer_note"].(string), "cublas") || r["peer"] != nil {
+			t.Errorf("record %v: want ours, no ratio and the peer's reason", r)
+		}
+	}
+}
+
+// Forcing --variant cublas where it cannot run is one line saying why and exit 2, known from
+// the plan before any timing.
+func TestBenchLinearForcedCublasExits2(t *testing.T) {
+	benchEnv(t, cgotest.EmuPath(t))
+	out := filepath.Join(t.TempDir(), "b.jsonl")
+	stdout, stderr, code, msg := runBench(t, append([]string{"bench", "linear", "--backend", "emu", "--n", "40", "--k", "64",
+		"--batch", "1", "--variant", "cublas", "--out", out}, fastTiming...)...)
+	if code != exitUsage || strings.Contains(msg, "\n") || !strings.Contains(msg, "--variant cublas cannot run here") || !strings.Contains(msg, "emulator") {
+		t.Fatalf("exit %d %q: want exit 2 and one line saying why", code, msg)
+	}
+	if stdout != "" || strings.Contains(stderr, "read ceiling") || strings.Contains(stderr, "[1/") {
+		t.Errorf("something ran before the refusal:\nstdout %q\nstderr %q", stdout, stderr)
+	}
+	if recs := readAllRecords(t, readFile(t, out)); len(recs) != 0 {
+		t.Errorf("records written: %v", recs)
+	}
+	// A peer of itself is bad input too.
+	if _, _, code, msg := runBench(t, "bench", "linear", "--backend", "emu", "--n", "8", "--k", "8", "--variant", "cublas", "--peer", "cublas"); code != exitUsage || !strings.Contains(msg, "against itself") {
+		t.Errorf("--variant cublas --peer cublas: exit %d %q", code, msg)
+	}
+	if _, _, code, msg := runBench(t, "bench", "linear", "--backend", "emu", "--n", "8", "--k", "8", "--peer", "rocblas"); code != exitUsage || !strings.Contains(msg, `--peer "rocblas"`) {
+		t.Errorf("--peer rocblas: exit %d %q", code, msg)
+	}
+}
+
+// With a library whose cublas variant works (the fake: its timer reports twice the time after
+// a cublas call), the ratio is cuBLAS time / ours = 2, in the table and the records, and the
+// peer's own record is verified; the launch baseline is recorded once.
+func TestBenchLinearPeerRatio(t *testing.T) {
+	benchEnv(t, cgotest.FakeLibrary(t, "libdecodebench_emu.so", "FAKE_LAUNCHES", "FAKE_CUBLAS_SLOWER=2"))
+	out := filepath.Join(t.TempDir(), "b.jsonl")
+	stdout, stderr, code, msg := runBench(t, append([]string{"bench", "linear", "--backend", "emu", "--n", "40", "--k", "64",
+		"--batch", "1,17", "--peer", "cublas", "--read-ceiling-gbps", "1", "--out", out}, fastTiming...)...)
+	if code != 0 {
+		t.Fatalf("exit %d: %s\n%s\n%s", code, msg, stdout, stderr)
+	}
+	if n := strings.Count(stdout, "   2.00  "); n != 2 {
+		t.Errorf("want the ratio 2.00 on both rows (%d):\n%s", n, stdout)
+	}
+	all := readAllRecords(t, readFile(t, out))
+	var launches int
+	for _, r := range all {
+		if r["kind"] == "launch" {
+			launches++
+			l := r["launch"].(map[string]any)
+			if r["status"] != "ok" || l["seconds_per_launch"].(float64) != 0.25e-6 || l["launches_per_sample"].(float64) != 1000 || l["samples"].(float64) != 5 {
+				t.Errorf("launch record %v: want 0.25 ms / 1000 launches from the fake's timer", r)
+			}
+		}
+	}
+	if launches != 1 {
+		t.Errorf("%d launch records, want 1", launches)
+	}
+	recs := readRecords(t, readFile(t, out))
+	if len(recs) != 2 {
+		t.Fatalf("want two linear records, got %d", len(recs))
+	}
+	for _, r := range recs {
+		peer, _ := r["peer"].(map[string]any)
+		if r["peer_ratio"] != 2.0 || peer == nil || peer["variant"] != "cublas" || peer["verified"] != true || peer["status"] != "ok" ||
+			peer["median_seconds"].(float64) != 2*r["median_seconds"].(float64) {
+			t.Errorf("record %v: want ratio 2 and the verified cublas measurement beside ours", r)
+		}
+		if r["variant"] == "cublas" {
+			t.Errorf("ours ran as cublas: %v", r)
+		}
+	}
+}
+
+// Where the library cannot open cuBLAS (no libcublasLt), the same n/a as on the emulator.
+func TestBenchLinearPeerWithoutCublas(t *testing.T) {
+	benchEnv(t, cgotest.FakeLibrary(t, "libdecodebench_emu.so", "FAKE_NO_CUBLAS"))
+	stdout, _, code, msg := runBench(t, append([]string{"bench", "linear", "--backend", "emu", "--n", "16", "--k", "16",
+		"--batch", "1,2", "--peer", "cublas", "--read-ceiling-gbps", "1"}, fastTiming...)...)
+	if code != 0 || strings.Count(stdout, "libcublasLt.so.12 not found") != 1 || strings.Count(stdout, "n/a") < 5 {
+		t.Fatalf("exit %d %q:\n%s", code, msg, stdout)
+	}
+	// The launch baseline of a library without db_empty_kernel says why.
+	if !strings.Contains(stdout, "launch baseline: skipped: not measured:") || !strings.Contains(stdout, "does not export db_empty_kernel") {
+		t.Errorf("no reason for the missing launch baseline:\n%s", stdout)
+	}
+}
+
+// bench attention refuses a grid past axes.MaxPoints before anything runs.
+func TestBenchAttentionCapsMeasurements(t *testing.T) {
+	benchEnv(t, cgotest.EmuPath(t))
+	_, _, code, msg := runBench(t, "bench", "attention", "--backend", "emu", "--q-heads", "2", "--kv-heads", "1", "--head-dim", "64",
+		"--batch", "1-1024", "--context", "1-1000")
+	if code != exitUsage || !strings.Contains(msg, "measurements") {
+		t.Fatalf("exit %d %q: want exit 2 naming the measurements", code, msg)
+	}
+}
+
+// A model whose kernels the library lacks: bench skips them naming the kernel, never times an
+// mxfp4 linear as bf16 nor an MLA model's attention as grouped-query attention.
+func TestBenchModelSkipsMissingKernels(t *testing.T) {
+	benchEnv(t, cgotest.EmuPath(t))
+	stdout, stderr, code, msg := runBench(t, append([]string{"bench", "attention", "--backend", "emu", "--model", "deepseek-v3",
+		"--batch", "1", "--context", "16,32", "--json", "--read-ceiling-gbps", "1"}, fastTiming...)...)
+	if code != 0 {
+		t.Fatalf("exit %d %q\n%s", code, msg, stderr)
+	}
+	recs := readRecords(t, stdout)
+	if len(recs) != 2 {
+		t.Fatalf("want two skipped attention records, got %v", recs)
+	}
+	for _, r := range recs {
+		if r["status"] != "skipped" || !strings.Contains(r["reason"].(string), "MLA attention") {
+			t.Errorf("record %v: want skipped naming MLA attention", r)
+		}
+	}
+	// gpt-oss: mxfp4 experts and attention; --max-gb keeps the LM head and router from running on the
+	// emulator, so every record is skipped, the quantized ones naming the format.
+	stdout, stderr, code, msg = runBench(t, append([]string{"bench", "linear", "--backend", "emu", "--model", "gpt-oss-20b",
+		"--batch", "1", "--json", "--read-ceiling-gbps", "1", "--max-gb", "0.000001"}, fastTiming...)...)
+	if code != 0 {
+		t.Fatalf("exit %d %q\n%s", code, msg, stderr)
+	}
+	var quantized int
+	for _, r := range readRecords(t, stdout) {
+		reason, _ := r["reason"].(string)
+		if r["status"] != "skipped" {
+			t.Errorf("record %v ran", r)
+		}
+		if strings.Contains(reason, "mxfp4") {
+			quantized++
+			if r["dtype"] != nil {
+				t.Errorf("a skipped quantized linear claims dtype %v", r["dtype"])
+			}
+		}
+	}
+	if quantized == 0 {
+		t.Errorf("no record names the mxfp4 kernel:\n%s", stdout)
+	}
+}
