@@ -4,9 +4,10 @@ import (
 	"errors"
 	"fmt"
 	"math"
-	"math/bits"
 	"runtime"
 	"sync"
+
+	"github.com/decodebench/decodebench/cgo"
 )
 
 // Decode attention: one new query token per sequence against that sequence's KV cache.
@@ -37,19 +38,6 @@ func (l KVLayout) String() string {
 	}
 	return fmt.Sprintf("layout(%d)", int32(l))
 }
-
-// Attention limits, the same as db_attention_plan's in kernels/attention.cu.
-var (
-	// AttentionHeadDims are the head dims the kernels are compiled for.
-	AttentionHeadDims = []int{64, 80, 96, 128, 256}
-)
-
-const (
-	MinPageSize = 16  // smallest page (tokens); pages are powers of two
-	MaxPageSize = 256 // largest page
-	MaxBatch    = 1 << 16
-	MaxSplits   = 1024 // most KV splits one call may ask for
-)
 
 // AttentionShape describes one decode-attention call and the cache it reads.
 type AttentionShape struct {
@@ -116,19 +104,20 @@ func (s AttentionShape) SeqCapacity() int {
 }
 
 // Validate reports the first thing wrong with s (after WithDefaults), in the words
-// db_attention_plan uses, so that a bad shape is refused before any device work.
+// db_attention_plan uses and with the kernels' limits as kernels/decodebench.h defines them
+// (through cgo), so that a shape the kernels refuse is refused before any device work.
 func (s AttentionShape) Validate() error {
 	switch {
-	case s.Batch < 1 || s.Batch > MaxBatch:
-		return fmt.Errorf("batch %d out of range 1..%d", s.Batch, MaxBatch)
+	case s.Batch < 1 || s.Batch > cgo.MaxBatch:
+		return fmt.Errorf("batch %d out of range 1..%d", s.Batch, cgo.MaxBatch)
 	case s.QHeads < 1:
 		return fmt.Errorf("q_heads %d must be >= 1", s.QHeads)
 	case s.KVHeads < 1:
 		return fmt.Errorf("kv_heads %d must be >= 1", s.KVHeads)
 	case s.QHeads%s.KVHeads != 0:
 		return fmt.Errorf("q_heads %d is not a multiple of kv_heads %d", s.QHeads, s.KVHeads)
-	case !isAttentionHeadDim(s.HeadDim):
-		return fmt.Errorf("head_dim %d unsupported (want one of %v)", s.HeadDim, AttentionHeadDims)
+	case !cgo.IsAttentionHeadDim(s.HeadDim):
+		return fmt.Errorf("head_dim %d unsupported (want one of %v)", s.HeadDim, cgo.AttentionHeadDims)
 	case len(s.Context) != s.Batch:
 		return fmt.Errorf("%d context lengths for a batch of %d", len(s.Context), s.Batch)
 	case s.Scale < 0 || math.IsNaN(s.Scale) || math.IsInf(s.Scale, 0):
@@ -167,21 +156,13 @@ func (s AttentionShape) Validate() error {
 	return nil
 }
 
-// ValidatePageSize accepts the page sizes the kernels support: powers of two from 16 to 256.
+// ValidatePageSize accepts the page sizes the kernels take (cgo.ValidPageSize), and says which
+// those are when p is not one.
 func ValidatePageSize(p int) error {
-	if p < MinPageSize || p > MaxPageSize || bits.OnesCount(uint(p)) != 1 {
-		return fmt.Errorf("page size %d unsupported (want a power of two from %d to %d)", p, MinPageSize, MaxPageSize)
+	if !cgo.ValidPageSize(p) {
+		return fmt.Errorf("page size %d unsupported (want a power of two from %d to %d)", p, cgo.MinPageSize, cgo.MaxPageSize)
 	}
 	return nil
-}
-
-func isAttentionHeadDim(d int) bool {
-	for _, x := range AttentionHeadDims {
-		if d == x {
-			return true
-		}
-	}
-	return false
 }
 
 // CacheElements is the element count of one of the K and V caches.
