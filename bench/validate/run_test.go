@@ -11,8 +11,8 @@ import (
 	"github.com/NVIDIA/go-nvml/pkg/nvml"
 
 	"github.com/decodebench/decodebench/bench/gpuinfo"
-	"github.com/decodebench/decodebench/bench/measure"
 	"github.com/decodebench/decodebench/bench/gpuinfo/fakenvml"
+	"github.com/decodebench/decodebench/bench/measure"
 	"github.com/decodebench/decodebench/bench/roofline"
 	"github.com/decodebench/decodebench/bench/timing"
 )
