@@ -51,9 +51,9 @@ type KVCache struct {
 	Layout      KVLayout
 	DType       DType // bf16 or fp16
 	KVHeads     int
-	HeadDim     int // 64, 80, 96, 128 or 256
+	HeadDim     int // one of AttentionHeadDims
 	Capacity    int // contiguous: tokens per (sequence, kv head)
-	PageSize    int // paged: tokens per page, a power of two from 16 to 256
+	PageSize    int // paged: tokens per page, a power of two from MinPageSize to MaxPageSize
 	NumPages    int
 	PagesPerSeq int
 }

@@ -352,93 +352,33 @@ func compareAttention(got []float32, shape ref.AttentionShape, dtype ref.DType, 
 	return c
 }
 
-// attentionReferencePairs is ref.Attention restricted to the query heads of the chosen
-// (sequence, KV head) pairs (pair = b*KVHeads + h), with the same arithmetic in the same
-// order, generating only the K and V rows those pairs read from the hash. Its rows are one
-// (sequence, query head) each, in pair order, so that ElementBounds reads each row's own
-// context (one "sequence" of one head per row); elems gives each element's index in the
-// whole output.
-//
-// With appended, each sequence's last token is the one the KV append wrote: new K and V rows
-// of [batch, kv_heads, head_dim] from seeds.KNew and seeds.VNew.
+// attentionReferencePairs is ref.AttentionPairs on the inputs the device was filled with,
+// generated from the hash: only the K and V rows the chosen pairs read. With appended, each
+// sequence's last token is the one the KV append wrote: new K and V rows of [batch, kv_heads,
+// head_dim] from seeds.KNew and seeds.VNew.
 func attentionReferencePairs(shape ref.AttentionShape, dtype ref.DType, seeds ref.AttentionSeeds,
 	table []int32, appended bool, pairs []int) (ref.AttentionReference, []int) {
-	d, group, scale := shape.HeadDim, shape.Group(), shape.SoftmaxScale()
-	rows := len(pairs) * group
-	r := ref.AttentionReference{
-		Want:        make([]float64, rows*d),
-		AbsWeighted: make([]float64, rows*d),
-		ScoreAbs:    make([]float64, rows),
-		Context:     make([]int, rows),
-		HeadDim:     d,
+	d := shape.HeadDim
+	fill := func(seed, off uint64, dst []float64) {
+		for i := range dst {
+			dst[i] = float64(ref.FillValue(dtype, seed, 1, off+uint64(i)))
+		}
 	}
-	elems := make([]int, rows*d)
-	parallel(len(pairs), func(p int) {
-		b, h := pairs[p]/shape.KVHeads, pairs[p]%shape.KVHeads
-		n := shape.Context[b]
-		q := make([][]float64, group)
-		scores := make([][]float64, group)
-		maxScore := make([]float64, group)
-		for g := range group {
-			row := b*shape.QHeads + h*group + g // the output row of query head h*group+g
-			q[g] = make([]float64, d)
-			for i := range q[g] {
-				q[g][i] = float64(ref.FillValue(dtype, seeds.Q, 1, uint64(row*d+i)))
+	cached := func(seed, newSeed uint64) func(b, h, t int, dst []float64) {
+		return func(b, h, t int, dst []float64) {
+			if appended && t == shape.Context[b]-1 {
+				fill(newSeed, uint64((b*shape.KVHeads+h)*d), dst)
+				return
 			}
-			scores[g] = make([]float64, n)
-			maxScore[g] = math.Inf(-1)
-			local := p*group + g
-			r.Context[local] = n
-			for i := 0; i < d; i++ {
-				elems[local*d+i] = row*d + i
-			}
+			fill(seed, uint64(shape.KVOffset(table, b, h, t)), dst)
 		}
-		kv := make([]float64, d)
-		load := func(seed, newSeed uint64, t int) {
-			off := uint64(shape.KVOffset(table, b, h, t))
-			if appended && t == n-1 {
-				seed, off = newSeed, uint64((b*shape.KVHeads+h)*d)
-			}
-			for i := range kv {
-				kv[i] = float64(ref.FillValue(dtype, seed, 1, off+uint64(i)))
-			}
-		}
-		for t := 0; t < n; t++ {
-			load(seeds.K, seeds.KNew, t)
-			for g := range group {
-				dot, abs := 0.0, 0.0
-				for i, qi := range q[g] {
-					prod := qi * kv[i]
-					dot += prod
-					abs += math.Abs(prod)
-				}
-				scores[g][t] = dot * scale
-				maxScore[g] = math.Max(maxScore[g], scores[g][t])
-				local := p*group + g
-				r.ScoreAbs[local] = math.Max(r.ScoreAbs[local], abs*scale)
-			}
-		}
-		sums := make([]float64, group)
-		for g := range group {
-			for t := 0; t < n; t++ {
-				scores[g][t] = math.Exp(scores[g][t] - maxScore[g])
-				sums[g] += scores[g][t]
-			}
-		}
-		for t := 0; t < n; t++ {
-			load(seeds.V, seeds.VNew, t)
-			for g := range group {
-				local := p*group + g
-				want, absw := r.Want[local*d:][:d], r.AbsWeighted[local*d:][:d]
-				w := scores[g][t] / sums[g]
-				for i := range want {
-					want[i] += w * kv[i]
-					absw[i] += w * math.Abs(kv[i])
-				}
-			}
-		}
-	})
-	return r, elems
+	}
+	in := ref.AttentionInputs{
+		Q: func(row int, dst []float64) { fill(seeds.Q, uint64(row*d), dst) },
+		K: cached(seeds.K, seeds.KNew),
+		V: cached(seeds.V, seeds.VNew),
+	}
+	return ref.AttentionPairs(shape, in, pairs)
 }
 
 // appendLastTokens writes each sequence's last token into the cache with the KV append

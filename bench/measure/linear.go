@@ -196,7 +196,8 @@ func verifyLinear(dev *cgo.Device, plan cgo.LinearParams, y *cgo.Buffer, in ref.
 // compareLinear checks got (all of Y) for NaN, and the chosen output rows against the
 // reference.
 func compareLinear(got []float32, in ref.LinearInputs, rows []int) Check {
-	want, absDot := linearReferenceRows(in, rows)
+	r := ref.LinearRows(in, rows)
+	want, absDot := r.Want, r.AbsDot
 	sub := make([]float32, len(want))
 	bounds := make([]float64, len(want))
 	for b := 0; b < in.Batch; b++ {
@@ -226,39 +227,6 @@ func compareLinear(got []float32, in ref.LinearInputs, rows []int) Check {
 		v.Reason = fmt.Sprintf("all %d outputs finite; %d of %d output features checked against the float64 reference for every sequence", len(got), len(rows), in.N)
 	}
 	return c
-}
-
-// linearReferenceRows is ref.Linear restricted to the output features rows, for every
-// sequence: want[b*len(rows)+r] and absDot likewise for feature rows[r]. It generates only
-// those rows of W from the hash.
-func linearReferenceRows(in ref.LinearInputs, rows []int) (want, absDot []float64) {
-	x := make([]float32, in.Batch*in.K)
-	parallelRanges(uint64(len(x)), func(lo, hi uint64) {
-		for i := lo; i < hi; i++ {
-			x[i] = ref.FillValue(in.DType, in.SeedX, in.ScaleX, i)
-		}
-	})
-	want = make([]float64, in.Batch*len(rows))
-	absDot = make([]float64, len(want))
-	parallel(len(rows), func(r int) {
-		j := rows[r]
-		w := make([]float64, in.K)
-		base := uint64(j) * uint64(in.K)
-		for kk := range w {
-			w[kk] = float64(ref.FillValue(in.DType, in.SeedW, in.ScaleW, base+uint64(kk)))
-		}
-		for b := 0; b < in.Batch; b++ {
-			xb := x[b*in.K : (b+1)*in.K]
-			var sum, abs float64
-			for kk, wv := range w {
-				p := float64(xb[kk]) * wv
-				sum += p
-				abs += math.Abs(p)
-			}
-			want[b*len(rows)+r], absDot[b*len(rows)+r] = sum, abs
-		}
-	})
-	return want, absDot
 }
 
 // runPoisoned is the run half of a verification: it fills out and every extra buffer with 0xFF

@@ -86,25 +86,6 @@ func TestSampleIndices(t *testing.T) {
 	}
 }
 
-func TestLinearReferenceRowsMatchesFull(t *testing.T) {
-	for _, dt := range []ref.DType{ref.BF16, ref.FP16} {
-		in := ref.LinearInputs{DType: dt, Batch: 5, N: 37, K: 72, SeedX: 11, SeedW: 12, ScaleX: 1, ScaleW: float32(1 / math.Sqrt(72))}
-		full := ref.Linear(in)
-		for _, rows := range [][]int{sampleIndices(37, 64, 1), sampleIndices(37, 8, 3), {36}} {
-			want, absDot := linearReferenceRows(in, rows)
-			for b := 0; b < in.Batch; b++ {
-				for r, j := range rows {
-					i := b*len(rows) + r
-					if want[i] != full.Want[b*in.N+j] || absDot[i] != full.AbsDot[b*in.N+j] {
-						t.Fatalf("%v rows %v: (b %d, j %d) = %g/%g, full reference %g/%g", dt, rows, b, j,
-							want[i], absDot[i], full.Want[b*in.N+j], full.AbsDot[b*in.N+j])
-					}
-				}
-			}
-		}
-	}
-}
-
 func TestAttentionReferencePairsMatchesFull(t *testing.T) {
 	cases := []struct {
 		desc  string

@@ -4,9 +4,10 @@ import (
 	"errors"
 	"fmt"
 	"math"
-	"math/bits"
 	"runtime"
 	"sync"
+
+	"github.com/decodebench/decodebench/cgo"
 )
 
 // Decode attention: one new query token per sequence against that sequence's KV cache.
@@ -37,18 +38,6 @@ func (l KVLayout) String() string {
 	}
 	return fmt.Sprintf("layout(%d)", int32(l))
 }
-
-// Attention limits, the same as db_attention_plan's in kernels/attention.cu.
-var (
-	// AttentionHeadDims are the head dims the kernels are compiled for.
-	AttentionHeadDims = []int{64, 80, 96, 128, 256}
-)
-
-const (
-	MinPageSize = 16   // smallest page (tokens); pages are powers of two
-	MaxPageSize = 256  // largest page
-	MaxSplits   = 1024 // most KV splits one call may ask for
-)
 
 // AttentionShape describes one decode-attention call and the cache it reads.
 type AttentionShape struct {
@@ -115,19 +104,20 @@ func (s AttentionShape) SeqCapacity() int {
 }
 
 // Validate reports the first thing wrong with s (after WithDefaults), in the words
-// db_attention_plan uses, so that a bad shape is refused before any device work.
+// db_attention_plan uses and with the kernels' limits as kernels/decodebench.h defines them
+// (through cgo), so that a shape the kernels refuse is refused before any device work.
 func (s AttentionShape) Validate() error {
 	switch {
-	case s.Batch < 1:
-		return fmt.Errorf("batch %d must be >= 1", s.Batch)
+	case s.Batch < 1 || s.Batch > cgo.MaxBatch:
+		return fmt.Errorf("batch %d out of range 1..%d", s.Batch, cgo.MaxBatch)
 	case s.QHeads < 1:
 		return fmt.Errorf("q_heads %d must be >= 1", s.QHeads)
 	case s.KVHeads < 1:
 		return fmt.Errorf("kv_heads %d must be >= 1", s.KVHeads)
 	case s.QHeads%s.KVHeads != 0:
 		return fmt.Errorf("q_heads %d is not a multiple of kv_heads %d", s.QHeads, s.KVHeads)
-	case !isAttentionHeadDim(s.HeadDim):
-		return fmt.Errorf("head_dim %d unsupported (want one of %v)", s.HeadDim, AttentionHeadDims)
+	case !cgo.IsAttentionHeadDim(s.HeadDim):
+		return fmt.Errorf("head_dim %d unsupported (want one of %v)", s.HeadDim, cgo.AttentionHeadDims)
 	case len(s.Context) != s.Batch:
 		return fmt.Errorf("%d context lengths for a batch of %d", len(s.Context), s.Batch)
 	case s.Scale < 0 || math.IsNaN(s.Scale) || math.IsInf(s.Scale, 0):
@@ -166,21 +156,13 @@ func (s AttentionShape) Validate() error {
 	return nil
 }
 
-// ValidatePageSize accepts the page sizes the kernels support: powers of two from 16 to 256.
+// ValidatePageSize accepts the page sizes the kernels take (cgo.ValidPageSize), and says which
+// those are when p is not one.
 func ValidatePageSize(p int) error {
-	if p < MinPageSize || p > MaxPageSize || bits.OnesCount(uint(p)) != 1 {
-		return fmt.Errorf("page size %d unsupported (want a power of two from %d to %d)", p, MinPageSize, MaxPageSize)
+	if !cgo.ValidPageSize(p) {
+		return fmt.Errorf("page size %d unsupported (want a power of two from %d to %d)", p, cgo.MinPageSize, cgo.MaxPageSize)
 	}
 	return nil
-}
-
-func isAttentionHeadDim(d int) bool {
-	for _, x := range AttentionHeadDims {
-		if d == x {
-			return true
-		}
-	}
-	return false
 }
 
 // CacheElements is the element count of one of the K and V caches.
@@ -299,63 +281,127 @@ func Attention(s AttentionShape, pageTable []int32, q, k, v []float32) (Attentio
 			return AttentionReference{}, err
 		}
 	}
+	widen := func(src []float32, dst []float64) {
+		for i := range dst {
+			dst[i] = float64(src[i])
+		}
+	}
+	d := s.HeadDim
+	in := AttentionInputs{
+		Q: func(row int, dst []float64) { widen(q[row*d:][:d], dst) },
+		K: func(b, h, t int, dst []float64) { widen(k[s.KVOffset(pageTable, b, h, t):][:d], dst) },
+		V: func(b, h, t int, dst []float64) { widen(v[s.KVOffset(pageTable, b, h, t):][:d], dst) },
+	}
+	pairs := make([]int, s.Batch*s.KVHeads)
+	for p := range pairs {
+		pairs[p] = p
+	}
+	r, _ := AttentionPairs(s, in, pairs)
+	r.Context = append([]int(nil), s.Context...) // every row, in order: one length per sequence
+	return r, nil
+}
+
+// AttentionInputs give the reference its inputs one HeadDim-long vector at a time, exactly as
+// the device holds them: Q(row, dst) the query of output row b*QHeads+hq, K(b, h, t, dst) and
+// V(b, h, t, dst) token t of sequence b's KV head h. A caller that generates them from the
+// hash reads only what the chosen pairs need.
+type AttentionInputs struct {
+	Q    func(row int, dst []float64)
+	K, V func(b, h, t int, dst []float64)
+}
+
+// AttentionPairs is the reference for the query heads of the chosen (sequence, KV head) pairs
+// (pair = b*KVHeads + h), the pairs on every core: each K and V vector is read once for the
+// whole group of query heads it serves. Its rows are one (sequence, query head) each, in pair
+// order, and Context has one length per row, so that ElementBounds reads each row's own
+// context; elems gives each element's index in the whole output. s must be valid (Validate).
+func AttentionPairs(s AttentionShape, in AttentionInputs, pairs []int) (AttentionReference, []int) {
 	d, group, scale := s.HeadDim, s.Group(), s.SoftmaxScale()
+	rows := len(pairs) * group
 	r := AttentionReference{
-		Want:        make([]float64, s.QElements()),
-		AbsWeighted: make([]float64, s.QElements()),
-		ScoreAbs:    make([]float64, s.Batch*s.QHeads),
-		Context:     append([]int(nil), s.Context...),
+		Want:        make([]float64, rows*d),
+		AbsWeighted: make([]float64, rows*d),
+		ScoreAbs:    make([]float64, rows),
+		Context:     make([]int, rows),
 		HeadDim:     d,
 	}
-	// One (sequence, query head) row per job, on every core: a reference of a few thousand
-	// tokens by dozens of heads is seconds of float64 work on one.
-	rows := make(chan int, s.Batch*s.QHeads)
-	for row := 0; row < s.Batch*s.QHeads; row++ {
-		rows <- row
+	elems := make([]int, rows*d)
+	jobs := make(chan int, len(pairs))
+	for p := range pairs {
+		jobs <- p
 	}
-	close(rows)
+	close(jobs)
 	var wg sync.WaitGroup
-	for range min(runtime.GOMAXPROCS(0), s.Batch*s.QHeads) {
+	for range min(runtime.GOMAXPROCS(0), len(pairs)) {
 		wg.Add(1)
 		go func() {
 			defer wg.Done()
-			weights := make([]float64, s.MaxContext())
-			for row := range rows {
-				b, hq := row/s.QHeads, row%s.QHeads
-				h, n := hq/group, s.Context[b]
-				qv := q[row*d:][:d]
-				m := math.Inf(-1)
-				for t := 0; t < n; t++ {
-					kv := k[s.KVOffset(pageTable, b, h, t):][:d]
-					dot, abs := 0.0, 0.0
-					for i := range qv {
-						p := float64(qv[i]) * float64(kv[i])
-						dot += p
-						abs += math.Abs(p)
-					}
-					weights[t] = dot * scale
-					m = math.Max(m, weights[t])
-					r.ScoreAbs[row] = math.Max(r.ScoreAbs[row], abs*scale)
-				}
-				sum := 0.0
-				for t := 0; t < n; t++ {
-					weights[t] = math.Exp(weights[t] - m) // the softmax subtracts the max first
-					sum += weights[t]
-				}
-				want, absw := r.Want[row*d:][:d], r.AbsWeighted[row*d:][:d]
-				for t := 0; t < n; t++ {
-					vv := v[s.KVOffset(pageTable, b, h, t):][:d]
-					w := weights[t] / sum
-					for i := range want {
-						want[i] += w * float64(vv[i])
-						absw[i] += w * math.Abs(float64(vv[i]))
-					}
-				}
+			for p := range jobs {
+				attentionPair(s, in, pairs[p], p, scale, &r, elems)
 			}
 		}()
 	}
 	wg.Wait()
-	return r, nil
+	return r, elems
+}
+
+// attentionPair computes the rows p*group.. of r for pair (sequence b, KV head h): scores in
+// float64 (every product of two inputs is exact), the softmax after subtracting the max, then
+// the weighted sum of V.
+func attentionPair(s AttentionShape, in AttentionInputs, pair, p int, scale float64, r *AttentionReference, elems []int) {
+	d, group := s.HeadDim, s.Group()
+	b, h := pair/s.KVHeads, pair%s.KVHeads
+	n := s.Context[b]
+	q := make([][]float64, group)
+	scores := make([][]float64, group)
+	maxScore := make([]float64, group)
+	for g := range group {
+		row := b*s.QHeads + h*group + g // the output row of query head h*group+g
+		q[g] = make([]float64, d)
+		in.Q(row, q[g])
+		scores[g] = make([]float64, n)
+		maxScore[g] = math.Inf(-1)
+		local := p*group + g
+		r.Context[local] = n
+		for i := 0; i < d; i++ {
+			elems[local*d+i] = row*d + i
+		}
+	}
+	kv := make([]float64, d)
+	for t := 0; t < n; t++ {
+		in.K(b, h, t, kv)
+		for g := range group {
+			dot, abs := 0.0, 0.0
+			for i, qi := range q[g] {
+				prod := qi * kv[i]
+				dot += prod
+				abs += math.Abs(prod)
+			}
+			scores[g][t] = dot * scale
+			maxScore[g] = math.Max(maxScore[g], scores[g][t])
+			local := p*group + g
+			r.ScoreAbs[local] = math.Max(r.ScoreAbs[local], abs*scale)
+		}
+	}
+	sums := make([]float64, group)
+	for g := range group {
+		for t := 0; t < n; t++ {
+			scores[g][t] = math.Exp(scores[g][t] - maxScore[g]) // the softmax subtracts the max first
+			sums[g] += scores[g][t]
+		}
+	}
+	for t := 0; t < n; t++ {
+		in.V(b, h, t, kv)
+		for g := range group {
+			local := p*group + g
+			want, absw := r.Want[local*d:][:d], r.AbsWeighted[local*d:][:d]
+			w := scores[g][t] / sums[g]
+			for i := range want {
+				want[i] += w * kv[i]
+				absw[i] += w * math.Abs(kv[i])
+			}
+		}
+	}
 }
 
 // Attention tolerances. What separates a correct kernel from the reference:

@@ -1,9 +1,13 @@
 package ref
 
 import (
+	"fmt"
 	"math"
+	"slices"
 	"strings"
 	"testing"
+
+	"github.com/decodebench/decodebench/cgo"
 )
 
 // logicalCaches fills k and v of shape s so that token t of (sequence b, head h) holds
@@ -394,4 +398,36 @@ func float32Attention(s AttentionShape, d DType, q, k, v []float32, roundP bool)
 		}
 	}
 	return got
+}
+
+// Validate refuses exactly what the kernels refuse: the head dims, page sizes and batch limit
+// of kernels/decodebench.h (through cgo), not a copy of them.
+func TestAttentionShapeTakesTheKernelsLimits(t *testing.T) {
+	shape := func(batch, headDim, page int) AttentionShape {
+		s := AttentionShape{Batch: batch, QHeads: 2, KVHeads: 1, HeadDim: headDim, Context: make([]int, batch)}
+		for i := range s.Context {
+			s.Context[i] = 1
+		}
+		if page > 0 {
+			s.Layout, s.PageSize = KVPaged, page
+		}
+		return s.WithDefaults()
+	}
+	for d := 1; d <= 2*slices.Max(cgo.AttentionHeadDims); d++ {
+		if err := shape(1, d, 0).Validate(); (err == nil) != cgo.IsAttentionHeadDim(d) {
+			t.Errorf("head dim %d: Validate says %v, cgo.AttentionHeadDims %v", d, err, cgo.AttentionHeadDims)
+		}
+	}
+	for p := 1; p <= 2*cgo.MaxPageSize; p++ {
+		if err := ValidatePageSize(p); (err == nil) != cgo.ValidPageSize(p) {
+			t.Errorf("page size %d: ValidatePageSize says %v, cgo.ValidPageSize %v", p, err, cgo.ValidPageSize(p))
+		}
+	}
+	d := cgo.AttentionHeadDims[0]
+	if err := shape(cgo.MaxBatch, d, 0).Validate(); err != nil {
+		t.Errorf("batch %d (cgo.MaxBatch): %v", cgo.MaxBatch, err)
+	}
+	if err := shape(cgo.MaxBatch+1, d, 0).Validate(); err == nil || !strings.Contains(err.Error(), fmt.Sprint(cgo.MaxBatch)) {
+		t.Errorf("batch %d (past cgo.MaxBatch): %v, want an error naming %d", cgo.MaxBatch+1, err, cgo.MaxBatch)
+	}
 }

@@ -24,25 +24,51 @@ type LinearReference struct {
 	AbsDot []float64
 }
 
-// Linear computes the reference of a decode linear layer. X is generated once; the rows of W
-// are generated from the hash as they are needed, one per worker, so memory stays at
-// O(batch·k + n·batch) whatever n·k is. In float64 every product of two bf16 or fp16 values
-// is exact and a sum of k of them is off by at most k·2^-53 of AbsDot: nothing next to the
-// errors being checked.
+// Linear computes the reference of a decode linear layer: LinearRows of every output feature.
+// In float64 every product of two bf16 or fp16 values is exact and a sum of k of them is off
+// by at most k·2^-53 of AbsDot: nothing next to the errors being checked.
 func Linear(in LinearInputs) LinearReference {
-	x := Fill(in.DType, in.SeedX, in.ScaleX, in.Batch*in.K)
-	ref := LinearReference{Want: make([]float64, in.Batch*in.N), AbsDot: make([]float64, in.Batch*in.N)}
+	rows := make([]int, in.N)
+	for j := range rows {
+		rows[j] = j
+	}
+	return LinearRows(in, rows)
+}
 
-	workers := min(runtime.GOMAXPROCS(0), in.N)
-	rows := make(chan int, workers)
+// LinearRows is the reference restricted to the output features rows, for every sequence:
+// Want[b*len(rows)+r] and AbsDot[b*len(rows)+r] are those of sequence b and feature rows[r]
+// (with every row, the layout of Linear). X is generated once; only the chosen rows of W are
+// generated from the hash, one at a time per worker, so memory stays at
+// O(batch·k + batch·len(rows)) whatever n·k is.
+func LinearRows(in LinearInputs, rows []int) LinearReference {
+	x := make([]float32, in.Batch*in.K)
+	n := len(rows)
+	ref := LinearReference{Want: make([]float64, in.Batch*n), AbsDot: make([]float64, in.Batch*n)}
+	workers := max(min(runtime.GOMAXPROCS(0), n), 1)
 	var wg sync.WaitGroup
+	for i := range workers { // X in one contiguous part per worker
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			for e := i * len(x) / workers; e < (i+1)*len(x)/workers; e++ {
+				x[e] = FillValue(in.DType, in.SeedX, in.ScaleX, uint64(e))
+			}
+		}()
+	}
+	wg.Wait()
+
+	next := make(chan int, n)
+	for r := range n {
+		next <- r
+	}
+	close(next)
 	for range workers {
 		wg.Add(1)
 		go func() {
 			defer wg.Done()
 			w := make([]float64, in.K)
-			for j := range rows {
-				base := uint64(j) * uint64(in.K)
+			for r := range next {
+				base := uint64(rows[r]) * uint64(in.K)
 				for kk := range w {
 					w[kk] = float64(FillValue(in.DType, in.SeedW, in.ScaleW, base+uint64(kk)))
 				}
@@ -54,16 +80,11 @@ func Linear(in LinearInputs) LinearReference {
 						sum += p
 						abs += math.Abs(p)
 					}
-					ref.Want[b*in.N+j] = sum
-					ref.AbsDot[b*in.N+j] = abs
+					ref.Want[b*n+r], ref.AbsDot[b*n+r] = sum, abs
 				}
 			}
 		}()
 	}
-	for j := 0; j < in.N; j++ {
-		rows <- j
-	}
-	close(rows)
 	wg.Wait()
 	return ref
 }

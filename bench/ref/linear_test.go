@@ -35,6 +35,29 @@ func TestLinearMatchesNaive(t *testing.T) {
 	}
 }
 
+// LinearRows gives the chosen features' reference in its own layout, for any subset in any
+// order, each element as the naive product has it.
+func TestLinearRowsMatchesNaive(t *testing.T) {
+	for _, dt := range []DType{BF16, FP16} {
+		in := LinearInputs{DType: dt, Batch: 5, N: 37, K: 72, SeedX: 11, SeedW: 12, ScaleX: 1, ScaleW: float32(1 / math.Sqrt(72))}
+		naive := linearNaive(in)
+		for _, rows := range [][]int{{36}, {0, 17, 5, 36}, {3, 3}} {
+			got := LinearRows(in, rows)
+			if len(got.Want) != in.Batch*len(rows) {
+				t.Fatalf("%v rows %v: %d elements, want %d", dt, rows, len(got.Want), in.Batch*len(rows))
+			}
+			for b := 0; b < in.Batch; b++ {
+				for r, j := range rows {
+					i, want := b*len(rows)+r, naive[b*in.N+j]
+					if math.Abs(got.Want[i]-want) > 1e-12*got.AbsDot[i] || got.AbsDot[i] < math.Abs(want) {
+						t.Fatalf("%v rows %v: (sequence %d, feature %d) = %v (abs %v), naive %v", dt, rows, b, j, got.Want[i], got.AbsDot[i], want)
+					}
+				}
+			}
+		}
+	}
+}
+
 // simulatedKernel computes Y the way a correct kernel may: fp32 sums of exact products over
 // slices of k (split-K partials, or one slice), partials added in fp32, the result rounded to
 // dtype. broken, when not nil, gets a chance to damage the computation.

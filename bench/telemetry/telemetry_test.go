@@ -2,7 +2,6 @@ package telemetry
 
 import (
 	"errors"
-	"fmt"
 	"strings"
 	"sync"
 	"sync/atomic"
@@ -13,63 +12,34 @@ import (
 	"github.com/NVIDIA/go-nvml/pkg/nvml/mock"
 
 	"github.com/decodebench/decodebench/bench/gpuinfo"
+	"github.com/decodebench/decodebench/bench/gpuinfo/fakenvml"
 )
 
-// h200Device is a mock H200 whose clocks event reasons come from reasons() at each call.
-func h200Device(reasons func() uint64, powerMW func() uint32) *mock.Device {
-	return &mock.Device{
-		GetClockInfoFunc: func(c nvml.ClockType) (uint32, nvml.Return) {
-			if c == nvml.CLOCK_MEM {
-				return 3201, nvml.SUCCESS
-			}
-			return 1980, nvml.SUCCESS
-		},
-		GetTemperatureFunc: func(nvml.TemperatureSensors) (uint32, nvml.Return) { return 52, nvml.SUCCESS },
-		GetPowerUsageFunc:  func() (uint32, nvml.Return) { return powerMW(), nvml.SUCCESS },
-		GetCurrentClocksEventReasonsFunc: func() (uint64, nvml.Return) {
-			return reasons(), nvml.SUCCESS
-		},
+// busyCard is a simulated card under load: SM clock 1980 MHz, memory clock 3201 MHz, 52 °C,
+// drawing 650 W, idle in its clocks event reasons.
+func busyCard() *fakenvml.GPU {
+	g := fakenvml.H100(0)
+	g.Set(func(s *fakenvml.State) {
+		s.SMClockMHz, s.MemClockMHz, s.TemperatureC, s.PowerMW = 1980, 3201, 52, 650_000
+		s.ClocksEventReasons = nvml.ClocksEventReasonGpuIdle
+	})
+	return g
+}
+
+// balanced reports whether lib was shut down as often as it started: never after a failed
+// Init, once after each one that succeeded.
+func balanced(t *testing.T, lib *mock.Interface, initRet nvml.Return) {
+	t.Helper()
+	inits, shutdowns := len(lib.InitCalls()), len(lib.ShutdownCalls())
+	if want := map[bool]int{true: inits, false: 0}[initRet == nvml.SUCCESS]; shutdowns != want {
+		t.Errorf("NVML initialized %d times (answer %v), shut down %d times: want %d", inits, initRet, shutdowns, want)
 	}
 }
 
-func mockLib(dev *mock.Device, initRet nvml.Return) (*mock.Interface, *atomic.Int32) {
-	var live atomic.Int32
-	symbols := map[string]bool{"nvmlDeviceGetCurrentClocksEventReasons": true, "nvmlDeviceGetTemperature": true}
-	return &mock.Interface{
-		InitFunc: func() nvml.Return {
-			if initRet == nvml.SUCCESS {
-				live.Add(1)
-			}
-			return initRet
-		},
-		ShutdownFunc: func() nvml.Return { live.Add(-1); return nvml.SUCCESS },
-		DeviceGetHandleByUUIDFunc: func(uuid string) (nvml.Device, nvml.Return) {
-			if uuid != "GPU-h200" {
-				return nil, nvml.ERROR_NOT_FOUND
-			}
-			return dev, nvml.SUCCESS
-		},
-		ExtensionsFunc: func() nvml.ExtendedInterface {
-			return &mock.ExtendedInterface{LookupSymbolFunc: func(name string) error {
-				if symbols[name] {
-					return nil
-				}
-				return fmt.Errorf("no %s", name)
-			}}
-		},
-	}, &live
-}
-
 func TestNVMLSourceThroughSampler(t *testing.T) {
-	var throttle atomic.Bool
-	dev := h200Device(func() uint64 {
-		if throttle.Load() {
-			return nvml.ClocksEventReasonSwPowerCap
-		}
-		return nvml.ClocksEventReasonGpuIdle
-	}, func() uint32 { return 650_000 })
-	lib, live := mockLib(dev, nvml.SUCCESS)
-	src, err := OpenNVML(lib, "GPU-h200")
+	card := busyCard()
+	lib := fakenvml.Library(card)
+	src, err := OpenNVML(lib, card.UUID)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -86,7 +56,7 @@ func TestNVMLSourceThroughSampler(t *testing.T) {
 	}
 
 	hot := sampler.Start()
-	throttle.Store(true)
+	card.Set(func(s *fakenvml.State) { s.ClocksEventReasons = nvml.ClocksEventReasonSwPowerCap })
 	time.Sleep(5 * time.Millisecond)
 	s = hot.Stop()
 	if !s.Throttled || s.ThrottledReadings == 0 {
@@ -102,9 +72,7 @@ func TestNVMLSourceThroughSampler(t *testing.T) {
 		t.Fatal(err)
 	}
 	_ = src.Close()
-	if live.Load() != 0 {
-		t.Errorf("NVML left initialized %d times", live.Load())
-	}
+	balanced(t, lib, nvml.SUCCESS)
 }
 
 func TestOpenNVMLFailures(t *testing.T) {
@@ -114,19 +82,22 @@ func TestOpenNVMLFailures(t *testing.T) {
 		uuid    string
 		want    string
 	}{
-		{"no driver", nvml.ERROR_DRIVER_NOT_LOADED, "GPU-h200", "NVML init"},
+		{"no driver", nvml.ERROR_DRIVER_NOT_LOADED, "", "NVML init"},
 		{"unknown GPU", nvml.SUCCESS, "GPU-other", "no GPU GPU-other"},
 	}
 	for _, tc := range tests {
 		t.Run(tc.desc, func(t *testing.T) {
-			lib, live := mockLib(h200Device(func() uint64 { return 0 }, func() uint32 { return 0 }), tc.initRet)
-			_, err := OpenNVML(lib, tc.uuid)
+			card := busyCard()
+			lib := fakenvml.Driver{Init: tc.initRet}.Library(card)
+			uuid := tc.uuid
+			if uuid == "" {
+				uuid = card.UUID
+			}
+			_, err := OpenNVML(lib, uuid)
 			if err == nil || !strings.Contains(err.Error(), tc.want) {
 				t.Fatalf("err = %v, want it to say %q", err, tc.want)
 			}
-			if live.Load() != 0 {
-				t.Errorf("NVML left initialized after a failed open")
-			}
+			balanced(t, lib, tc.initRet)
 		})
 	}
 }

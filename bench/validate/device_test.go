@@ -28,7 +28,7 @@ func TestTinySuiteOnTheEmulator(t *testing.T) {
 			t.Fatalf("%d outcomes for %d steps", len(c.Outcomes), len(plan.Steps))
 		}
 		for _, o := range c.Outcomes {
-			if o.Status != StatusOK || !o.Verification.Ran || !o.Verification.Passed || !o.Emulated {
+			if o.Status != measure.StatusOK || !o.Verification.Ran || !o.Verification.Passed || !o.Emulated {
 				t.Errorf("%s (%s): %s %q, verification %+v, emulated %v", o.Step, o.Kernel, o.Status, o.Reason, o.Verification, o.Emulated)
 			}
 		}

@@ -3,6 +3,8 @@ package validate
 import (
 	"math"
 	"testing"
+
+	"github.com/decodebench/decodebench/bench/measure"
 )
 
 func TestGatesOnAGoodH100(t *testing.T) {
@@ -99,9 +101,9 @@ func TestCorrectnessChecks(t *testing.T) {
 		outcomes = append(outcomes, out[st.Name])
 	}
 	outcomes = append(outcomes,
-		Outcome{Step: "x.crashed", Kernel: "bf16 linear", Status: StatusFailed, Reason: "CUDA error: an illegal memory access"},
-		Outcome{Step: "x.skipped", Kernel: "bf16 linear", Status: StatusSkipped, Reason: "needs 90 GB"},
-		Outcome{Step: "x.nan", Kernel: "bf16 attention", Status: StatusFailed, Reason: "256 outputs are NaN",
+		Outcome{Step: "x.crashed", Kernel: "bf16 linear", Status: measure.StatusFailed, Reason: "CUDA error: an illegal memory access"},
+		Outcome{Step: "x.skipped", Kernel: "bf16 linear", Status: measure.StatusSkipped, Reason: "needs 90 GB"},
+		Outcome{Step: "x.nan", Kernel: "bf16 attention", Status: measure.StatusFailed, Reason: "256 outputs are NaN",
 			Verification: Verification{Ran: true, NonFinite: true, Tolerance: 0.01}})
 	checks := CorrectnessChecks(outcomes)
 	if len(checks) != len(outcomes) {

@@ -4,8 +4,10 @@ import (
 	"strings"
 	"testing"
 
+	"github.com/decodebench/decodebench/bench/measure"
 	"github.com/decodebench/decodebench/bench/roofline"
 	"github.com/decodebench/decodebench/bench/timing"
+	"github.com/decodebench/decodebench/cgo"
 )
 
 // synthRunner "measures" a step at chosen rates: memory-bound kernels at a fraction of readBW,
@@ -26,54 +28,47 @@ func goodH100() synthRunner {
 }
 
 func stepCost(s Step) (bytes, flops float64) {
+	sp := s.Spec
 	switch {
-	case s.Probe != nil && s.Probe.Kind == ProbeRead:
-		b := float64(s.Probe.Bytes)
+	case sp.Probe != nil && sp.Probe.Kind == cgo.ProbeRead:
+		b := float64(sp.Probe.Bytes)
 		if b == 0 {
 			b = 1 << 31
 		}
 		return b, 0
-	case s.Probe != nil:
+	case sp.Probe != nil:
 		return 0, 1e12
-	case s.Linear != nil:
-		l := s.Linear
-		b, n, k := float64(l.Batch), float64(l.N), float64(l.K)
-		return (n*k + b*k + b*n) * 2, 2 * b * n * k
-	case s.Attention != nil:
-		a := s.Attention
-		b, ctx := float64(a.Batch), float64(a.Context)
-		return b*ctx*2*float64(a.KVHeads*a.HeadDim)*2 + 2*b*float64(a.QHeads*a.HeadDim)*2, 4 * b * float64(a.QHeads*a.HeadDim) * ctx
 	}
-	return 0, 0
+	return sp.Bytes(), sp.FLOPs()
 }
 
-func (r synthRunner) Run(s Step, cfg timing.Config) Outcome {
+func (r synthRunner) Run(s Step, cfg timing.Config) measure.Outcome {
 	if r.onRun != nil {
 		r.onRun(s)
 	}
 	bytes, flops := stepCost(s)
 	var seconds float64
 	switch {
-	case s.Probe != nil && s.Probe.Kind == ProbeMMA:
+	case s.Spec.Probe != nil && s.Spec.Probe.Kind == cgo.ProbeMMABF16:
 		seconds = flops / r.tensorRate
-	case s.Probe != nil:
+	case s.Spec.Probe != nil:
 		seconds = bytes / r.readBW
-	case s.Linear != nil:
+	case s.Spec.Linear != nil:
 		seconds = bytes / (r.readBW * r.linearEff)
 	default:
 		seconds = bytes / (r.readBW * r.attnEff)
 	}
-	o := Outcome{
-		Kernel: s.String(), Status: StatusOK, Bytes: bytes, FLOPs: flops,
-		MedianSeconds: seconds, MinSeconds: seconds, Samples: 10, Converged: true,
-		BytesPerSec: bytes / seconds, FLOPsPerSec: flops / seconds,
-		Verification: Verification{Ran: true, Passed: true, RelError: 1e-3, Tolerance: 2e-2},
+	o := measure.Outcome{
+		Spec: s.Spec, Kernel: s.Spec.Kind, Status: measure.StatusOK, Bytes: bytes, FLOPs: flops,
+		Stats:               timing.Stats{Median: seconds, Min: seconds, Samples: make([]float64, 10), Converged: true},
+		AchievedBytesPerSec: bytes / seconds, AchievedFLOPsPerSec: flops / seconds,
+		Verification: measure.Verification{Passed: true, RelError: 1e-3, Tolerance: 2e-2, Checked: 64},
 		Emulated:     r.emulated,
 	}
 	if r.failSteps[s.Name] {
-		o.Status, o.Reason = StatusFailed, "verification failed"
+		o.Status, o.Reason = measure.StatusFailed, "verification failed"
 		o.Verification.Passed, o.Verification.RelError = false, 0.7
-		o.MedianSeconds, o.BytesPerSec, o.FLOPsPerSec = 0, 0, 0
+		o.Stats, o.AchievedBytesPerSec, o.AchievedFLOPsPerSec = timing.Stats{}, 0, 0
 	}
 	return o
 }
@@ -87,9 +82,7 @@ func runSuite(t *testing.T, s Suite, r Runner) (Plan, map[string]Outcome) {
 	}
 	out := map[string]Outcome{}
 	for _, st := range plan.Steps {
-		o := r.Run(st, s.Timing)
-		o.Step = st.Name
-		out[st.Name] = o
+		out[st.Name] = newOutcome(st, r.Run(st, s.Timing))
 	}
 	return plan, out
 }

@@ -3,13 +3,8 @@ package validate
 import (
 	"fmt"
 	"math"
-)
 
-// Outcome statuses, as bench/measure gives them.
-const (
-	StatusOK      = "ok"
-	StatusFailed  = "failed"
-	StatusSkipped = "skipped"
+	"github.com/decodebench/decodebench/bench/measure"
 )
 
 // Verification is a kernel's output held against the float64 reference (bench/ref).
@@ -23,11 +18,13 @@ type Verification struct {
 	Tolerance float64 `json:"tolerance"`
 }
 
-// Outcome is one step's measurement on one card: what a Runner returns.
+// Outcome is the report's record of one step's measurement on one card: a measure.Outcome in
+// the names of the report's schema (docs/validate-schema.md), which readers of v1 reports rely
+// on; newOutcome is the one place that writes it.
 type Outcome struct {
 	Step   string `json:"step"`
 	Kernel string `json:"kernel"` // what ran, in words
-	Status string `json:"status"` // StatusOK, StatusFailed or StatusSkipped
+	Status string `json:"status"` // measure.StatusOK, measure.StatusFailed or measure.StatusSkipped
 	Reason string `json:"reason,omitempty"`
 
 	// Bytes and FLOPs are the minimum one call must move and do (decimal units).
@@ -47,8 +44,33 @@ type Outcome struct {
 	Emulated     bool         `json:"emulated"` // timed on the emulator: no speed
 }
 
+// newOutcome records step's measurement m. A verification that saw NaN or infinite outputs has
+// no relative error: 0 and NonFinite. A failed verification's reason stands in for an outcome
+// that gives none.
+func newOutcome(step Step, m measure.Outcome) Outcome {
+	o := Outcome{
+		Step: step.Name, Kernel: step.String(), Status: m.Status, Reason: m.Reason,
+		Bytes: m.Bytes, FLOPs: m.FLOPs,
+		MedianSeconds: m.Stats.Median, MinSeconds: m.Stats.Min, Spread: m.Stats.Spread,
+		Samples: len(m.Stats.Samples), Converged: m.Stats.Converged,
+		BytesPerSec: m.AchievedBytesPerSec, FLOPsPerSec: m.AchievedFLOPsPerSec,
+		Verification: Verification{
+			Ran: m.Verification.Checked > 0, Passed: m.Verification.Passed,
+			RelError: m.Verification.RelError, Tolerance: m.Verification.Tolerance,
+		},
+		Emulated: m.Emulated,
+	}
+	if m.Verification.NonFinite > 0 || math.IsNaN(o.Verification.RelError) || math.IsInf(o.Verification.RelError, 0) {
+		o.Verification.RelError, o.Verification.NonFinite = 0, true
+	}
+	if o.Verification.Ran && !o.Verification.Passed && m.Verification.Reason != "" && o.Reason == "" {
+		o.Reason = m.Verification.Reason
+	}
+	return o
+}
+
 // ok reports whether the step was measured.
-func (o Outcome) ok() bool { return o.Status == StatusOK && o.MedianSeconds > 0 }
+func (o Outcome) ok() bool { return o.Status == measure.StatusOK && o.MedianSeconds > 0 }
 
 // why says why a step gave no measurement.
 func (o Outcome) why() string {
@@ -57,7 +79,7 @@ func (o Outcome) why() string {
 		return "it did not run"
 	case o.Reason != "":
 		return o.Reason
-	case o.Status == StatusOK:
+	case o.Status == measure.StatusOK:
 		return "it gave no time"
 	}
 	return "it " + o.Status
@@ -71,10 +93,10 @@ func CorrectnessChecks(outcomes []Outcome) []Check {
 		id := "correctness." + o.Step
 		v := o.Verification
 		switch {
-		case o.Status == StatusSkipped && !v.Ran:
+		case o.Status == measure.StatusSkipped && !v.Ran:
 			checks = append(checks, newCheck(id, CategoryCorrectness, Warn,
 				"The %s was not run (%s), so it was not verified.", o.Kernel, o.why()))
-		case !v.Ran && o.Status == StatusFailed:
+		case !v.Ran && o.Status == measure.StatusFailed:
 			checks = append(checks, newCheck(id, CategoryCorrectness, Fail,
 				"The %s failed before its output could be checked: %s. Run `decodebench verify` on this card to look closer; a kernel that fails on one card only points at the card.", o.Kernel, o.why()))
 		case !v.Ran:

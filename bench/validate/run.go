@@ -11,14 +11,15 @@ import (
 	"github.com/NVIDIA/go-nvml/pkg/nvml"
 
 	"github.com/decodebench/decodebench/bench/gpuinfo"
+	"github.com/decodebench/decodebench/bench/measure"
 	"github.com/decodebench/decodebench/bench/roofline"
 	"github.com/decodebench/decodebench/bench/timing"
 )
 
 // Runner measures steps on one card: a kernel verified against bench/ref, then timed by the
-// rule cfg. It never panics for a kernel's failure; it returns an Outcome that says why.
+// rule cfg. It never panics for a kernel's failure; it returns a measure.Outcome that says why.
 type Runner interface {
-	Run(step Step, cfg timing.Config) Outcome
+	Run(step Step, cfg timing.Config) measure.Outcome
 }
 
 // Target is one card to validate.
@@ -201,26 +202,23 @@ func validateCard(ctx context.Context, cfg Config, plan Plan, t Target) Card {
 	sampler := startSampler(cfg, t.NVML)
 	deadline := time.Now().Add(cfg.Suite.Budget)
 	for _, step := range plan.Steps {
-		var o Outcome
+		var m measure.Outcome
 		switch {
 		case skip != "":
-			o = Outcome{Status: StatusSkipped, Reason: skip}
+			m = measure.Outcome{Status: measure.StatusSkipped, Reason: skip}
 		case fail != "":
-			o = Outcome{Status: StatusFailed, Reason: fail}
+			m = measure.Outcome{Status: measure.StatusFailed, Reason: fail}
 		case ctx.Err() != nil:
-			o = Outcome{Status: StatusSkipped, Reason: "validate was interrupted"}
+			m = measure.Outcome{Status: measure.StatusSkipped, Reason: "validate was interrupted"}
 			cutShort = true
 		case cfg.Suite.Budget > 0 && time.Now().After(deadline):
-			o = Outcome{Status: StatusSkipped, Reason: fmt.Sprintf("the suite's %s budget per card ran out", cfg.Suite.Budget)}
+			m = measure.Outcome{Status: measure.StatusSkipped, Reason: fmt.Sprintf("the suite's %s budget per card ran out", cfg.Suite.Budget)}
 		default:
-			o = runner.Run(step, cfg.Suite.Timing)
+			m = runner.Run(step, cfg.Suite.Timing)
 		}
-		o.Step = step.Name
-		if o.Kernel == "" {
-			o.Kernel = step.String()
-		}
+		o := newOutcome(step, m)
 		outcomes = append(outcomes, o)
-		obs.UnderLoad = obs.UnderLoad || o.Status == StatusOK
+		obs.UnderLoad = obs.UnderLoad || o.Status == measure.StatusOK
 		if cfg.Progress != nil {
 			cfg.Progress(card, o)
 		}

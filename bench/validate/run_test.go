@@ -12,6 +12,7 @@ import (
 
 	"github.com/decodebench/decodebench/bench/gpuinfo"
 	"github.com/decodebench/decodebench/bench/gpuinfo/fakenvml"
+	"github.com/decodebench/decodebench/bench/measure"
 	"github.com/decodebench/decodebench/bench/roofline"
 	"github.com/decodebench/decodebench/bench/timing"
 )
@@ -117,7 +118,7 @@ func TestRunABoxWithFaults(t *testing.T) {
 	expect(t, find(t, cards[3].Checks, "health.idle"), Fail, "pid 222 using 40.0 GiB")
 	expect(t, find(t, cards[3].Checks, "performance.model_step"), Fail, "another process was using the card")
 	for _, o := range cards[3].Outcomes {
-		if o.Status != StatusSkipped {
+		if o.Status != measure.StatusSkipped {
 			t.Errorf("busy card ran %s", o.Step)
 		}
 	}
@@ -152,9 +153,9 @@ func TestRunExpectAndBudget(t *testing.T) {
 	// Two 20 ms steps spend the 30 ms budget; the rest are skipped and their gates fail.
 	ran := 0
 	for _, o := range cards[0].Outcomes {
-		if o.Status == StatusOK {
+		if o.Status == measure.StatusOK {
 			ran++
-		} else if o.Status != StatusSkipped || o.Reason != "the suite's 30ms budget per card ran out" {
+		} else if o.Status != measure.StatusSkipped || o.Reason != "the suite's 30ms budget per card ran out" {
 			t.Errorf("%s: %s %q", o.Step, o.Status, o.Reason)
 		}
 	}
@@ -174,7 +175,7 @@ func TestRunInterrupted(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	if o := cards[0].Outcomes[1]; o.Status != StatusSkipped || o.Reason != "validate was interrupted" {
+	if o := cards[0].Outcomes[1]; o.Status != measure.StatusSkipped || o.Reason != "validate was interrupted" {
 		t.Errorf("after the interrupt: %+v", o)
 	}
 }

@@ -2,84 +2,62 @@ package validate
 
 import (
 	"fmt"
+	"strconv"
+	"strings"
 	"time"
 
+	"github.com/decodebench/decodebench/bench/measure"
 	"github.com/decodebench/decodebench/bench/model"
 	"github.com/decodebench/decodebench/bench/timing"
+	"github.com/decodebench/decodebench/cgo"
 )
 
-// ProbeStep is a bandwidth or compute probe: Kind "read" (16-byte loads over Bytes) or "mma"
-// (bf16 mma.sync chains of Iterations per thread). 0 leaves a size to bench/measure, which
-// picks max(32x L2, 1 GiB) and about a millisecond per launch.
-type ProbeStep struct {
-	Kind       string `json:"kind"`
-	Bytes      uint64 `json:"bytes,omitempty"`
-	Iterations int    `json:"iterations,omitempty"`
-}
-
-// Probe kinds a suite uses.
-const (
-	ProbeRead = "read"
-	ProbeMMA  = "mma"
-)
-
-// LinearStep is a decode linear layer Y[Batch x N] = X[Batch x K] W^T in bf16, the kernel
-// variant left to the library.
-type LinearStep struct {
-	Batch int `json:"batch"`
-	N     int `json:"n"`
-	K     int `json:"k"`
-}
-
-// AttentionStep is decode attention in bf16 over a contiguous KV cache, every sequence at
-// Context tokens, the split count left to the library.
-type AttentionStep struct {
-	Batch   int `json:"batch"`
-	QHeads  int `json:"q_heads"`
-	KVHeads int `json:"kv_heads"`
-	HeadDim int `json:"head_dim"`
-	Context int `json:"context"`
-}
-
-// Step is one measurement of a suite: exactly one of Probe, Linear and Attention is set.
+// Step is one measurement of a suite: a name and the one measure.Spec it runs. The suite's
+// steps are bf16, their kernel variant and split count left to the library, their attention
+// over a contiguous KV cache with every sequence at one context.
 type Step struct {
-	Name      string         `json:"name"`
-	Probe     *ProbeStep     `json:"probe,omitempty"`
-	Linear    *LinearStep    `json:"linear,omitempty"`
-	Attention *AttentionStep `json:"attention,omitempty"`
+	Name string       `json:"name"`
+	Spec measure.Spec `json:"spec"`
 }
 
-// String describes what the step runs, for messages.
+// String describes what the step runs, for messages and the report's kernel field.
 func (s Step) String() string {
+	sp := s.Spec
 	switch {
-	case s.Probe != nil && s.Probe.Kind == ProbeRead && s.Probe.Bytes >= 1e9:
-		return fmt.Sprintf("read probe over %.3g GB", float64(s.Probe.Bytes)/1e9)
-	case s.Probe != nil && s.Probe.Kind == ProbeRead && s.Probe.Bytes > 0:
-		return fmt.Sprintf("read probe over %.3g MB", float64(s.Probe.Bytes)/1e6)
-	case s.Probe != nil && s.Probe.Kind == ProbeMMA:
-		return "bf16 tensor-core (mma) probe"
-	case s.Probe != nil:
-		return s.Probe.Kind + " probe"
-	case s.Linear != nil:
-		l := s.Linear
-		return fmt.Sprintf("bf16 linear, batch %d, N %d, K %d", l.Batch, l.N, l.K)
-	case s.Attention != nil:
-		a := s.Attention
-		return fmt.Sprintf("bf16 decode attention, batch %d, %d/%d heads of %d, context %d", a.Batch, a.QHeads, a.KVHeads, a.HeadDim, a.Context)
+	case sp.Kind == measure.KindProbe && sp.Probe != nil:
+		p := sp.Probe
+		switch {
+		case p.Kind == cgo.ProbeRead && p.Bytes >= 1e9:
+			return fmt.Sprintf("read probe over %.3g GB", float64(p.Bytes)/1e9)
+		case p.Kind == cgo.ProbeRead && p.Bytes > 0:
+			return fmt.Sprintf("read probe over %.3g MB", float64(p.Bytes)/1e6)
+		case p.Kind == cgo.ProbeMMABF16:
+			return "bf16 tensor-core (mma) probe"
+		}
+		return p.Kind.String() + " probe"
+	case sp.Kind == measure.KindLinear && sp.Linear != nil:
+		l := sp.Linear
+		return fmt.Sprintf("%s linear, batch %d, N %d, K %d", l.DType, l.Batch, l.N, l.K)
+	case sp.Kind == measure.KindAttention && sp.Attention != nil:
+		a := sp.Attention
+		ctx := make([]string, len(a.Contexts))
+		for i, n := range a.Contexts {
+			ctx[i] = strconv.Itoa(n)
+		}
+		return fmt.Sprintf("%s decode attention, batch %d, %d/%d heads of %d, context %s", a.DType, a.Batch, a.QHeads, a.KVHeads, a.HeadDim, strings.Join(ctx, ","))
 	}
 	return s.Name
 }
 
-func (s Step) sameWork(o Step) bool {
-	switch {
-	case s.Probe != nil && o.Probe != nil:
-		return *s.Probe == *o.Probe
-	case s.Linear != nil && o.Linear != nil:
-		return *s.Linear == *o.Linear
-	case s.Attention != nil && o.Attention != nil:
-		return *s.Attention == *o.Attention
-	}
-	return false
+// linearStep is the suite's linear layer Y[batch x n] = X[batch x k] W^T.
+func linearStep(batch, n, k int) measure.LinearSpec {
+	return measure.LinearSpec{Batch: batch, N: n, K: k, DType: cgo.DTypeBF16, Variant: cgo.LinearAuto}
+}
+
+// attentionStep is the suite's decode attention, every sequence at context tokens.
+func attentionStep(batch, qHeads, kvHeads, headDim, context int) measure.AttentionSpec {
+	return measure.AttentionSpec{Batch: batch, QHeads: qHeads, KVHeads: kvHeads, HeadDim: headDim,
+		Contexts: []int{context}, DType: cgo.DTypeBF16, Variant: cgo.AttentionAuto}
 }
 
 // Suite is the fixed set of measurements validate runs on every card.
@@ -90,10 +68,10 @@ type Suite struct {
 	// gates fail), so a box never takes much longer than the suite promises.
 	Budget time.Duration `json:"budget_ns"`
 
-	Read          ProbeStep     `json:"read"`
-	Tensor        ProbeStep     `json:"tensor"`
-	LinearBatch1  LinearStep    `json:"linear_batch1"`
-	AttentionLong AttentionStep `json:"attention_long"`
+	Read          measure.ProbeSpec     `json:"read"`
+	Tensor        measure.ProbeSpec     `json:"tensor"`
+	LinearBatch1  measure.LinearSpec    `json:"linear_batch1"`
+	AttentionLong measure.AttentionSpec `json:"attention_long"`
 	// Model is the reference model whose batch-1 decode step at ModelContext gives the
 	// model_step gate: the sum over Model.Kernels of each kernel's median time x its repeats.
 	Model        model.Shape `json:"model"`
@@ -133,24 +111,24 @@ func (s Suite) Plan() (Plan, error) {
 			s.Name, s.Model, s.Model.WeightDType, s.Model.KVDType)
 	}
 	p := Plan{Steps: []Step{
-		{Name: StepRead, Probe: &s.Read},
-		{Name: StepTensor, Probe: &s.Tensor},
-		{Name: StepLinearBatch1, Linear: &s.LinearBatch1},
-		{Name: StepAttentionLong, Attention: &s.AttentionLong},
+		{Name: StepRead, Spec: s.Read.Spec()},
+		{Name: StepTensor, Spec: s.Tensor.Spec()},
+		{Name: StepLinearBatch1, Spec: s.LinearBatch1.Spec()},
+		{Name: StepAttentionLong, Spec: s.AttentionLong.Spec()},
 	}}
 	for _, k := range s.Model.Kernels(1, s.ModelContext) {
 		st := Step{Name: "model." + k.Name}
 		switch k.Kind {
 		case model.KindLinear:
-			st.Linear = &LinearStep{Batch: k.M, N: k.N, K: k.K}
+			st.Spec = linearStep(k.M, k.N, k.K).Spec()
 		case model.KindAttention:
-			st.Attention = &AttentionStep{Batch: k.Batch, QHeads: k.QHeads, KVHeads: k.KVHeads, HeadDim: k.HeadDim, Context: k.Context}
+			st.Spec = attentionStep(k.Batch, k.QHeads, k.KVHeads, k.HeadDim, k.Context).Spec()
 		default:
 			return Plan{}, fmt.Errorf("suite %s: reference model kernel %s of kind %q", s.Name, k.Name, k.Kind)
 		}
 		name := st.Name
 		for _, existing := range p.Steps {
-			if existing.sameWork(st) {
+			if existing.Spec.Key() == st.Spec.Key() {
 				name = existing.Name
 				break
 			}
@@ -188,10 +166,10 @@ func StandardSuite() (Suite, error) {
 		// 10 s: ten measurements must fit the budget even when one never settles.
 		Timing:        timing.Config{Warmup: 3, MinSamples: 10, MinSeconds: 0.5, TargetSpread: 0.005, MaxSeconds: 4},
 		Budget:        90 * time.Second,
-		Read:          ProbeStep{Kind: ProbeRead},
-		Tensor:        ProbeStep{Kind: ProbeMMA},
-		LinearBatch1:  LinearStep{Batch: 1, N: 28672, K: 4096},
-		AttentionLong: AttentionStep{Batch: 4, QHeads: 32, KVHeads: 8, HeadDim: 128, Context: 32768},
+		Read:          measure.ProbeSpec{Kind: cgo.ProbeRead},
+		Tensor:        measure.ProbeSpec{Kind: cgo.ProbeMMABF16},
+		LinearBatch1:  linearStep(1, 28672, 4096),
+		AttentionLong: attentionStep(4, 32, 8, 128, 32768),
 		Model:         ref,
 		ModelContext:  4096,
 	}, nil
@@ -208,10 +186,10 @@ func TinySuite() Suite {
 		Name:          SuiteTiny,
 		Timing:        timing.Config{Warmup: 1, MinSamples: 3, MinSeconds: 0, TargetSpread: 0.5, MaxSeconds: 2},
 		Budget:        60 * time.Second,
-		Read:          ProbeStep{Kind: ProbeRead, Bytes: 1 << 20},
-		Tensor:        ProbeStep{Kind: ProbeMMA, Iterations: 2},
-		LinearBatch1:  LinearStep{Batch: 1, N: 64, K: 64},
-		AttentionLong: AttentionStep{Batch: 1, QHeads: 4, KVHeads: 2, HeadDim: 64, Context: 256},
+		Read:          measure.ProbeSpec{Kind: cgo.ProbeRead, Bytes: 1 << 20},
+		Tensor:        measure.ProbeSpec{Kind: cgo.ProbeMMABF16, Iterations: 2},
+		LinearBatch1:  linearStep(1, 64, 64),
+		AttentionLong: attentionStep(1, 4, 2, 64, 256),
 		Model:         tiny,
 		ModelContext:  64,
 	}

@@ -7,13 +7,14 @@ import (
 	"strings"
 	"text/tabwriter"
 
+	"github.com/decodebench/decodebench/bench/measure"
 	"github.com/decodebench/decodebench/bench/validate"
 )
 
 // outcomeNote is one progress line's result.
 func outcomeNote(o validate.Outcome) string {
 	switch {
-	case o.Status != validate.StatusOK:
+	case o.Status != measure.StatusOK:
 		return fmt.Sprintf("%s: %s", o.Status, o.Reason)
 	case o.FLOPs > 0 && o.Bytes == 0:
 		return validate.FormatValue(o.FLOPsPerSec, validate.UnitFLOPsPerSec) + ", verified"

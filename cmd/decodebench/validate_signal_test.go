@@ -16,6 +16,7 @@ import (
 	"github.com/urfave/cli/v2"
 
 	"github.com/decodebench/decodebench/bench/gpuinfo/fakenvml"
+	"github.com/decodebench/decodebench/bench/measure"
 	"github.com/decodebench/decodebench/bench/timing"
 	"github.com/decodebench/decodebench/bench/validate"
 )
@@ -46,7 +47,7 @@ type holdingRunner struct {
 	once *sync.Once
 }
 
-func (h holdingRunner) Run(s validate.Step, cfg timing.Config) validate.Outcome {
+func (h holdingRunner) Run(s validate.Step, cfg timing.Config) measure.Outcome {
 	if s.Name == h.step {
 		h.once.Do(hold)
 	}

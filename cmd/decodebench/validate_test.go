@@ -10,7 +10,6 @@ import (
 	"testing"
 
 	"github.com/NVIDIA/go-nvml/pkg/nvml"
-	"github.com/NVIDIA/go-nvml/pkg/nvml/mock"
 
 	"github.com/decodebench/decodebench/bench/gpuinfo"
 	"github.com/decodebench/decodebench/bench/gpuinfo/fakenvml"
@@ -40,7 +39,7 @@ func TestValidateWithoutDriver(t *testing.T) {
 	hermetic(t, "")
 	validateEnv(t)
 	nvmlHook = func() nvml.Interface {
-		return &mock.Interface{InitFunc: func() nvml.Return { return nvml.ERROR_LIBRARY_NOT_FOUND }}
+		return fakenvml.Driver{Init: nvml.ERROR_LIBRARY_NOT_FOUND}.Library()
 	}
 	_, _, code, msg := runFleetCLI(t, "validate", "--json", "r.json")
 	if code != 1 || !strings.Contains(msg, "cannot validate: no NVIDIA driver found") || !strings.Contains(msg, "--backend emu") {
