@@ -107,19 +107,23 @@ func helperCommand(t *testing.T, dir string, args ...string) *exec.Cmd {
 	return cmd
 }
 
+// helperArgs are the arguments after "--" of a helper subprocess: its decodebench command line.
+func helperArgs() []string {
+	for i, a := range os.Args {
+		if a == "--" {
+			return os.Args[i+1:]
+		}
+	}
+	return nil
+}
+
 // TestSweepHelperProcess is the command line when a test runs this binary as a subprocess
 // (helperCommand); it does nothing in a normal test run.
 func TestSweepHelperProcess(t *testing.T) {
 	if os.Getenv(helperEnv) != "1" {
 		return
 	}
-	args := os.Args
-	for i, a := range args {
-		if a == "--" {
-			args = args[i+1:]
-			break
-		}
-	}
+	args := helperArgs()
 	if phase := os.Getenv("SWEEP_TEST_PAUSE"); phase != "" {
 		pauseAt(phase) // sweep_fault_test.go: hold the sweep at a phase for a signal
 	}

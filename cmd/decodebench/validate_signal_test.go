@@ -63,13 +63,7 @@ func TestValidateHelperProcess(t *testing.T) {
 	if os.Getenv(envValidateHelper) != "1" {
 		return
 	}
-	args := os.Args
-	for i, a := range args {
-		if a == "--" {
-			args = args[i+1:]
-			break
-		}
-	}
+	args := helperArgs()
 	gpus := []*fakenvml.GPU{fakenvml.H100(0), fakenvml.H100(1)}
 	var once sync.Once
 	switch phase := os.Getenv(envHold); phase {
