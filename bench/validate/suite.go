@@ -32,7 +32,7 @@ func (s Step) String() string {
 		case p.Kind == cgo.ProbeRead && p.Bytes > 0:
 			return fmt.Sprintf("read probe over %.3g MB", float64(p.Bytes)/1e6)
 		case p.Kind == cgo.ProbeMMABF16:
-			return "bf16 tensor-core (mma) probe"
+			return "mma.sync bf16 ceiling probe"
 		}
 		return p.Kind.String() + " probe"
 	case sp.Kind == measure.KindLinear && sp.Linear != nil:
