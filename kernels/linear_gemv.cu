@@ -4,10 +4,11 @@
 // Each warp owns two rows of W; its lanes stride K in 16-byte chunks, kGemvUnroll chunks a row
 // and trip, so a trip is 2 x 4 = 8 independent 16-byte loads of W a lane (4 KiB a warp). The
 // loop carries them in registers one trip ahead (batch tiles 1, 2, 4), in two buffers that take
-// turns: the next trip's eight loads are issued before this trip's FMAs, so a warp has two trips
-// (8 KiB) in flight while it waits. The activations come from L1 (every warp of an SM rereads
-// the same few KiB): staging them in shared memory would cost a barrier and occupancy for no
-// fewer L1 wavefronts.
+// turns: the next trip's eight loads are issued before this trip's FMAs, so they land while those
+// FMAs run (sm_90, batch 1: ptxas still waits for a buffer before issuing the other's next loads
+// into the same scoreboard, so a warp has 12-18 of its loads in flight at its waits; README.md).
+// The activations come from L1 (every warp of an SM rereads the same few KiB): staging them in
+// shared memory would cost a barrier and occupancy for no fewer L1 wavefronts.
 //
 // Warps stride over the row pairs (grid-stride), and the grid is at most the blocks every SM is
 // sure to hold (gemv_min_blocks from __launch_bounds__), sized so that every warp gets the same
@@ -73,7 +74,12 @@ DB_DEVICE void gemv_load_trip(GemvTrip<BT, WithX> &trip, const uint4 *w0, const 
   }
 }
 
-// Without WithX the activations are loaded here, just before their FMAs.
+// Without WithX the activations are loaded here, just before their FMAs, and a chunk past c_end
+// ends the trip (its activation load would leave the row). With WithX the trip has no branch:
+// gemv_load_trip left zeros in the chunks past c_end, whose FMAs add nothing. A branch there
+// costs the carried loop its overlap: ptxas waits at such an early exit for the loads of the
+// next trip's buffer (sm_90: after the first of four chunks, for 10 of the 12 issued just
+// before it, so they would land before this trip's other FMAs instead of during them).
 template <class T, int BT, bool WithX>
 DB_DEVICE void gemv_fma_trip(float (&acc0)[BT], float (&acc1)[BT], const GemvTrip<BT, WithX> &trip,
                              const uint4 *const (&xb)[BT], const bool (&b_ok)[BT], int c,
@@ -81,7 +87,7 @@ DB_DEVICE void gemv_fma_trip(float (&acc0)[BT], float (&acc1)[BT], const GemvTri
   DB_UNROLL
   for (int u = 0; u < kGemvUnroll; ++u) {
     const int cc = c + 32 * u;
-    if (cc >= c_end) break;
+    if (!WithX && cc >= c_end) break;
     DB_UNROLL
     for (int b = 0; b < BT; ++b) {
       if (!b_ok[b]) continue;
