@@ -54,7 +54,6 @@ func h200Device(t *testing.T) *cgo.Device {
 	return dev
 }
 
-
 // TestSurvivorLinearKLoops: shapes that send a warp round its k loop two or more times, with the
 // 8 warps per block the MMA planner gives a small grid on 132 SMs (K = 2112: 33 k-steps of 64
 // over 8 warps x 2 unrolled steps is three rounds, the last partial), and GEMV rows whose lanes

@@ -126,42 +126,37 @@ func launchesFromC(out []C.db_launch_info, count C.int32_t) []LaunchInfo {
 // and aligned as Linear wants them.
 func (d *Device) LinearLaunches(p LinearParams) ([]LaunchInfo, error) {
 	const op = "db_linear_launches"
-	fn, err := d.lib.symbol(op)
-	if err != nil {
-		return nil, err
-	}
 	c, err := p.toC(op)
 	if err != nil {
 		return nil, err
 	}
-	out := make([]C.db_launch_info, maxLaunches)
-	var count C.int32_t
-	err = d.Do(func() error {
-		return d.check(op, C.dbshim_call_linear_launches(fn, d.ctx, &c, &out[0], maxLaunches, &count))
+	return d.launches(op, func(fn unsafe.Pointer, out *C.db_launch_info, count *C.int32_t) C.int {
+		return C.dbshim_call_linear_launches(fn, d.ctx, &c, out, maxLaunches, count)
 	})
-	if err != nil {
-		return nil, err
-	}
-	return launchesFromC(out, count), nil
 }
 
 // AttentionLaunches is LinearLaunches for an attention call.
 func (d *Device) AttentionLaunches(p AttentionParams) ([]LaunchInfo, error) {
 	const op = "db_attention_launches"
-	fn, err := d.lib.symbol(op)
+	c, err := p.toC(op)
 	if err != nil {
 		return nil, err
 	}
-	c, err := p.toC(op)
+	return d.launches(op, func(fn unsafe.Pointer, out *C.db_launch_info, count *C.int32_t) C.int {
+		return C.dbshim_call_attention_launches(fn, d.ctx, &c, out, maxLaunches, count)
+	})
+}
+
+// launches resolves the optional function op and lists what call, given it, writes into room
+// for maxLaunches launches.
+func (d *Device) launches(op string, call func(fn unsafe.Pointer, out *C.db_launch_info, count *C.int32_t) C.int) ([]LaunchInfo, error) {
+	fn, err := d.lib.symbol(op)
 	if err != nil {
 		return nil, err
 	}
 	out := make([]C.db_launch_info, maxLaunches)
 	var count C.int32_t
-	err = d.Do(func() error {
-		return d.check(op, C.dbshim_call_attention_launches(fn, d.ctx, &c, &out[0], maxLaunches, &count))
-	})
-	if err != nil {
+	if err := d.Do(func() error { return d.check(op, call(fn, &out[0], &count)) }); err != nil {
 		return nil, err
 	}
 	return launchesFromC(out, count), nil

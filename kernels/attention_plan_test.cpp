@@ -17,25 +17,10 @@
 
 #include "common.cuh"
 
+#include "emu/test_check.h"
+
 namespace {
 
-int g_failures = 0;
-
-#define EXPECT(cond, ...)                                          \
-  do {                                                             \
-    if (!(cond)) {                                                 \
-      ++g_failures;                                                \
-      std::printf("FAIL %s:%d: %s: ", __FILE__, __LINE__, #cond); \
-      std::printf(__VA_ARGS__);                                    \
-      std::printf("\n");                                           \
-    }                                                              \
-  } while (0)
-
-std::string last_error() {
-  char buf[1024];
-  db_last_error_message(buf, sizeof buf);
-  return buf;
-}
 
 db_attention_params llama_params(int q_heads, int batch, int context, int variant) {
   db_attention_params p;
@@ -142,7 +127,7 @@ int main() {
 
   db_context_destroy(ctx);
   if (g_failures) {
-    std::printf("attention_plan_test: %d failure(s)\n", g_failures);
+    std::printf("attention_plan_test: %d failure(s)\n", g_failures.load());
     return 1;
   }
   std::printf("attention_plan_test: ok\n");

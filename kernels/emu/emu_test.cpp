@@ -16,25 +16,10 @@
 
 #include "../common.cuh"
 
+#include "test_check.h"
+
 namespace {
 
-int g_failures = 0;
-
-#define EXPECT(cond, ...)                                            \
-  do {                                                               \
-    if (!(cond)) {                                                   \
-      ++g_failures;                                                  \
-      std::printf("FAIL %s:%d: %s: ", __FILE__, __LINE__, #cond);   \
-      std::printf(__VA_ARGS__);                                      \
-      std::printf("\n");                                             \
-    }                                                                \
-  } while (0)
-
-std::string last_error() {
-  char buf[1024];
-  db_last_error_message(buf, sizeof buf);
-  return buf;
-}
 
 // Device memory holding a copy of a host vector: what the checked 16-byte wrappers accept (they
 // reject host memory as outside every allocation, as a GPU would fault on it).
@@ -1112,7 +1097,7 @@ int main() {
   test_interleave();
   test_conversions();
   if (g_failures) {
-    std::printf("emu_test: %d failure(s)\n", g_failures);
+    std::printf("emu_test: %d failure(s)\n", g_failures.load());
     return 1;
   }
   std::printf("emu_test: ok\n");

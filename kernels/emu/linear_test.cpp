@@ -18,25 +18,10 @@
 #include "../dbhash.h"
 #include "../decodebench.h"
 
+#include "test_check.h"
+
 namespace {
 
-std::atomic<int> g_failures{0};
-
-#define EXPECT(cond, ...)                                          \
-  do {                                                             \
-    if (!(cond)) {                                                 \
-      ++g_failures;                                                \
-      std::printf("FAIL %s:%d: %s: ", __FILE__, __LINE__, #cond); \
-      std::printf(__VA_ARGS__);                                    \
-      std::printf("\n");                                           \
-    }                                                              \
-  } while (0)
-
-std::string last_error() {
-  char buf[1024];
-  db_last_error_message(buf, sizeof buf);
-  return buf;
-}
 
 #define MUST(call)                                                                        \
   do {                                                                                    \
