@@ -107,6 +107,9 @@ type AttentionParams struct {
 	NumSplits      int              // 0 = auto; written back by AttentionPlan
 	SplitTokens    int              // written back: tokens per split
 	Variant        AttentionVariant // AttentionAuto is resolved and written back by AttentionPlan
+	Sinks          uint64           // f32 [q_heads] sink logits joining the softmax denominator; 0 = none
+	Window         int              // > 0: attend to the last Window tokens only (sliding window)
+	Chunk          int              // > 0: attend to the tokens of the query's own chunk only (chunked attention)
 }
 
 func (p AttentionParams) toC(op string) (C.db_attention_params, error) {
@@ -127,6 +130,8 @@ func (p AttentionParams) toC(op string) (C.db_attention_params, error) {
 		{"max_context", p.MaxContext, &c.max_context},
 		{"num_splits", p.NumSplits, &c.num_splits},
 		{"split_tokens", p.SplitTokens, &c.split_tokens},
+		{"window", p.Window, &c.window},
+		{"chunk", p.Chunk, &c.chunk},
 	}
 	for _, f := range fields {
 		v, err := toInt32(op, f.name, f.v)
@@ -137,6 +142,7 @@ func (p AttentionParams) toC(op string) (C.db_attention_params, error) {
 	}
 	c.scale = C.float(p.Scale)
 	c.variant = C.int32_t(p.Variant)
+	c.sinks = C.uint64_t(p.Sinks)
 	return c, nil
 }
 
@@ -148,6 +154,7 @@ func attentionFromC(c *C.db_attention_params) AttentionParams {
 		MaxContext: int(c.max_context), Scale: float32(c.scale),
 		NumSplits: int(c.num_splits), SplitTokens: int(c.split_tokens),
 		Variant: AttentionVariant(c.variant),
+		Sinks:   uint64(c.sinks), Window: int(c.window), Chunk: int(c.chunk),
 	}
 }
 

@@ -168,6 +168,11 @@ int attn_plan(const char *fn, db_context *ctx, const db_attention_params *p, Att
     return db_fail(DB_ERR_INVALID_ARGUMENT,
                    "%s: variant %d is not a DB_ATTENTION_* (0 auto, 1 simt, 2 mma)", fn, p->variant);
 
+  if (p->window != 0 || p->chunk != 0 || p->sinks != 0)
+    return db_fail(DB_ERR_UNSUPPORTED_SHAPE,
+                   "%s: window %d, chunk %d, sinks %s: attention spans and sinks are not built into this library",
+                   fn, p->window, p->chunk, p->sinks ? "set" : "none");
+
   const int group = p->q_heads / c.kv_heads;
   plan->variant = p->variant == DB_ATTENTION_AUTO ? DB_ATTENTION_SIMT : p->variant;
   plan->gp = attn_heads_per_block(plan->variant, group);

@@ -237,6 +237,17 @@ typedef struct {
   int32_t num_splits;     /* 0 = auto; else 1..1024 KV splits per sequence (written back) */
   int32_t split_tokens;   /* written back: tokens per split (a multiple of the kernel's tile) */
   int32_t variant;        /* DB_ATTENTION_*; AUTO is resolved and written back */
+  /* Spans and sinks (0 = none). With L = context_lens[b] (the new token included):
+   *   window > 0: the sequence attends only to its last `window` tokens, t >= L - window
+   *               (a sliding window: Mistral, Gemma 2/3, gpt-oss's sliding layers);
+   *   chunk > 0:  only to the tokens of its own chunk, t >= floor((L - 1) / chunk) * chunk
+   *               (Llama 4's chunked attention); window and chunk are not both set;
+   *   sinks:      f32 [q_heads], one learned logit per query head that joins the softmax's
+   *               denominator and contributes no value (gpt-oss): out = sum_t e^(s_t - m) V_t /
+   *               (sum_t e^(s_t - m) + e^(sink - m)). */
+  uint64_t sinks;
+  int32_t window;
+  int32_t chunk;
 } db_attention_params;
 
 /*
@@ -471,6 +482,46 @@ typedef struct {
   int32_t dtype;
 } db_moe_combine_params;
 int db_moe_combine(db_context *ctx, const db_moe_combine_params *p);
+
+/* ---- a whole decode step: graphs, device-side counters, the experts' linears ---------------
+ * Optional functions: the Go side looks each up on first use (cgo/launches.go), so a library
+ * without them still loads and a step says which is missing. */
+
+/* A CUDA graph of calls on one context's stream. Between db_graph_begin and db_graph_end every
+ * call on ctx that launches work is recorded, not run (CUDA stream capture; the emulator
+ * records the launches and replays them in order); calls that would wait for the device or
+ * copy to or from the host (timers, db_synchronize, db_copy_to_host/device) fail while
+ * capturing. Arguments are fixed at capture: what must change between replays (token ids,
+ * positions, lengths) lives in device arrays the captured kernels read. */
+typedef struct db_graph db_graph;
+int db_graph_begin(db_context *ctx);
+int db_graph_end(db_context *ctx, db_graph **out);
+int db_graph_launch(db_context *ctx, db_graph *g); /* asynchronous, on the context's stream */
+int db_graph_destroy(db_context *ctx, db_graph *g);
+
+/* dptr[i] += delta for 0 <= i < count (int32, on the stream): advances a step's positions and
+ * context lengths on the device, so a replayed graph needs no host update. */
+int db_add_i32(db_context *ctx, uint64_t dptr, int32_t count, int32_t delta);
+
+/*
+ * The expert linears of a mixture of experts over exactly the rows routed to each expert: for
+ * every expert e and row r in [expert_offsets[e], expert_offsets[e + 1]):
+ *   y[r, :] = x[r, :] W_e^T (+ bias_e),  W_e = w + e * n * k elements, bias_e = bias + e * n
+ * (x in expert order, as db_moe_group gathers it). The offsets are read on the device, so the
+ * call is graph safe; an expert no row is routed to is not read. fp32 accumulation.
+ */
+typedef struct {
+  uint64_t x;              /* [rows, k], dtype */
+  uint64_t w;              /* [experts, n, k], dtype */
+  uint64_t bias;           /* [experts, n], dtype, or 0 */
+  uint64_t y;              /* [rows, n], dtype */
+  uint64_t expert_offsets; /* int32 [experts + 1] (db_moe_group's) */
+  int32_t rows;            /* batch * top_k: the rows x and y hold, 1..DB_MAX_BATCH * DB_MOE_MAX_TOP_K */
+  int32_t experts;         /* 1..DB_MOE_MAX_EXPERTS */
+  int32_t n, k;            /* n >= 1, k a multiple of DB_LINEAR_K_MULTIPLE */
+  int32_t dtype;           /* DB_DTYPE_BF16 or DB_DTYPE_FP16 */
+} db_grouped_linear_params;
+int db_grouped_linear(db_context *ctx, const db_grouped_linear_params *p);
 
 #ifdef __cplusplus
 }

@@ -1,0 +1,140 @@
+package cgo
+
+// A whole decode step: CUDA graphs of the context's stream, device-side counters and the
+// experts' grouped linear (the optional functions at the end of kernels/decodebench.h). Each is
+// looked up on first use; a library without it answers ErrNotExported, naming it.
+
+/*
+#include "shim.h"
+
+typedef __typeof__(&db_graph_begin) dbshim_graph_begin_fn;
+typedef __typeof__(&db_graph_end) dbshim_graph_end_fn;
+typedef __typeof__(&db_graph_launch) dbshim_graph_launch_fn;
+typedef __typeof__(&db_graph_destroy) dbshim_graph_destroy_fn;
+typedef __typeof__(&db_add_i32) dbshim_add_i32_fn;
+typedef __typeof__(&db_grouped_linear) dbshim_grouped_linear_fn;
+
+static int dbshim_call_graph_begin(void *fn, db_context *ctx) {
+	return ((dbshim_graph_begin_fn)fn)(ctx);
+}
+static int dbshim_call_graph_end(void *fn, db_context *ctx, db_graph **out) {
+	return ((dbshim_graph_end_fn)fn)(ctx, out);
+}
+static int dbshim_call_graph_launch(void *fn, db_context *ctx, db_graph *g) {
+	return ((dbshim_graph_launch_fn)fn)(ctx, g);
+}
+static int dbshim_call_graph_destroy(void *fn, db_context *ctx, db_graph *g) {
+	return ((dbshim_graph_destroy_fn)fn)(ctx, g);
+}
+static int dbshim_call_add_i32(void *fn, db_context *ctx, uint64_t dptr, int32_t count, int32_t delta) {
+	return ((dbshim_add_i32_fn)fn)(ctx, dptr, count, delta);
+}
+static int dbshim_call_grouped_linear(void *fn, db_context *ctx, const db_grouped_linear_params *p) {
+	return ((dbshim_grouped_linear_fn)fn)(ctx, p);
+}
+*/
+import "C"
+
+// Graph is a captured sequence of calls on one device's stream, replayed by Launch.
+type Graph struct {
+	d *Device
+	g *C.db_graph
+}
+
+// BeginGraph starts capturing the device's stream: until EndGraph, calls that launch work are
+// recorded, not run, and calls that wait for the device or copy to or from the host fail.
+func (d *Device) BeginGraph() error {
+	const op = "db_graph_begin"
+	fn, err := d.lib.symbol(op)
+	if err != nil {
+		return err
+	}
+	return d.Do(func() error { return d.check(op, C.dbshim_call_graph_begin(fn, d.ctx)) })
+}
+
+// EndGraph ends the capture BeginGraph started and instantiates what it recorded.
+func (d *Device) EndGraph() (*Graph, error) {
+	const op = "db_graph_end"
+	fn, err := d.lib.symbol(op)
+	if err != nil {
+		return nil, err
+	}
+	g := &Graph{d: d}
+	err = d.Do(func() error { return d.check(op, C.dbshim_call_graph_end(fn, d.ctx, &g.g)) })
+	if err != nil {
+		return nil, err
+	}
+	return g, nil
+}
+
+// Launch replays the graph on the device's stream without waiting for it.
+func (g *Graph) Launch() error {
+	const op = "db_graph_launch"
+	if g == nil || g.g == nil {
+		return argError(op, "the graph is closed")
+	}
+	fn, err := g.d.lib.symbol(op)
+	if err != nil {
+		return err
+	}
+	return g.d.Do(func() error { return g.d.check(op, C.dbshim_call_graph_launch(fn, g.d.ctx, g.g)) })
+}
+
+// Close frees the graph; a closed graph cannot be launched. Closing twice is a no-op.
+func (g *Graph) Close() error {
+	const op = "db_graph_destroy"
+	if g == nil || g.g == nil {
+		return nil
+	}
+	fn, err := g.d.lib.symbol(op)
+	if err != nil {
+		return err
+	}
+	err = g.d.Do(func() error { return g.d.check(op, C.dbshim_call_graph_destroy(fn, g.d.ctx, g.g)) })
+	g.g = nil
+	return err
+}
+
+// AddInt32 adds delta to each of the count int32s at dptr, on the device's stream.
+func (d *Device) AddInt32(dptr uint64, count, delta int) error {
+	const op = "db_add_i32"
+	fn, err := d.lib.symbol(op)
+	if err != nil {
+		return err
+	}
+	c, err := toInt32(op, "count", count)
+	if err != nil {
+		return err
+	}
+	dl, err := toInt32(op, "delta", delta)
+	if err != nil {
+		return err
+	}
+	return d.Do(func() error { return d.check(op, C.dbshim_call_add_i32(fn, d.ctx, C.uint64_t(dptr), c, dl)) })
+}
+
+// GroupedLinearParams mirrors db_grouped_linear_params: for each expert e and each row r in
+// [ExpertOffsets[e], ExpertOffsets[e+1]), Y[r] = X[r]·W_e^T (+ Bias_e).
+type GroupedLinearParams struct {
+	X, W, Bias, Y uint64 // [Rows x K], [Experts x N x K], [Experts x N] or 0, [Rows x N]
+	ExpertOffsets uint64 // int32 [Experts + 1], as MoEGroup writes it
+	Rows, Experts int
+	N, K          int
+	DType         DType
+}
+
+// GroupedLinear runs every expert's linear over the rows routed to it.
+func (d *Device) GroupedLinear(p GroupedLinearParams) error {
+	const op = "db_grouped_linear"
+	fn, err := d.lib.symbol(op)
+	if err != nil {
+		return err
+	}
+	var c C.db_grouped_linear_params
+	c.x, c.w, c.bias, c.y = C.uint64_t(p.X), C.uint64_t(p.W), C.uint64_t(p.Bias), C.uint64_t(p.Y)
+	c.expert_offsets, c.dtype = C.uint64_t(p.ExpertOffsets), C.int32_t(p.DType)
+	if err := int32s(op, "rows", p.Rows, &c.rows, "experts", p.Experts, &c.experts, "n", p.N, &c.n, "k", p.K, &c.k); err != nil {
+		return err
+	}
+	return d.Do(func() error { return d.check(op, C.dbshim_call_grouped_linear(fn, d.ctx, &c)) })
+}
