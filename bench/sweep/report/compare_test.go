@@ -12,21 +12,21 @@ import (
 	"testing"
 	"time"
 
-	"github.com/decodebench/decodebench/bench/internal/synthrun"
+	"github.com/decodebench/decodebench/bench/sweep/sweeptest"
 	"github.com/decodebench/decodebench/bench/timing"
 )
 
 // sampledRun is a run of Llama-3-8B at three batches and two contexts whose kernels kept 200
 // samples each with a 0.3% spread (a converged card run).
-func sampledRun(t *testing.T) synthrun.Run {
-	return synthrun.Run{Card: "NVIDIA H200", Model: llama8b(t), Batches: []int{1, 8, 64}, Contexts: []int{1024, 8192},
+func sampledRun(t *testing.T) sweeptest.Run {
+	return sweeptest.Run{Card: "NVIDIA H200", Model: llama8b(t), Batches: []int{1, 8, 64}, Contexts: []int{1024, 8192},
 		Noise: 0.003, Samples: 200, Seed: 1}
 }
 
-func writeRun(t *testing.T, r synthrun.Run) string {
+func writeRun(t *testing.T, r sweeptest.Run) string {
 	t.Helper()
 	dir := filepath.Join(t.TempDir(), "run")
-	if err := synthrun.Write(dir, r); err != nil {
+	if err := sweeptest.Write(dir, r); err != nil {
 		t.Fatal(err)
 	}
 	return dir

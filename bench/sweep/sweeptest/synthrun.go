@@ -1,8 +1,8 @@
-// Package synthrun writes run directories of decodebench sweep without a device, for the tests
+// Package sweeptest writes run directories of decodebench sweep without a device, for the tests
 // of the commands that read them (compare, plan): each kernel's samples are its roofline time on
 // a pretend card, scaled and made noisy as a test asks, and the records are composed from them
 // by sweep.Compose as a sweep would.
-package synthrun
+package sweeptest
 
 import (
 	"fmt"
@@ -70,8 +70,8 @@ func Write(dir string, r Run) error {
 	info := sweep.RunInfo{
 		Schema: sweep.SchemaVersion, Version: "test", CommandLine: []string{"decodebench", "sweep", "--model", r.Model.Name},
 		Started: r.Started, Updated: r.Started, State: sweep.StateComplete,
-		Backend: sweep.Backend{Name: "cuda", Library: "lib/libdecodebench_cuda.so", Emulated: r.Emulated},
-		Card:    sweep.Card{Name: r.Card, UUID: "GPU-" + r.Card, MemoryTotalBytes: memoryBytes, Driver: "580.159.03", CUDAVersion: "13.0", NVML: "ok"},
+		Backend:   sweep.Backend{Name: "cuda", Library: "lib/libdecodebench_cuda.so", Emulated: r.Emulated},
+		Card:      sweep.Card{Name: r.Card, UUID: "GPU-" + r.Card, MemoryTotalBytes: memoryBytes, Driver: "580.159.03", CUDAVersion: "13.0", NVML: "ok"},
 		Datasheet: sweep.CeilingInfo{BandwidthBytesPerSec: datasheet.BandwidthBytesPerSec, FLOPsPerSec: datasheet.FLOPsPerSec, Source: gpu.Source},
 		Measured:  sweep.CeilingInfo{BandwidthBytesPerSec: bandwidthBytesPerSec, FLOPsPerSec: flopsPerSec, Source: "probes"},
 		Axes:      sweep.Axes{Models: []model.Shape{r.Model}, Batches: r.Batches, Contexts: r.Contexts},
