@@ -7,9 +7,9 @@ import (
 	"strings"
 	"testing"
 
-	"github.com/decodebench/decodebench/bench/sweep/sweeptest"
 	"github.com/decodebench/decodebench/bench/model"
 	"github.com/decodebench/decodebench/bench/sweep/report"
+	"github.com/decodebench/decodebench/bench/sweep/sweeptest"
 )
 
 // writeSynthRun writes a run directory of Llama-3-8B at batches 1, 8, 64 and context 1k into
