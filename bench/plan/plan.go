@@ -84,6 +84,9 @@ type Plan struct {
 	// too; the plan stops there rather than extrapolate, and its GPU count is an upper bound.
 	AtRangeEnd bool   `json:"at_range_end"`
 	Method     string `json:"method"`
+	// Notes say what the frontier left out or how to read it (failed batches, throttling, an
+	// emulated run, a prediction's defaults).
+	Notes []string `json:"notes,omitempty"`
 }
 
 // UnreachableError is a target no batch of the frontier meets.
