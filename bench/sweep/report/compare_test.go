@@ -262,7 +262,7 @@ func TestBootstrapMediansMatchSortedResamples(t *testing.T) {
 		resample := make([]float64, n)
 		for r := range got {
 			for i := range resample {
-				resample[i] = sorted[ref.IntN(n)]
+				resample[i] = sorted[ref.next(n)]
 			}
 			slices.Sort(resample)
 			if want := timing.Quantile(resample, 0.5); got[r] != want {
