@@ -131,7 +131,7 @@ func Write(w io.Writer, p Plan, format string) error {
 		b.WriteString("\n")
 		header, rows := p.table()
 		tw := tabwriter.NewWriter(&b, 0, 0, 2, ' ', 0)
-		fmt.Fprintln(tw, strings.ToUpper(strings.Join(header, "\t")))
+		fmt.Fprintln(tw, strings.Join(header, "\t"))
 		for _, r := range rows {
 			fmt.Fprintln(tw, strings.Join(r, "\t"))
 		}
@@ -163,7 +163,11 @@ func Write(w io.Writer, p Plan, format string) error {
 	default:
 		return fmt.Errorf("format %q: accepted are %s", format, strings.Join(Formats, ", "))
 	}
-	_, err := io.WriteString(w, b.String())
+	lines := strings.Split(b.String(), "\n")
+	for i, l := range lines {
+		lines[i] = strings.TrimRight(l, " ")
+	}
+	_, err := io.WriteString(w, strings.Join(lines, "\n"))
 	return err
 }
 

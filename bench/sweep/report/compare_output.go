@@ -154,7 +154,7 @@ func WriteCompareText(w io.Writer, c Comparison, format string) error {
 			return
 		}
 		tw := tabwriter.NewWriter(&b, 0, 0, 2, ' ', 0)
-		fmt.Fprintln(tw, strings.ToUpper(strings.Join(header, "\t")))
+		fmt.Fprintln(tw, strings.Join(header, "\t"))
 		for _, r := range rows {
 			fmt.Fprintln(tw, strings.Join(r, "\t"))
 		}
