@@ -234,19 +234,19 @@ type CompareRunJSON struct {
 
 // CompareConfigJSON is one configuration in both runs.
 type CompareConfigJSON struct {
-	Model            string    `json:"model"`
-	Batch            int       `json:"batch"`
-	Context          int       `json:"context"`
-	APerServer       float64   `json:"a_per_server_tokens_per_s"`
-	BPerServer       float64   `json:"b_per_server_tokens_per_s"`
-	Ratio            float64   `json:"ratio"`
-	Interval         *Interval `json:"interval,omitempty"`
-	NoInterval       string    `json:"no_interval,omitempty"`
-	Verdict          string    `json:"verdict"`
-	AThrottled       bool      `json:"a_throttled"`
-	BThrottled       bool      `json:"b_throttled"`
-	AMeasuredSeconds float64   `json:"a_step_seconds"`
-	BMeasuredSeconds float64   `json:"b_step_seconds"`
+	Model        string    `json:"model"`
+	Batch        int       `json:"batch"`
+	Context      int       `json:"context"`
+	APerServer   float64   `json:"a_per_server_tokens_per_s"`
+	BPerServer   float64   `json:"b_per_server_tokens_per_s"`
+	Ratio        float64   `json:"ratio"`
+	Interval     *Interval `json:"interval,omitempty"`
+	NoInterval   string    `json:"no_interval,omitempty"`
+	Verdict      string    `json:"verdict"`
+	AThrottled   bool      `json:"a_throttled"`
+	BThrottled   bool      `json:"b_throttled"`
+	AStepSeconds float64   `json:"a_step_seconds"`
+	BStepSeconds float64   `json:"b_step_seconds"`
 }
 
 // CompareKernelJSON is one kernel measurement of A beside B's.
@@ -288,7 +288,7 @@ func (c Comparison) JSON() CompareJSON {
 	for _, p := range c.Pairs {
 		row := CompareConfigJSON{Model: p.Model, Batch: p.Batch, Context: p.Context, APerServer: p.A.PerServerTokensPerSec,
 			BPerServer: p.B.PerServerTokensPerSec, Ratio: p.ServerRatio(), NoInterval: p.NoInterval, Verdict: p.Verdict,
-			AThrottled: p.A.Throttled, BThrottled: p.B.Throttled, AMeasuredSeconds: p.A.StepSeconds, BMeasuredSeconds: p.B.StepSeconds}
+			AThrottled: p.A.Throttled, BThrottled: p.B.Throttled, AStepSeconds: p.A.StepSeconds, BStepSeconds: p.B.StepSeconds}
 		if p.HasInterval {
 			iv := p.Interval
 			row.Interval = &iv
