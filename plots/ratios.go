@@ -72,8 +72,9 @@ func RatioVsBatch(c Chart, series []RatioSeries, threshold float64, base string)
 	p.Add(&band{lo: 1 - threshold, hi: 1 + threshold}, grid, &whiskerSet{items: whiskers})
 	configureAxis(&p.X, axisSpec{kind: batchAxis}, xs)
 	// The nudged markers of the first and last batch must stay inside the frame.
-	p.X.Min /= math.Exp2(0.07 * float64(n))
-	p.X.Max *= math.Exp2(0.07 * float64(n))
+	edge := math.Exp2(0.07 * float64(max(n, 2)))
+	p.X.Min /= edge
+	p.X.Max *= edge
 	p.Y.Scale = plot.LinearScale{}
 	p.Y.Tick.Marker = linearTicks{plainLabel}
 	pad := 0.08 * (ys.Max - ys.Min)
