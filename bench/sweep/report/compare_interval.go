@@ -138,7 +138,7 @@ func (g Gate) bootstrapMedians(samples []float64, key string, side uint64) []flo
 		}
 		// A resample of indices into the sorted samples is sorted by index: walk the counts to
 		// the values at ranks lo and lo+1.
-		var below, atLo, atHi = 0, -1, -1
+		below, atLo, atHi := 0, -1, -1
 		for i, c := range counts {
 			below += int(c)
 			if atLo < 0 && below > lo {
