@@ -4,8 +4,9 @@ import (
 	"fmt"
 	"os"
 	"path/filepath"
+	"slices"
+	"strconv"
 	"strings"
-	"text/tabwriter"
 
 	"github.com/urfave/cli/v2"
 
@@ -16,18 +17,37 @@ import (
 func compareCommand() *cli.Command {
 	return &cli.Command{
 		Name:      "compare",
-		Usage:     "set two sweeps side by side (two cards, two drivers): tokens/s ratios and overlaid curves",
-		UsageText: "decodebench compare [--out DIR] DIR_A DIR_B   (flags go before the directories)",
-		Description: "Matches the configurations measured ok in both runs (model, batch, context), prints per-server\n" +
-			"tokens/s of each and the ratio B / A (above 1: B is faster), and writes compare.html, compare.md,\n" +
-			"compare.csv and overlaid charts into --out.",
+		Usage:     "set two sweeps side by side (two cards, two drivers, two builds): ratios with confidence intervals and a verdict that can gate",
+		UsageText: "decodebench compare [--threshold 3%] [--confidence 95%] [--format table|md|json] [--out DIR] DIR_A DIR_B   (flags go before the directories)",
+		Description: "Matches the configurations measured ok in both runs (model, batch, context) and gives, per configuration\n" +
+			"and per kernel measurement, B / A of tokens/s (above 1: B is faster) with a bootstrap confidence interval\n" +
+			"from the kept samples, and a verdict against --threshold: SLOWER (the whole interval below 1 - threshold),\n" +
+			"FASTER (all above 1 + threshold), SAME (all within), UNSURE (the interval holds an edge, or no samples).\n" +
+			"Exit status: 0 nothing SLOWER, 1 something SLOWER (for CI and fleet qualification), 2 bad input.\n" +
+			"Writes compare.html, compare.md, compare.csv and charts into --out.",
 		Flags: []cli.Flag{
 			&cli.StringFlag{Name: "out", Aliases: []string{"o"}, EnvVars: []string{"DECODEBENCH_COMPARE_OUT"},
 				Usage: "directory for the comparison (default: compare-<A>-vs-<B> beside DIR_A)"},
+			&cli.StringFlag{Name: "threshold", Value: "3%", Usage: "the change that counts: a fraction or a percentage in (0, 1), e.g. 0.03 or 3%"},
+			&cli.StringFlag{Name: "confidence", Value: "95%", Usage: "confidence of the intervals: a fraction or a percentage in [0.5, 1), e.g. 0.95 or 95%"},
+			&cli.StringFlag{Name: "format", Value: report.FormatTable, Usage: "what to print: " + strings.Join(report.CompareFormats, ", ")},
 		},
 		OnUsageError: onUsageError,
 		Action:       compareAction,
 	}
+}
+
+// parseFraction reads a flag given as a fraction (0.03) or a percentage (3%).
+func parseFraction(flag, s string) (float64, error) {
+	text, scale := strings.TrimSpace(s), 1.0
+	if strings.HasSuffix(text, "%") {
+		text, scale = strings.TrimSuffix(text, "%"), 0.01
+	}
+	v, err := strconv.ParseFloat(text, 64)
+	if err != nil {
+		return 0, usageError("--%s %q: not a number: give a fraction such as 0.03 or a percentage such as 3%%", flag, s)
+	}
+	return v * scale, nil
 }
 
 func compareAction(c *cli.Context) error {
@@ -39,43 +59,59 @@ func compareAction(c *cli.Context) error {
 	if c.NArg() != 2 {
 		return usageError("compare takes two run directories (got %d arguments): decodebench compare DIR_A DIR_B", c.NArg())
 	}
+	gate := report.DefaultGate
+	var err error
+	if gate.Threshold, err = parseFraction("threshold", c.String("threshold")); err != nil {
+		return err
+	}
+	if !(gate.Threshold > 0 && gate.Threshold < 1) {
+		return usageError("--threshold %s: must be more than 0 and less than 100%%, such as 3%% or 0.03", c.String("threshold"))
+	}
+	if gate.Confidence, err = parseFraction("confidence", c.String("confidence")); err != nil {
+		return err
+	}
+	if !(gate.Confidence >= 0.5 && gate.Confidence < 1) {
+		return usageError("--confidence %s: must be at least 50%% and less than 100%%, such as 95%% or 0.95", c.String("confidence"))
+	}
+	format := c.String("format")
+	if !slices.Contains(report.CompareFormats, format) {
+		return usageError("--format %q: accepted are %s", format, strings.Join(report.CompareFormats, ", "))
+	}
 	a, b := c.Args().Get(0), c.Args().Get(1)
 	for _, dir := range []string{a, b} {
 		if !isRunDir(dir) {
 			return usageError("%s is not a run directory of decodebench sweep (no run.json)", dir)
 		}
 	}
-	cmp, err := report.Compare(a, b)
-	if err != nil {
-		return failure("%v", err)
-	}
 	out := c.String("out")
 	if err := checkOutDir(out); out != "" && err != nil {
 		return err
+	}
+	cmp, err := report.CompareWith(a, b, gate)
+	if err != nil {
+		return usageError("%v", err)
 	}
 	if out == "" {
 		out = filepath.Join(filepath.Dir(filepath.Clean(a)),
 			fmt.Sprintf("compare-%s-vs-%s", filepath.Base(filepath.Clean(a)), filepath.Base(filepath.Clean(b))))
 	}
-	fmt.Fprintf(c.App.Writer, "A: %s (%s)\nB: %s (%s)\n\n", cmp.LabelA, a, cmp.LabelB, b)
-	w := tabwriter.NewWriter(c.App.Writer, 0, 0, 2, ' ', tabwriter.AlignRight)
-	fmt.Fprintln(w, "MODEL\tBATCH\tCONTEXT\tA per-server tok/s\tB per-server tok/s\tB / A\t")
-	for _, p := range cmp.Pairs {
-		fmt.Fprintf(w, "%s\t%d\t%d\t%.1f\t%.1f\t%.3f\t\n", p.Model, p.Batch, p.Context, p.A.PerServerTokensPerSec, p.B.PerServerTokensPerSec, p.ServerRatio())
-	}
-	w.Flush()
-	fmt.Fprintf(c.App.Writer, "\n%d configuration(s) in both; geometric mean of B / A: %.3f\n", len(cmp.Pairs), cmp.GeoMeanRatio())
-	for _, n := range cmp.Notes {
-		fmt.Fprintln(c.App.ErrWriter, "decodebench: note: "+n)
-	}
-	if cmp.InfoA.Backend.Emulated || cmp.InfoB.Backend.Emulated {
-		fmt.Fprintln(c.App.Writer, "EMULATED: a run in this comparison ran on the CPU emulator; its times are not a speed.")
+	if err := report.WriteCompareText(c.App.Writer, cmp, format); err != nil {
+		return failure("%v", err)
 	}
 	written, err := report.WriteComparison(cmp, out)
 	if err != nil {
 		return failure("writing %s: %v", out, err)
 	}
-	fmt.Fprintf(c.App.Writer, "comparison: %s\n", written.Files[0])
+	where := c.App.Writer
+	if format == report.FormatJSON {
+		where = c.App.ErrWriter // stdout holds the JSON alone
+	}
+	fmt.Fprintf(where, "comparison: %s\n", written.Files[0])
+	if cmp.Regressed() {
+		cv, kv := cmp.ConfigVerdicts(), cmp.KernelVerdicts()
+		return failure("SLOWER: B is slower than A by more than %s in %d configuration(s) and %d kernel measurement(s)",
+			c.String("threshold"), cv[report.VerdictSlower], kv[report.VerdictSlower])
+	}
 	return nil
 }
 

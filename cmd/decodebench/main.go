@@ -44,6 +44,7 @@ func newApp() *cli.App {
 			plotCommand(),
 			reportCommand(),
 			compareCommand(),
+			planCommand(),
 			validateCommand(),
 			fleetCommand(),
 		},
