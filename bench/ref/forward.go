@@ -147,7 +147,8 @@ func ArchOf(s model.Shape) (StepArch, error) {
 //
 // A routing decision cannot be bounded: when a token's k-th and (k+1)-th router logits are
 // closer than BoundSigmas sigmas the engine may choose another expert, and from then on that
-// sequence's bounds are +Inf (Lost reports which).
+// sequence's bounds are +Inf (Lost reports which), unless the caller teacher-forces the
+// engine's experts too (StepRouted).
 type Forward struct {
 	shape                                   model.Shape
 	arch                                    StepArch
@@ -162,6 +163,7 @@ type Forward struct {
 	kCache, vCache [][]float32 // per layer [batch, kv_heads, capacity, head_dim]
 	kSigma, vSigma [][]float64 // per layer [batch, kv_heads, steps, head_dim]: appended tokens
 	lost           []bool
+	routes         map[int][]int32 // the experts each MoE layer followed in the last step
 
 	// noise, when set (tests), is added before every rounding of an op the engine computes in
 	// fp32, times that op's fp32 error bound: an adversarial engine.
@@ -211,7 +213,7 @@ func NewForward(shape model.Shape, base uint64, batch, context, steps int, d DTy
 	}
 	f := &Forward{shape: shape, arch: arch, d: d, batch: batch, context: context, steps: steps,
 		capacity: context + steps, hidden: shape.Hidden, qHeads: shape.QHeads, kvHeads: shape.KVHeads,
-		headDim: shape.HeadDim, vocab: shape.Vocab, lost: make([]bool, batch)}
+		headDim: shape.HeadDim, vocab: shape.Vocab, lost: make([]bool, batch), routes: map[int][]int32{}}
 	f.rope = Rope{Theta: StepRopeTheta, Scaling: RopeDefault, RotaryDim: shape.HeadDim}
 	if shape.RotaryDim > 0 {
 		f.rope.RotaryDim = shape.RotaryDim
@@ -331,6 +333,16 @@ func FirstTokens(base uint64, batch, vocab int) []int32 {
 
 // Arch is the family's treatment the step follows.
 func (f *Forward) Arch() StepArch { return f.arch }
+
+// Routes gives the experts the last step followed in each MoE layer: [batch * top_k], best
+// first when the reference chose them.
+func (f *Forward) Routes() map[int][]int32 {
+	out := make(map[int][]int32, len(f.routes))
+	for l, r := range f.routes {
+		out[l] = append([]int32(nil), r...)
+	}
+	return out
+}
 
 // Lost reports, per sequence, whether a routing decision so far was too close to call, so that
 // its bounds are +Inf.
@@ -627,20 +639,29 @@ func (f *Forward) attention(l int, q vec) vec {
 }
 
 // moe is layer l's routed experts on m (rows of hidden), combined.
-func (f *Forward) moe(l int, m vec) vec {
+func (f *Forward) moe(l int, m vec, forced []int32) (vec, error) {
 	w, s := f.layers[l], f.shape
 	e, k, effn, h := s.Experts, s.ExpertsPerToken, s.ExpertFFN, f.hidden
 	logits := f.linear(m, w.router, w.routerBias, e, h, false)
 	out := newVec(f.batch * h)
+	f.routes[l] = make([]int32, f.batch*k)
 	for b := 0; b < f.batch; b++ {
 		lv, ls := logits.v[b*e:(b+1)*e], logits.s[b*e:(b+1)*e]
 		ids, weights, wBounds := MoERoute(lv, e, k, f.arch.Routing, f.arch.Renormalize)
+		if forced != nil {
+			ids = forced[b*k : (b+1)*k]
+			if err := f.admissible(l, b, lv, ls, ids); err != nil {
+				return vec{}, err
+			}
+			weights = routeWeights(lv, ids, f.arch.Routing == MoETopKSoftmax || f.arch.Renormalize)
+		}
+		copy(f.routes[l][b*k:], ids)
 		chosen := make([]bool, e)
 		for _, id := range ids {
 			chosen[id] = true
 		}
 		for _, id := range ids { // every chosen logit clear of every other by BoundSigmas sigmas
-			for x := 0; x < e; x++ {
+			for x := 0; x < e && forced == nil; x++ {
 				if !chosen[x] && float64(lv[id])-float64(lv[x]) <= BoundSigmas*math.Hypot(ls[id], ls[x]) {
 					f.lost[b] = true
 				}
@@ -700,13 +721,77 @@ func (f *Forward) moe(l int, m vec) vec {
 		copy(out.v[b*h:], c.v)
 		copy(out.s[b*h:], c.s)
 	}
-	return out
+	return out, nil
+}
+
+// admissible checks that the experts ids an engine chose for sequence b in layer l are a top k
+// of the router logits lv within their bounds: distinct, in range, and none clearly below an
+// expert left out.
+func (f *Forward) admissible(l, b int, lv []float32, ls []float64, ids []int32) error {
+	chosen := make([]bool, len(lv))
+	for _, id := range ids {
+		if id < 0 || int(id) >= len(lv) || chosen[id] {
+			return fmt.Errorf("layer %d sequence %d: experts %v are not %d distinct experts of 0..%d", l, b, ids, len(ids), len(lv)-1)
+		}
+		chosen[id] = true
+	}
+	for _, id := range ids {
+		for x := range lv {
+			if !chosen[x] && float64(lv[x])-float64(lv[id]) > BoundSigmas*math.Hypot(ls[id], ls[x]) {
+				return fmt.Errorf("layer %d sequence %d: experts %v are not a top %d of the router logits within their bounds: expert %d (%g) is clearly above expert %d (%g)",
+					l, b, ids, len(ids), x, lv[x], id, lv[id])
+			}
+		}
+	}
+	return nil
+}
+
+// routeWeights are the softmax weights of experts ids: over those ids (renormalised, or top-k
+// then softmax), else over every expert.
+func routeWeights(lv []float32, ids []int32, overChosen bool) []float64 {
+	mx := math.Inf(-1)
+	for _, v := range lv {
+		mx = math.Max(mx, float64(v))
+	}
+	var z float64
+	if overChosen {
+		for _, id := range ids {
+			z += math.Exp(float64(lv[id]) - mx)
+		}
+	} else {
+		for _, v := range lv {
+			z += math.Exp(float64(v) - mx)
+		}
+	}
+	w := make([]float64, len(ids))
+	for j, id := range ids {
+		w[j] = math.Exp(float64(lv[id])-mx) / z
+	}
+	return w
 }
 
 // Step runs one decode step with each sequence's input token (teacher-forced: the caller feeds
 // the engine's tokens) and gives the logits [batch * vocab], rounded to the dtype as the engine
 // stores them, and each one's bound (+Inf for a Lost sequence).
 func (f *Forward) Step(tokens []int32) (logits, bounds []float64, err error) {
+	return f.StepRouted(tokens, nil)
+}
+
+// StepRouted is Step with the experts teacher-forced too: routes[l] is the engine's topk_ids
+// of MoE layer l ([batch * top_k], as db_moe_route wrote them), or nil to route by the
+// reference's own logits. A choice that is not a top k of the reference's router logits within
+// their bounds is an error naming the layer, the sequence and the experts; an admissible one is
+// followed (the weights from the reference's logits), so that no sequence is Lost to routing
+// and the later steps stay checkable.
+func (f *Forward) StepRouted(tokens []int32, routes map[int][]int32) (logits, bounds []float64, err error) {
+	for l, r := range routes {
+		if l < 0 || l >= len(f.layers) || !f.layers[l].spec.MoE {
+			return nil, nil, fmt.Errorf("routes for layer %d, which does not route to experts", l)
+		}
+		if len(r) != f.batch*f.shape.ExpertsPerToken {
+			return nil, nil, fmt.Errorf("layer %d: %d routed experts for a batch of %d with top %d", l, len(r), f.batch, f.shape.ExpertsPerToken)
+		}
+	}
 	if f.step >= f.steps {
 		return nil, nil, fmt.Errorf("step %d: the cache holds %d steps after the context of %d", f.step, f.steps, f.context)
 	}
@@ -780,7 +865,9 @@ func (f *Forward) Step(tokens []int32) (logits, bounds []float64, err error) {
 		m, r = f.rmsnorm(y, &r, w.mlpNorm, h)
 		var mlpOut vec
 		if w.spec.MoE {
-			mlpOut = f.moe(l, m)
+			if mlpOut, err = f.moe(l, m, routes[l]); err != nil {
+				return nil, nil, err
+			}
 			if w.spec.FFN > 0 {
 				mlpOut = f.add(mlpOut, f.mlp(m, w.gateUp, w.gateUpBias, w.down, w.dBias, w.spec.FFN))
 			}

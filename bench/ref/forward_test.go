@@ -474,11 +474,11 @@ func TestForwardBoundsHold(t *testing.T) {
 			ids := FirstTokens(base, m.Batch, s.Vocab)
 			worst, rel, decided, total := 0.0, 0.0, 0, 0
 			for i := 0; i < m.Steps; i++ {
-				want, bounds, err := ref.Step(ids)
-				if err != nil {
-					t.Fatal(err)
-				}
 				got, _, _ := eng.Step(ids)
+				want, bounds, err := ref.StepRouted(ids, eng.Routes()) // the engine's experts too
+				if err != nil {
+					t.Fatalf("%s %v step %d: %v", s.Name, d, i, err)
+				}
 				for j := range want {
 					if math.IsInf(bounds[j], 1) {
 						continue
@@ -503,21 +503,70 @@ func TestForwardBoundsHold(t *testing.T) {
 				}
 				ids = ge // teacher forcing: the engine's tokens
 			}
-			lost := 0
-			for _, l := range ref.Lost() {
+			t.Logf("%-22s %v: worst |engine-ref|/bound %.3f, largest bound/rms(logits) %.4f, %d of %d tokens decided",
+				s.Name, d, worst, rel, decided, total)
+			for b, l := range ref.Lost() {
 				if l {
-					lost++
+					t.Errorf("%s %v: sequence %d lost to routing though the engine's experts were followed", s.Name, d, b)
 				}
-			}
-			t.Logf("%-22s %v: worst |engine-ref|/bound %.3f, largest bound/rms(logits) %.4f, %d of %d tokens decided, %d sequences lost to routing",
-				s.Name, d, worst, rel, decided, total, lost)
-			if lost == m.Batch {
-				t.Errorf("%s %v: every sequence's routing was too close to call", s.Name, d)
 			}
 			if limit := map[DType]float64{BF16: 0.25, FP16: 0.04}[d]; rel > limit {
 				t.Errorf("%s %v: a bound of %.3f of the logits' rms is too loose to catch a bug (limit %g)", s.Name, d, rel, limit)
 			}
 		}
+	}
+}
+
+// TestForwardRouting: a plain Step loses a sequence only to a close routing decision, and
+// StepRouted follows an admissible choice and refuses others, naming them.
+func TestForwardRouting(t *testing.T) {
+	m := TinyModels()[4] // Mixtral-like, top 2 of 4
+	if !m.Shape.IsMoE() {
+		t.Fatalf("%s is not a mixture of experts", m.Shape.Name)
+	}
+	const base = 42
+	ids := FirstTokens(base, m.Batch, m.Shape.Vocab)
+	f, _ := NewForward(m.Shape, base, m.Batch, m.Context, m.Steps, BF16)
+	if _, _, err := f.Step(ids); err != nil {
+		t.Fatal(err)
+	}
+	own := f.Routes()
+	if len(own) != m.Shape.Layers || len(own[0]) != m.Batch*2 {
+		t.Fatalf("routes %v: want %d layers of %d", own, m.Shape.Layers, m.Batch*2)
+	}
+	g, _ := NewForward(m.Shape, base, m.Batch, m.Context, m.Steps, BF16)
+	if _, _, err := g.StepRouted(ids, own); err != nil {
+		t.Fatalf("the reference's own experts refused: %v", err)
+	}
+	for _, c := range []struct {
+		routes map[int][]int32
+		want   string
+	}{
+		{map[int][]int32{0: {0, 0, 1, 2, 1, 2}}, "not 2 distinct experts"},
+		{map[int][]int32{0: {0, 1}}, "2 routed experts for a batch of 3"},
+		{map[int][]int32{5: own[0]}, "layer 5, which does not route"},
+	} {
+		h, _ := NewForward(m.Shape, base, m.Batch, m.Context, m.Steps, BF16)
+		if _, _, err := h.StepRouted(ids, c.routes); err == nil || !strings.Contains(err.Error(), c.want) {
+			t.Errorf("want an error naming %q, got %v", c.want, err)
+		}
+	}
+	// the two experts the reference ranks last, for every sequence: refused unless all four
+	// logits sit within their bounds of each other
+	worst := map[int][]int32{0: make([]int32, m.Batch*2)}
+	for b := 0; b < m.Batch; b++ {
+		chosen := map[int32]bool{own[0][2*b]: true, own[0][2*b+1]: true}
+		j := 0
+		for x := int32(0); x < 4; x++ {
+			if !chosen[x] {
+				worst[0][2*b+j] = x
+				j++
+			}
+		}
+	}
+	h, _ := NewForward(m.Shape, base, m.Batch, m.Context, m.Steps, BF16)
+	if _, _, err := h.StepRouted(ids, worst); err == nil || !strings.Contains(err.Error(), "not a top 2") {
+		t.Errorf("the reference's last two experts followed: %v", err)
 	}
 }
 
