@@ -554,10 +554,8 @@ func (f *Forward) attendHead(q []float32, qs []float64, kv func(t int) (k, v []f
 			p := float64(q[i]) * float64(k[i])
 			dot += p
 			abs += math.Abs(p)
-			e := qs[i] * float64(k[i])
-			variance += e * e
 			if ks != nil {
-				e = float64(q[i]) * ks[i]
+				e := float64(q[i]) * ks[i]
 				variance += e * e
 			}
 		}
@@ -585,20 +583,38 @@ func (f *Forward) attendHead(q []float32, qs []float64, kv func(t int) (k, v []f
 			absW[i] += p * math.Abs(float64(v[i]))
 		}
 	}
-	in = make([]float64, hd)
-	vsq := make([]float64, hd)
+	// First order: d out_i = sum_t p_t (v_ti - out_i) d s_t + sum_t p_t d v_ti, with
+	// d s_t = scale (dq . k_t + q . dk_t). q's error is shared by every score, so its part is
+	// scale sum_d dq_d C_di with C_di = sum_t p_t (v_ti - out_i) k_td; the appended tokens' k and
+	// v errors are their own.
+	c := make([]float64, hd*hd)
+	variance, dev := make([]float64, hd), make([]float64, hd)
 	for t := lo; t < L; t++ {
-		_, v, _, vs := kv(t)
+		k, v, _, vs := kv(t)
 		p := scores[t-lo]
-		for i := range in {
-			in[i] += p * math.Abs(float64(v[i])-want[i]) * sigmaS[t-lo]
+		for i := range variance {
+			dev[i] = p * (float64(v[i]) - want[i])
+			e := dev[i] * sigmaS[t-lo]
+			variance[i] += e * e
 			if vs != nil {
-				vsq[i] += p * p * vs[i] * vs[i]
+				e = p * vs[i]
+				variance[i] += e * e
+			}
+		}
+		for dd, kd := range k {
+			row := c[dd*hd : (dd+1)*hd]
+			for i, x := range dev {
+				row[i] += x * float64(kd)
 			}
 		}
 	}
+	in = make([]float64, hd)
 	for i := range in {
-		in[i] += math.Sqrt(vsq[i])
+		for dd := 0; dd < hd; dd++ {
+			e := scale * qs[dd] * c[dd*hd+i]
+			variance[i] += e * e
+		}
+		in[i] = math.Sqrt(variance[i])
 	}
 	r := AttentionReference{Want: want, AbsWeighted: absW, ScoreAbs: []float64{scoreAbs}, Context: []int{n}, HeadDim: hd}
 	return want, r.ElementBoundsMMA(f.d, n), in
