@@ -132,9 +132,9 @@ func ArchOf(s model.Shape) (StepArch, error) {
 //     over k (its input errors are independent roundings), RMSNorm scales by the inverse rms
 //     and adds the shared change of the rms, rotary turns the pair, the activation multiplies
 //     by its derivatives, the router's softmax moves each weight by w (sigma_j + sum w sigma),
-//     and attention moves by sum_t p_t |v_t - out| sigma(score_t) (a bound, by Minkowski's
-//     inequality, of the correlated change that q's error makes in every score) plus the
-//     appended k and v of earlier steps, whose sigmas the cache keeps.
+//     and attention by the first-order change of the softmax-weighted sum: q's error, shared
+//     by every score, through the covariance of k and v under the weights, and the appended k
+//     and v of earlier steps, whose sigmas the cache keeps (the filled ones are exact).
 //
 // A logit's bound is BoundSigmas sigmas. This is a stated, empirically checked estimate, not a
 // rigorous bound: the worst case of independent roundings aligning in sign grows as sqrt(k)
