@@ -754,6 +754,54 @@ func TestForwardRouting(t *testing.T) {
 	}
 }
 
+// TestForwardLostRouting: where an engine (the adversarial one, its errors tripled so that
+// some routings do flip) chose other experts than the reference, the reference has marked the
+// sequence lost.
+func TestForwardLostRouting(t *testing.T) {
+	m := TinyModels()[6] // Qwen3-MoE-like, top 2 of 8
+	s, batch := m.Shape, 64
+	const base = 5
+	ref, _ := NewForward(s, base, batch, m.Context, 2, BF16)
+	eng, _ := NewForward(s, base, batch, m.Context, 2, BF16)
+	adversarial(eng, 3)
+	noise := eng.noise
+	eng.noise = func() float64 { return 3 * noise() }
+	ids := FirstTokens(base, batch, s.Vocab)
+	flips, k := 0, s.ExpertsPerToken
+	for i := 0; i < 2; i++ {
+		eng.Step(ids)
+		want, _, err := ref.Step(ids)
+		if err != nil {
+			t.Fatal(err)
+		}
+		for l, r := range eng.Routes() {
+			o := ref.Routes()[l]
+			for b := 0; b < batch; b++ {
+				a, c := slices.Clone(r[b*k:(b+1)*k]), slices.Clone(o[b*k:(b+1)*k])
+				slices.Sort(a)
+				slices.Sort(c)
+				if !slices.Equal(a, c) {
+					flips++
+					if !ref.Lost()[b] {
+						t.Errorf("step %d layer %d sequence %d: the engine chose experts %v, the reference %v, yet the sequence is not lost", i, l, b, a, c)
+					}
+				}
+			}
+		}
+		ids = Greedy(want, s.Vocab)
+	}
+	lost := 0
+	for _, l := range ref.Lost() {
+		if l {
+			lost++
+		}
+	}
+	t.Logf("%d routings flipped; %d of %d sequences lost", flips, lost, batch)
+	if flips == 0 {
+		t.Error("no routing flipped: the test checks nothing")
+	}
+}
+
 // TestDecided: a clear top logit is decided, a close second or a wide bound is not.
 func TestDecided(t *testing.T) {
 	logits := []float64{1, 3, 2, 5, 5, 0}
