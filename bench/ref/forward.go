@@ -356,8 +356,8 @@ type vec struct {
 
 func newVec(n int) vec { return vec{make([]float32, n), make([]float64, n)} }
 
-// store rounds an op's float64 results to d as its kernel stores them. kernel is the kernel's
-// element bound of each, in its propagated input error.
+// store rounds an op's float64 results want to d as its kernel stores them; kernel is each
+// one's element bound for the kernel and in its sigma propagated from the op's inputs.
 func (f *Forward) store(want, kernel, in []float64) vec {
 	u := f.d.UnitRoundoff()
 	out := newVec(len(want))
