@@ -30,18 +30,6 @@ import (
 //	           Gemma 2/3: mlp_out = rmsnorm(mlp_out) * post_mlp_norm
 //	f = rmsnorm(r + mlp_out) * final_norm; logits = f (lm_head or embedding)^T (+ bias)
 
-// Tensors of a step that stepseeds.go does not name yet: Gemma's norms after attention and
-// after the MLP, and the biases of the experts and shared experts (MLPBias in a mixture of
-// experts), filled like the others (norms UnitScale, biases BiasScale).
-const (
-	TensorPostAttnNorm   = "post_attn_norm"      // [hidden]
-	TensorPostMLPNorm    = "post_mlp_norm"       // [hidden]
-	TensorExpertUpBias   = "expert_gate_up_bias" // [experts, 2 expert_ffn]
-	TensorExpertDownBias = "expert_down_bias"    // [experts, hidden]
-	TensorSharedUpBias   = "shared_gate_up_bias" // [2 shared_ffn]
-	TensorSharedDownBias = "shared_down_bias"    // [hidden]
-)
-
 // The step's fixed constants.
 const (
 	StepRMSNormEps = 1e-5

@@ -14,32 +14,38 @@ import (
 // Tensor names of a step. Linear weights are row-major [n, k] (Y = X W^T); the fused
 // projections stack their parts along n in the order given.
 const (
-	TensorEmbedding  = "embedding"    // [vocab, hidden]
-	TensorLMHead     = "lm_head"      // [vocab, hidden]; absent with tied embeddings (the embedding is used)
-	TensorLMHeadBias = "lm_head_bias" // [vocab]
-	TensorFinalNorm  = "final_norm"   // [hidden]
-	TensorAttnNorm   = "attn_norm"    // [hidden], before attention
-	TensorMLPNorm    = "mlp_norm"     // [hidden], before the MLP
-	TensorQKV        = "qkv"          // [(q_heads + 2 kv_heads) head_dim, hidden]: q rows, then k, then v
-	TensorQKVBias    = "qkv_bias"     // [(q_heads + 2 kv_heads) head_dim]
-	TensorQNorm      = "q_norm"       // [head_dim] (QK-norm)
-	TensorKNorm      = "k_norm"       // [head_dim]
-	TensorO          = "o"            // [hidden, q_heads head_dim]
-	TensorOBias      = "o_bias"       // [hidden]
-	TensorSinks      = "sinks"        // f32 [q_heads]
-	TensorGateUp     = "gate_up"      // [2 ffn, hidden]: gate rows, then up (gated MLP); [ffn, hidden] up only otherwise
-	TensorGateUpBias = "gate_up_bias"
-	TensorDown       = "down" // [hidden, ffn]
-	TensorDownBias   = "down_bias"
-	TensorRouter     = "router"         // [experts, hidden]
-	TensorRouterBias = "router_bias"    // [experts]
-	TensorExpertUp   = "expert_gate_up" // [experts, 2 expert_ffn, hidden]
-	TensorExpertDown = "expert_down"    // [experts, hidden, expert_ffn]
-	TensorSharedUp   = "shared_gate_up" // [2 shared_ffn, hidden]
-	TensorSharedDown = "shared_down"    // [hidden, shared_ffn]
-	TensorKCache     = "k_cache"        // contiguous [batch, kv_heads, capacity, head_dim]: tokens before the first step
-	TensorVCache     = "v_cache"
-	TensorTokens     = "tokens" // the first step's input ids: TokenID(base, b, vocab)
+	TensorEmbedding      = "embedding"    // [vocab, hidden]
+	TensorLMHead         = "lm_head"      // [vocab, hidden]; absent with tied embeddings (the embedding is used)
+	TensorLMHeadBias     = "lm_head_bias" // [vocab]
+	TensorFinalNorm      = "final_norm"   // [hidden]
+	TensorAttnNorm       = "attn_norm"    // [hidden], before attention
+	TensorMLPNorm        = "mlp_norm"     // [hidden], before the MLP
+	TensorQKV            = "qkv"          // [(q_heads + 2 kv_heads) head_dim, hidden]: q rows, then k, then v
+	TensorQKVBias        = "qkv_bias"     // [(q_heads + 2 kv_heads) head_dim]
+	TensorQNorm          = "q_norm"       // [head_dim] (QK-norm)
+	TensorKNorm          = "k_norm"       // [head_dim]
+	TensorO              = "o"            // [hidden, q_heads head_dim]
+	TensorOBias          = "o_bias"       // [hidden]
+	TensorSinks          = "sinks"        // f32 [q_heads]
+	TensorGateUp         = "gate_up"      // [2 ffn, hidden]: gate rows, then up (gated MLP); [ffn, hidden] up only otherwise
+	TensorGateUpBias     = "gate_up_bias"
+	TensorDown           = "down" // [hidden, ffn]
+	TensorDownBias       = "down_bias"
+	TensorRouter         = "router"         // [experts, hidden]
+	TensorRouterBias     = "router_bias"    // [experts]
+	TensorExpertUp       = "expert_gate_up" // [experts, 2 expert_ffn, hidden]
+	TensorExpertDown     = "expert_down"    // [experts, hidden, expert_ffn]
+	TensorSharedUp       = "shared_gate_up" // [2 shared_ffn, hidden]
+	TensorSharedDown     = "shared_down"    // [hidden, shared_ffn]
+	TensorKCache         = "k_cache"        // contiguous [batch, kv_heads, capacity, head_dim]: tokens before the first step
+	TensorVCache         = "v_cache"
+	TensorTokens         = "tokens"              // the first step's input ids: TokenID(base, b, vocab)
+	TensorPostAttnNorm   = "post_attn_norm"      // [hidden]: Gemma 2/3's norm after attention (UnitScale)
+	TensorPostMLPNorm    = "post_mlp_norm"       // [hidden]: after the MLP
+	TensorExpertUpBias   = "expert_gate_up_bias" // [experts, 2 expert_ffn]: MLPBias in a mixture of experts
+	TensorExpertDownBias = "expert_down_bias"    // [experts, hidden]
+	TensorSharedUpBias   = "shared_gate_up_bias" // [2 shared_ffn]
+	TensorSharedDownBias = "shared_down_bias"    // [hidden]
 )
 
 // TensorSeed is the fill seed of tensor name in layer (-1: outside the layers) for a step
