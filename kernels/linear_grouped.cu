@@ -1,0 +1,231 @@
+// linear_grouped.cu: the expert linears of a mixture of experts over exactly the rows routed to
+// each expert (db_grouped_linear), in one launch that reads the experts' row offsets on the
+// device, so a CUDA graph can replay it whatever the router chose.
+//
+// Work is cut into (chunk, tile) blocks. A chunk is up to kGlChunkRows = 8 consecutive rows of
+// one expert (rows [offsets[e], offsets[e + 1]) in chunks of 8, the experts one after another);
+// a tile is kGlTileN = 16 rows of that expert's W. blockIdx.x is the chunk, blockIdx.y the tile.
+// Every warp of a block finds its chunk from the offsets itself (a warp scan of the experts'
+// chunk counts, lane l holding experts 8l..8l+7, so no barrier), and a block past the last chunk
+// exits at once: an expert no row is routed to has no chunk, so no block reads its W. The grid
+// is sized for any routing: sum_e ceil(count_e / 8) <= (rows + 7 min(experts, rows)) / 8 chunks,
+// which is every chunk when all rows go to one expert and a few spare columns when they spread.
+// Chunks are the grid's fast dimension, so the blocks of one tile's chunks are dispatched
+// together and the tile comes from DRAM once, from L2 for the others.
+//
+// In a block, each of the 4 warps owns 4 rows of W; its lanes stride K in 16-byte chunks,
+// kGlUnroll at a time, so a lane has 4 x 2 = 8 16-byte loads of W in flight a trip, and every W
+// element loaded serves the chunk's up to 8 token rows (x from L1: every warp of the block and
+// every tile block on the SM reread the same rows). At 8 rows a chunk a 16-byte W load feeds 64
+// FMAs a lane, 0.25 bytes a FMA: bandwidth-bound on an H200 (4.8 TB/s over 33.5 TFMA/s is 0.14),
+// where 16 rows would make the FMAs the limit. The 4 x 8 fp32 sums of a lane are reduced with a
+// butterfly reduce-scatter (31 shuffles a warp, not 32 x 5): lane L ends with the total of W row
+// L / 8 and token row L % 8 and stores it, plus the bias, rounded once.
+#include "common.cuh"
+
+namespace {
+
+constexpr int kGlThreads = 128;
+constexpr int kGlWarps = kGlThreads / 32;
+constexpr int kGlRowsPerWarp = 4;
+constexpr int kGlTileN = kGlWarps * kGlRowsPerWarp;  // 16 rows of W a block
+constexpr int kGlChunkRows = 8;                       // token rows a chunk
+constexpr int kGlUnroll = 2;                          // 16-byte chunks of K a lane and trip
+constexpr int kGlExpertsPerLane = DB_MOE_MAX_EXPERTS / 32;
+constexpr int kGlMaxRows = DB_MAX_BATCH * DB_MOE_MAX_TOP_K;
+constexpr int kGlMaxTiles = 65535;  // gridDim.y
+static_assert(kGlRowsPerWarp * kGlChunkRows == 32, "the reduce-scatter gives one sum a lane");
+static_assert(kGlMaxRows < (1 << 15) && DB_MOE_MAX_EXPERTS <= 256, "the chunk's packing");
+
+DB_DEVICE int gl_max(int a, int b) { return a < b ? b : a; }
+DB_DEVICE float gl_to_float(__nv_bfloat16 v) { return __bfloat162float(v); }
+DB_DEVICE float gl_to_float(__half v) { return __half2float(v); }
+
+template <class T>
+DB_DEVICE float gl_dot8(uint4 w, uint4 x, float acc) {
+  const uint32_t wv[4] = {w.x, w.y, w.z, w.w}, xv[4] = {x.x, x.y, x.z, x.w};
+  DB_UNROLL
+  for (int i = 0; i < 4; ++i) {
+    const float2 a = db_dtype<T>::unpack(wv[i]), b = db_dtype<T>::unpack(xv[i]);
+    acc = fmaf(a.x, b.x, acc);
+    acc = fmaf(a.y, b.y, acc);
+  }
+  return acc;
+}
+
+// The chunk of this block: expert, first row and rows (0: no chunk, the block exits). Each
+// expert's rows are its offsets clamped to [0, rows], so a wrong offset never reads outside x
+// or writes outside y. The owning lane packs its answer, expert | row0 << 8 | rows << 23, and a
+// warp sum hands it to every lane (the other lanes add 0).
+struct GlChunk {
+  int expert, row0, rows;
+};
+DB_DEVICE GlChunk gl_find_chunk(const int32_t *__restrict__ offsets, int experts, int total_rows,
+                                int chunk) {
+  const int lane = threadIdx.x & 31;
+  const int e0 = lane * kGlExpertsPerLane;
+  int chunks[kGlExpertsPerLane], begin[kGlExpertsPerLane], end[kGlExpertsPerLane];
+  int sum = 0;
+  DB_UNROLL
+  for (int j = 0; j < kGlExpertsPerLane; ++j) {
+    const int e = e0 + j;
+    begin[j] = end[j] = chunks[j] = 0;
+    if (e < experts) {
+      begin[j] = db_min(gl_max(offsets[e], 0), total_rows);
+      end[j] = db_min(gl_max(offsets[e + 1], begin[j]), total_rows);
+      chunks[j] = (end[j] - begin[j] + kGlChunkRows - 1) / kGlChunkRows;
+    }
+    sum += chunks[j];
+  }
+  int inclusive = sum;  // warp inclusive scan of the lanes' chunk counts
+  DB_UNROLL
+  for (int d = 1; d < 32; d <<= 1) {
+    const int v = __shfl_up_sync(0xffffffffu, inclusive, d);
+    if (lane >= d) inclusive += v;
+  }
+  unsigned packed = 0;
+  int at = inclusive - sum;
+  if (chunk >= at && chunk < inclusive) {
+    DB_UNROLL
+    for (int j = 0; j < kGlExpertsPerLane; ++j) {
+      if (packed == 0 && chunk < at + chunks[j]) {
+        const int row0 = begin[j] + (chunk - at) * kGlChunkRows;
+        const int rows = db_min(kGlChunkRows, end[j] - row0);
+        packed = (unsigned)(e0 + j) | (unsigned)row0 << 8 | (unsigned)rows << 23;
+      }
+      at += chunks[j];
+    }
+  }
+  packed = db_warp_sum(packed);
+  return GlChunk{(int)(packed & 0xffu), (int)(packed >> 8 & 0x7fffu), (int)(packed >> 23)};
+}
+
+template <class T>
+__global__ __launch_bounds__(kGlThreads, 4) void grouped_linear_kernel(
+    const uint4 *__restrict__ x, const uint4 *__restrict__ w, const T *__restrict__ bias,
+    T *__restrict__ y, const int32_t *__restrict__ offsets, int total_rows, int experts, int n,
+    int k) {
+  const GlChunk ch = gl_find_chunk(offsets, experts, total_rows, (int)blockIdx.x);
+  if (ch.rows == 0) return;  // past the last chunk: nothing to read
+  const int lane = threadIdx.x & 31, warp = threadIdx.x >> 5;
+  const int n0 = (int)blockIdx.y * kGlTileN + warp * kGlRowsPerWarp;
+  if (n0 >= n) return;  // the tile's last warps past n (no barrier follows)
+  const int chunks = k >> 3;
+  const uint4 *we = w + (size_t)ch.expert * n * chunks;
+  const uint4 *wr[kGlRowsPerWarp];  // rows past n reread row n - 1 and store nothing
+  DB_UNROLL
+  for (int r = 0; r < kGlRowsPerWarp; ++r) wr[r] = we + (size_t)db_min(n0 + r, n - 1) * chunks;
+  const uint4 *x0 = x + (size_t)ch.row0 * chunks;
+
+  float acc[kGlRowsPerWarp][kGlChunkRows];
+  DB_UNROLL
+  for (int r = 0; r < kGlRowsPerWarp; ++r) {
+    DB_UNROLL
+    for (int b = 0; b < kGlChunkRows; ++b) acc[r][b] = 0.0f;
+  }
+  const uint4 zero = make_uint4(0, 0, 0, 0);
+  for (int c = lane; c < chunks; c += 32 * kGlUnroll) {
+    uint4 wv[kGlUnroll][kGlRowsPerWarp];
+    DB_UNROLL
+    for (int u = 0; u < kGlUnroll; ++u) {
+      const int cc = c + 32 * u;
+      DB_UNROLL
+      for (int r = 0; r < kGlRowsPerWarp; ++r)
+        wv[u][r] = cc < chunks ? db_ld_stream_v4(wr[r] + cc) : zero;
+    }
+    DB_UNROLL
+    for (int u = 0; u < kGlUnroll; ++u) {
+      const int cc = c + 32 * u;
+      if (cc >= chunks) break;
+      DB_UNROLL
+      for (int b = 0; b < kGlChunkRows; ++b) {
+        if (b >= ch.rows) break;
+        const uint4 xv = db_ld_nc_v4(x0 + (size_t)b * chunks + cc);
+        DB_UNROLL
+        for (int r = 0; r < kGlRowsPerWarp; ++r) acc[r][b] = gl_dot8<T>(wv[u][r], xv, acc[r][b]);
+      }
+    }
+  }
+
+  // Butterfly reduce-scatter: at step h each lane keeps the half of its sums that (lane & h)
+  // selects, adding its partner's copy of that half; after h = 16..1, v[0] is the warp's total
+  // of sum L = lane (W row L / 8, token row L % 8).
+  float v[32];
+  DB_UNROLL
+  for (int i = 0; i < 32; ++i) v[i] = acc[i / kGlChunkRows][i % kGlChunkRows];
+  DB_UNROLL
+  for (int h = 16; h >= 1; h >>= 1) {
+    const bool upper = (lane & h) != 0;
+    DB_UNROLL
+    for (int i = 0; i < h; ++i) {
+      const float send = upper ? v[i] : v[i + h];
+      const float keep = upper ? v[i + h] : v[i];
+      v[i] = keep + __shfl_xor_sync(0xffffffffu, send, h);
+    }
+  }
+  const int r = lane / kGlChunkRows, b = lane % kGlChunkRows;
+  if (b < ch.rows && n0 + r < n) {
+    const size_t col = (size_t)n0 + r;
+    float out = v[0];
+    if (bias) out += gl_to_float(bias[(size_t)ch.expert * n + col]);
+    y[(size_t)(ch.row0 + b) * n + col] = db_dtype<T>::from_float(out);
+  }
+}
+
+template <class T>
+int grouped_launch(db_context *ctx, const db_grouped_linear_params *p, dim3 grid) {
+  return DB_LAUNCH((grouped_linear_kernel<T>), grid, dim3(kGlThreads), 0, ctx->stream,
+                   reinterpret_cast<const uint4 *>(p->x), reinterpret_cast<const uint4 *>(p->w),
+                   reinterpret_cast<const T *>(p->bias), reinterpret_cast<T *>(p->y),
+                   reinterpret_cast<const int32_t *>(p->expert_offsets), p->rows, p->experts, p->n,
+                   p->k);
+}
+
+int check_aligned(const char *what, uint64_t dptr, uint64_t align) {
+  if (dptr % align == 0) return DB_OK;
+  return db_fail(DB_ERR_INVALID_ARGUMENT, "db_grouped_linear: %s=0x%llx is not %llu-byte aligned",
+                 what, (unsigned long long)dptr, (unsigned long long)align);
+}
+
+}  // namespace
+
+extern "C" int db_grouped_linear(db_context *ctx, const db_grouped_linear_params *p) {
+  return db_guard("db_grouped_linear", [&]() -> int {
+    if (!p) return db_fail(DB_ERR_INVALID_ARGUMENT, "db_grouped_linear: params is null");
+    DB_CHECK(db_enter(ctx));
+    if (!p->x || !p->w || !p->y || !p->expert_offsets)
+      return db_fail(DB_ERR_INVALID_ARGUMENT,
+                     "db_grouped_linear: x, w, y and expert_offsets must be device addresses "
+                     "(got x=0x%llx w=0x%llx y=0x%llx expert_offsets=0x%llx)",
+                     (unsigned long long)p->x, (unsigned long long)p->w, (unsigned long long)p->y,
+                     (unsigned long long)p->expert_offsets);
+    if (p->dtype != DB_DTYPE_BF16 && p->dtype != DB_DTYPE_FP16)
+      return db_fail(DB_ERR_INVALID_ARGUMENT,
+                     "db_grouped_linear: dtype=%d unsupported (want DB_DTYPE_BF16 or DB_DTYPE_FP16)",
+                     p->dtype);
+    if (p->rows < 1 || p->rows > kGlMaxRows)
+      return db_fail(DB_ERR_UNSUPPORTED_SHAPE,
+                     "db_grouped_linear: rows=%d out of range 1..%d (DB_MAX_BATCH x DB_MOE_MAX_TOP_K)",
+                     p->rows, kGlMaxRows);
+    if (p->experts < 1 || p->experts > DB_MOE_MAX_EXPERTS)
+      return db_fail(DB_ERR_UNSUPPORTED_SHAPE, "db_grouped_linear: experts=%d out of range 1..%d",
+                     p->experts, DB_MOE_MAX_EXPERTS);
+    if (p->n < 1 || p->n > kGlMaxTiles * kGlTileN)
+      return db_fail(DB_ERR_UNSUPPORTED_SHAPE, "db_grouped_linear: n=%d out of range 1..%d", p->n,
+                     kGlMaxTiles * kGlTileN);
+    if (p->k < DB_LINEAR_K_MULTIPLE || p->k % DB_LINEAR_K_MULTIPLE != 0)
+      return db_fail(DB_ERR_UNSUPPORTED_SHAPE,
+                     "db_grouped_linear: k=%d must be a positive multiple of %d", p->k,
+                     DB_LINEAR_K_MULTIPLE);
+    DB_CHECK(check_aligned("x", p->x, 16));
+    DB_CHECK(check_aligned("w", p->w, 16));
+    DB_CHECK(check_aligned("y", p->y, 2));
+    DB_CHECK(check_aligned("bias", p->bias, 2));
+    DB_CHECK(check_aligned("expert_offsets", p->expert_offsets, 4));
+    const int spread = std::min(p->experts, p->rows);
+    const dim3 grid((unsigned)((p->rows + (kGlChunkRows - 1) * spread) / kGlChunkRows),
+                    (unsigned)db_ceil_div((uint64_t)p->n, kGlTileN));
+    return p->dtype == DB_DTYPE_BF16 ? grouped_launch<__nv_bfloat16>(ctx, p, grid)
+                                     : grouped_launch<__half>(ctx, p, grid);
+  });
+}
