@@ -100,6 +100,23 @@ DB_DEVICE GlChunk gl_find_chunk(const int32_t *__restrict__ offsets, int experts
   return GlChunk{(int)(packed & 0xffu), (int)(packed >> 8 & 0x7fffu), (int)(packed >> 23)};
 }
 
+// One step of the butterfly reduce-scatter and the ones after it (H = 16, 8, .., 1, by
+// templates so that every index is a constant and v stays in registers). The halves are chosen
+// with a bit mask, not `upper ? v[i] : v[i + H]`, which nvcc turns into a select of addresses
+// and so puts v in local memory.
+template <int H>
+DB_DEVICE void gl_reduce_scatter(float (&v)[32], int lane) {
+  const unsigned upper = (lane & H) ? 0xffffffffu : 0u;
+  DB_UNROLL
+  for (int i = 0; i < H; ++i) {
+    const unsigned lo = __float_as_uint(v[i]), hi = __float_as_uint(v[i + H]);
+    const float send = __uint_as_float((lo & upper) | (hi & ~upper));
+    const float keep = __uint_as_float((hi & upper) | (lo & ~upper));
+    v[i] = keep + __shfl_xor_sync(0xffffffffu, send, H);
+  }
+  if constexpr (H > 1) gl_reduce_scatter<H / 2>(v, lane);
+}
+
 template <class T>
 __global__ __launch_bounds__(kGlThreads, 4) void grouped_linear_kernel(
     const uint4 *__restrict__ x, const uint4 *__restrict__ w, const T *__restrict__ bias,
@@ -153,16 +170,7 @@ __global__ __launch_bounds__(kGlThreads, 4) void grouped_linear_kernel(
   float v[32];
   DB_UNROLL
   for (int i = 0; i < 32; ++i) v[i] = acc[i / kGlChunkRows][i % kGlChunkRows];
-  DB_UNROLL
-  for (int h = 16; h >= 1; h >>= 1) {
-    const bool upper = (lane & h) != 0;
-    DB_UNROLL
-    for (int i = 0; i < h; ++i) {
-      const float send = upper ? v[i] : v[i + h];
-      const float keep = upper ? v[i + h] : v[i];
-      v[i] = keep + __shfl_xor_sync(0xffffffffu, send, h);
-    }
-  }
+  gl_reduce_scatter<16>(v, lane);
   const int r = lane / kGlChunkRows, b = lane % kGlChunkRows;
   if (b < ch.rows && n0 + r < n) {
     const size_t col = (size_t)n0 + r;
