@@ -100,6 +100,13 @@ func TestGraphMisuseIsAnError(t *testing.T) {
 	mustGraph(t, g3.Close())
 	mustGraph(t, g2.Launch()) // an empty graph replays nothing
 
+	// A device closed mid-capture drops the capture.
+	dev2, err := cgotest.Emu(t).OpenDevice(0)
+	mustGraph(t, err)
+	mustGraph(t, dev2.BeginGraph())
+	mustGraph(t, dev2.AddInt32(buf.Ptr, 1, 1))
+	mustGraph(t, dev2.Close())
+
 }
 
 func TestGraphReplayFailureNamesTheKernel(t *testing.T) {

@@ -72,6 +72,17 @@ func TestGroupedLinearMatchesReference(t *testing.T) {
 	for i, c := range groupedCases() {
 		t.Run(c.name, func(t *testing.T) { runGroupedCase(t, dev, c, uint64(100+10*i)) })
 	}
+	// Under the hazard schedules: threads reversed, and blocks interleaved with the cross-block
+	// write check (two blocks writing one element of y fail the launch).
+	for _, schedule := range []string{"reverse", "interleave:2"} {
+		for _, i := range []int{1, 5, 9} {
+			c := groupedCases()[i]
+			t.Run(schedule+" "+c.name, func(t *testing.T) {
+				t.Setenv("DB_EMU_SCHEDULE", schedule)
+				runGroupedCase(t, dev, c, uint64(500+i))
+			})
+		}
+	}
 }
 
 func runGroupedCase(t *testing.T, dev *cgo.Device, c groupedCase, seed uint64) {
