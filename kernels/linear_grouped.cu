@@ -14,9 +14,9 @@
 // together and the tile comes from DRAM once, from L2 for the others.
 //
 // In a block, each of the 4 warps owns 4 rows of W; its lanes stride K in 16-byte chunks,
-// kGlUnroll at a time, so a lane has 4 x 2 = 8 16-byte loads of W in flight a trip, and every W
-// element loaded serves the chunk's up to 8 token rows (x from L1: every warp of the block and
-// every tile block on the SM reread the same rows). At 8 rows a chunk a 16-byte W load feeds 64
+// kGlUnroll at a time, so a lane has 4 x 2 = 8 16-byte loads of W in flight a trip (10 with the
+// first token row's x: sm_90 SASS), and every W element loaded serves the chunk's up to 8 token
+// rows (x from L1: every warp of the block and every tile block on the SM reread the same rows). At 8 rows a chunk a 16-byte W load feeds 64
 // FMAs a lane, 0.25 bytes a FMA: bandwidth-bound on an H200 (4.8 TB/s over 33.5 TFMA/s is 0.14),
 // where 16 rows would make the FMAs the limit. The 4 x 8 fp32 sums of a lane are reduced with a
 // butterfly reduce-scatter (31 shuffles a warp, not 32 x 5): lane L ends with the total of W row
@@ -150,16 +150,21 @@ __global__ __launch_bounds__(kGlThreads, 4) void grouped_linear_kernel(
       for (int r = 0; r < kGlRowsPerWarp; ++r)
         wv[u][r] = cc < chunks ? db_ld_stream_v4(wr[r] + cc) : zero;
     }
+    // A token row's kGlUnroll chunks of x are loaded together (zeros past K, whose FMAs add
+    // nothing), so a row costs one wait for L1, not one a chunk.
     DB_UNROLL
-    for (int u = 0; u < kGlUnroll; ++u) {
-      const int cc = c + 32 * u;
-      if (cc >= chunks) break;
+    for (int b = 0; b < kGlChunkRows; ++b) {
+      if (b >= ch.rows) break;
+      uint4 xv[kGlUnroll];
       DB_UNROLL
-      for (int b = 0; b < kGlChunkRows; ++b) {
-        if (b >= ch.rows) break;
-        const uint4 xv = db_ld_nc_v4(x0 + (size_t)b * chunks + cc);
+      for (int u = 0; u < kGlUnroll; ++u) {
+        const int cc = c + 32 * u;
+        xv[u] = cc < chunks ? db_ld_nc_v4(x0 + (size_t)b * chunks + cc) : zero;
+      }
+      DB_UNROLL
+      for (int u = 0; u < kGlUnroll; ++u) {
         DB_UNROLL
-        for (int r = 0; r < kGlRowsPerWarp; ++r) acc[r][b] = gl_dot8<T>(wv[u][r], xv, acc[r][b]);
+        for (int r = 0; r < kGlRowsPerWarp; ++r) acc[r][b] = gl_dot8<T>(wv[u][r], xv[u], acc[r][b]);
       }
     }
   }
