@@ -129,9 +129,12 @@ __global__ __launch_bounds__(kGlThreads, 4) void grouped_linear_kernel(
   if (n0 >= n) return;  // the tile's last warps past n (no barrier follows)
   const int chunks = k >> 3;
   const uint4 *we = w + (size_t)ch.expert * n * chunks;
-  const uint4 *wr[kGlRowsPerWarp];  // rows past n reread row n - 1 and store nothing
+  // The warp's rows from one pointer and 32-bit offsets (registers: sm_80-89 spill with four
+  // 64-bit row pointers); rows past n reread row n - 1 and store nothing.
+  const uint4 *w0 = we + (size_t)n0 * chunks;
+  int roff[kGlRowsPerWarp];
   DB_UNROLL
-  for (int r = 0; r < kGlRowsPerWarp; ++r) wr[r] = we + (size_t)db_min(n0 + r, n - 1) * chunks;
+  for (int r = 0; r < kGlRowsPerWarp; ++r) roff[r] = db_min(r, n - 1 - n0) * chunks;
   const uint4 *x0 = x + (size_t)ch.row0 * chunks;
 
   float acc[kGlRowsPerWarp][kGlChunkRows];
@@ -148,7 +151,7 @@ __global__ __launch_bounds__(kGlThreads, 4) void grouped_linear_kernel(
       const int cc = c + 32 * u;
       DB_UNROLL
       for (int r = 0; r < kGlRowsPerWarp; ++r)
-        wv[u][r] = cc < chunks ? db_ld_stream_v4(wr[r] + cc) : zero;
+        wv[u][r] = cc < chunks ? db_ld_stream_v4(w0 + (roff[r] + cc)) : zero;
     }
     // A token row's kGlUnroll chunks of x are loaded together (zeros past K, whose FMAs add
     // nothing), so a row costs one wait for L1, not one a chunk.
