@@ -64,6 +64,11 @@ func groupedCases() []groupedCase {
 		{name: "experts128 rows256 all in one n130 k136", counts: oneExpert(128, 126, 256), n: 130, k: 136, dtype: bf, bias: true, shortW: true},
 		{name: "experts3 rows33 uncovered n130 k136", counts: groupedCounts(3, 30, 5), uncovered: 3, n: 130, k: 136, dtype: fp},
 		{name: "experts8 rows1 one expert n130 k136", counts: oneExpert(8, 7, 1), n: 130, k: 136, dtype: bf, bias: true},
+		// 8 rows or more a touched expert on average: the tensor-core kernel (the ones above with
+		// 33x2 rows over 8 experts, 256x8 over 128 and 33 over 3 run it too).
+		{name: "mma experts3 rows40 all in one n4099 k136", counts: oneExpert(3, 2, 40), n: 4099, k: 136, dtype: fp, bias: true},
+		{name: "mma experts8 rows70 empty n7 k8", counts: groupedCounts(8, 70, 6, 0, 6, 7), n: 7, k: 8, dtype: bf, bias: true, shortW: true},
+		{name: "mma experts2 rows256 n130 k4104", counts: groupedCounts(2, 256, 7), n: 130, k: 4104, dtype: bf},
 	}
 }
 
@@ -75,7 +80,7 @@ func TestGroupedLinearMatchesReference(t *testing.T) {
 	// Under the hazard schedules: threads reversed, and blocks interleaved with the cross-block
 	// write check (two blocks writing one element of y fail the launch).
 	for _, schedule := range []string{"reverse", "interleave:2"} {
-		for _, i := range []int{1, 5, 9} {
+		for _, i := range []int{1, 5, 9, 12} {
 			c := groupedCases()[i]
 			t.Run(schedule+" "+c.name, func(t *testing.T) {
 				t.Setenv("DB_EMU_SCHEDULE", schedule)

@@ -2,6 +2,10 @@
 // each expert (db_grouped_linear), in one launch that reads the experts' row offsets on the
 // device, so a CUDA graph can replay it whatever the router chose.
 //
+// Two kernels share the layout below: the CUDA-core grouped_linear_kernel, described here, and
+// for batches that give a touched expert 8 rows or more on average the tensor-core
+// grouped_linear_mma_kernel (chunks of 16 rows, 64 W rows a block; its comment has the rest).
+//
 // Work is cut into (chunk, tile) blocks. A chunk is up to kGlChunkRows = 8 consecutive rows of
 // one expert (rows [offsets[e], offsets[e + 1]) in chunks of 8, the experts one after another);
 // a tile is kGlTileN = 16 rows of that expert's W. blockIdx.x is the chunk, blockIdx.y the tile.
@@ -36,6 +40,14 @@ constexpr int kGlMaxRows = DB_MAX_BATCH * DB_MOE_MAX_TOP_K;
 constexpr int kGlMaxTiles = 65535;  // gridDim.y
 static_assert(kGlRowsPerWarp * kGlChunkRows == 32, "the reduce-scatter gives one sum a lane");
 static_assert(kGlMaxRows < (1 << 15) && DB_MOE_MAX_EXPERTS <= 256, "the chunk's packing");
+// The tensor-core kernel: chunks of 16 rows (the mma's M), 16 W rows (two n8 tiles) a warp.
+constexpr int kGmChunkRows = 16;
+constexpr int kGmTilesN = 2;
+constexpr int kGmTileN = kGlWarps * kGmTilesN * 8;  // 64 rows of W a block
+// Rows a touched expert gets on average from which the tensor-core kernel runs: below it most
+// chunks would be mostly empty rows, and the CUDA-core kernel, memory-bound there, is the
+// simpler one.
+constexpr int kGmMinAverageRows = 8;
 
 DB_DEVICE int gl_max(int a, int b) { return a < b ? b : a; }
 DB_DEVICE float gl_to_float(__nv_bfloat16 v) { return __bfloat162float(v); }
@@ -60,6 +72,7 @@ DB_DEVICE float gl_dot8(uint4 w, uint4 x, float acc) {
 struct GlChunk {
   int expert, row0, rows;
 };
+template <int ChunkRows>
 DB_DEVICE GlChunk gl_find_chunk(const int32_t *__restrict__ offsets, int experts, int total_rows,
                                 int chunk) {
   const int lane = threadIdx.x & 31;
@@ -73,7 +86,7 @@ DB_DEVICE GlChunk gl_find_chunk(const int32_t *__restrict__ offsets, int experts
     if (e < experts) {
       begin[j] = db_min(gl_max(offsets[e], 0), total_rows);
       end[j] = db_min(gl_max(offsets[e + 1], begin[j]), total_rows);
-      chunks[j] = (end[j] - begin[j] + kGlChunkRows - 1) / kGlChunkRows;
+      chunks[j] = (end[j] - begin[j] + ChunkRows - 1) / ChunkRows;
     }
     sum += chunks[j];
   }
@@ -89,8 +102,8 @@ DB_DEVICE GlChunk gl_find_chunk(const int32_t *__restrict__ offsets, int experts
     DB_UNROLL
     for (int j = 0; j < kGlExpertsPerLane; ++j) {
       if (packed == 0 && chunk < at + chunks[j]) {
-        const int row0 = begin[j] + (chunk - at) * kGlChunkRows;
-        const int rows = db_min(kGlChunkRows, end[j] - row0);
+        const int row0 = begin[j] + (chunk - at) * ChunkRows;
+        const int rows = db_min(ChunkRows, end[j] - row0);
         packed = (unsigned)(e0 + j) | (unsigned)row0 << 8 | (unsigned)rows << 23;
       }
       at += chunks[j];
@@ -122,7 +135,7 @@ __global__ __launch_bounds__(kGlThreads, 4) void grouped_linear_kernel(
     const uint4 *__restrict__ x, const uint4 *__restrict__ w, const T *__restrict__ bias,
     T *__restrict__ y, const int32_t *__restrict__ offsets, int total_rows, int experts, int n,
     int k) {
-  const GlChunk ch = gl_find_chunk(offsets, experts, total_rows, (int)blockIdx.x);
+  const GlChunk ch = gl_find_chunk<kGlChunkRows>(offsets, experts, total_rows, (int)blockIdx.x);
   if (ch.rows == 0) return;  // past the last chunk: nothing to read
   const int lane = threadIdx.x & 31, warp = threadIdx.x >> 5;
   const int n0 = (int)blockIdx.y * kGlTileN + warp * kGlRowsPerWarp;
@@ -188,13 +201,113 @@ __global__ __launch_bounds__(kGlThreads, 4) void grouped_linear_kernel(
   }
 }
 
+/*
+ * The tensor-core kernel, for batches that give experts many rows: a chunk is up to 16 rows of
+ * one expert, a block 64 rows of W, each warp 16 of them (two n8 tiles) over the whole of K with
+ * mma.sync m16n8k16 (A = the chunk's rows, B = W^T). The operand layout and k-permutation are
+ * linear_mma.cu's: in a 64-k step lane (g, t) loads the 16-byte chunks 2t and 2t + 1 of its W
+ * rows g and 8 + g and of its token rows g and g + 8, 8 loads that feed 8 mma with no moves; two
+ * steps a trip, so 16 16-byte loads of a lane are in flight. Rows past the chunk or past n read a
+ * valid row (the chunk's first, row n - 1) and are never stored, so the loads need no branch.
+ */
 template <class T>
-int grouped_launch(db_context *ctx, const db_grouped_linear_params *p, dim3 grid) {
-  return DB_LAUNCH((grouped_linear_kernel<T>), grid, dim3(kGlThreads), 0, ctx->stream,
-                   reinterpret_cast<const uint4 *>(p->x), reinterpret_cast<const uint4 *>(p->w),
-                   reinterpret_cast<const T *>(p->bias), reinterpret_cast<T *>(p->y),
-                   reinterpret_cast<const int32_t *>(p->expert_offsets), p->rows, p->experts, p->n,
-                   p->k);
+__global__ __launch_bounds__(kGlThreads, 4) void grouped_linear_mma_kernel(
+    const uint4 *__restrict__ x, const uint4 *__restrict__ w, const T *__restrict__ bias,
+    T *__restrict__ y, const int32_t *__restrict__ offsets, int total_rows, int experts, int n,
+    int k) {
+  const GlChunk ch = gl_find_chunk<kGmChunkRows>(offsets, experts, total_rows, (int)blockIdx.x);
+  if (ch.rows == 0) return;
+  const int lane = threadIdx.x & 31, warp = threadIdx.x >> 5;
+  const int g = lane >> 2, t = lane & 3;
+  const int n0 = (int)blockIdx.y * kGmTileN + warp * kGmTilesN * 8;
+  if (n0 >= n) return;
+  const int chunks = k >> 3;
+  const int steps = (chunks + 7) >> 3;  // 64-element k-steps
+  const uint4 *we = w + (size_t)ch.expert * n * chunks;
+  const uint4 *w_row[kGmTilesN], *x_row[2];
+  DB_UNROLL
+  for (int nt = 0; nt < kGmTilesN; ++nt)
+    w_row[nt] = we + (size_t)db_min(n0 + nt * 8 + g, n - 1) * chunks + 2 * t;
+  DB_UNROLL
+  for (int h = 0; h < 2; ++h) {
+    const int b = g + 8 * h;
+    x_row[h] = x + (size_t)(ch.row0 + (b < ch.rows ? b : 0)) * chunks + 2 * t;
+  }
+  float acc[kGmTilesN][4];
+  DB_UNROLL
+  for (int nt = 0; nt < kGmTilesN; ++nt) {
+    DB_UNROLL
+    for (int i = 0; i < 4; ++i) acc[nt][i] = 0.0f;
+  }
+  const uint4 zero = make_uint4(0, 0, 0, 0);
+  constexpr int kSteps = 2;  // 64-k steps a trip
+  for (int s0 = 0; s0 < steps; s0 += kSteps) {
+    uint4 wlo[kSteps][kGmTilesN], whi[kSteps][kGmTilesN], xlo[kSteps][2], xhi[kSteps][2];
+    DB_UNROLL
+    for (int u = 0; u < kSteps; ++u) {
+      const int c = (s0 + u) * 8;
+      const bool ok0 = c + 2 * t < chunks, ok1 = c + 2 * t + 1 < chunks;
+      DB_UNROLL
+      for (int nt = 0; nt < kGmTilesN; ++nt) {
+        wlo[u][nt] = ok0 ? db_ld_stream_v4(w_row[nt] + c) : zero;
+        whi[u][nt] = ok1 ? db_ld_stream_v4(w_row[nt] + c + 1) : zero;
+      }
+      DB_UNROLL
+      for (int h = 0; h < 2; ++h) {
+        xlo[u][h] = ok0 ? db_ld_nc_v4(x_row[h] + c) : zero;
+        xhi[u][h] = ok1 ? db_ld_nc_v4(x_row[h] + c + 1) : zero;
+      }
+    }
+    DB_UNROLL
+    for (int u = 0; u < kSteps; ++u) {
+      DB_UNROLL
+      for (int j = 0; j < 4; ++j) {
+        const uint4 &x0 = j < 2 ? xlo[u][0] : xhi[u][0], &x1 = j < 2 ? xlo[u][1] : xhi[u][1];
+        // a0a1: token row g, k 2t; a2a3: row g + 8; a4a5 / a6a7: the same rows at k 2t + 8
+        const uint32_t a[4] = {j & 1 ? x0.z : x0.x, j & 1 ? x1.z : x1.x, j & 1 ? x0.w : x0.y,
+                               j & 1 ? x1.w : x1.y};
+        DB_UNROLL
+        for (int nt = 0; nt < kGmTilesN; ++nt) {
+          const uint4 &wv = j < 2 ? wlo[u][nt] : whi[u][nt];
+          const uint32_t b[2] = {j & 1 ? wv.z : wv.x, j & 1 ? wv.w : wv.y};
+          db_mma_m16n8k16<T>(acc[nt], a, b);
+        }
+      }
+    }
+  }
+  // C fragment i of tile nt: token row g + 8 (i >> 1), W row nt * 8 + 2t + (i & 1).
+  DB_UNROLL
+  for (int nt = 0; nt < kGmTilesN; ++nt) {
+    DB_UNROLL
+    for (int i = 0; i < 4; ++i) {
+      const int b = g + 8 * (i >> 1), col = n0 + nt * 8 + 2 * t + (i & 1);
+      if (b >= ch.rows || col >= n) continue;
+      float out = acc[nt][i];
+      if (bias) out += gl_to_float(bias[(size_t)ch.expert * n + col]);
+      y[(size_t)(ch.row0 + b) * n + col] = db_dtype<T>::from_float(out);
+    }
+  }
+}
+
+// The grid holds any routing: sum_e ceil(count_e / C) <= (rows + (C - 1) min(experts, rows)) / C
+// chunks of C rows, by the tiles of n.
+template <class T>
+int grouped_launch(db_context *ctx, const db_grouped_linear_params *p) {
+  const int spread = std::min(p->experts, p->rows);
+  const auto x = reinterpret_cast<const uint4 *>(p->x), w = reinterpret_cast<const uint4 *>(p->w);
+  const auto bias = reinterpret_cast<const T *>(p->bias);
+  const auto y = reinterpret_cast<T *>(p->y);
+  const auto offsets = reinterpret_cast<const int32_t *>(p->expert_offsets);
+  if (p->rows >= kGmMinAverageRows * spread) {
+    const dim3 grid((unsigned)((p->rows + (kGmChunkRows - 1) * spread) / kGmChunkRows),
+                    (unsigned)db_ceil_div((uint64_t)p->n, kGmTileN));
+    return DB_LAUNCH((grouped_linear_mma_kernel<T>), grid, dim3(kGlThreads), 0, ctx->stream, x, w,
+                     bias, y, offsets, p->rows, p->experts, p->n, p->k);
+  }
+  const dim3 grid((unsigned)((p->rows + (kGlChunkRows - 1) * spread) / kGlChunkRows),
+                  (unsigned)db_ceil_div((uint64_t)p->n, kGlTileN));
+  return DB_LAUNCH((grouped_linear_kernel<T>), grid, dim3(kGlThreads), 0, ctx->stream, x, w, bias,
+                   y, offsets, p->rows, p->experts, p->n, p->k);
 }
 
 int check_aligned(const char *what, uint64_t dptr, uint64_t align) {
@@ -238,10 +351,7 @@ extern "C" int db_grouped_linear(db_context *ctx, const db_grouped_linear_params
     DB_CHECK(check_aligned("y", p->y, 2));
     DB_CHECK(check_aligned("bias", p->bias, 2));
     DB_CHECK(check_aligned("expert_offsets", p->expert_offsets, 4));
-    const int spread = std::min(p->experts, p->rows);
-    const dim3 grid((unsigned)((p->rows + (kGlChunkRows - 1) * spread) / kGlChunkRows),
-                    (unsigned)db_ceil_div((uint64_t)p->n, kGlTileN));
-    return p->dtype == DB_DTYPE_BF16 ? grouped_launch<__nv_bfloat16>(ctx, p, grid)
-                                     : grouped_launch<__half>(ctx, p, grid);
+    return p->dtype == DB_DTYPE_BF16 ? grouped_launch<__nv_bfloat16>(ctx, p)
+                                     : grouped_launch<__half>(ctx, p);
   });
 }
