@@ -2,6 +2,7 @@ package cgo_test
 
 import (
 	"errors"
+	"fmt"
 	"strings"
 	"testing"
 
@@ -140,36 +141,42 @@ func runGroupedCase(t *testing.T, dev *cgo.Device, c groupedCase, seed uint64) {
 // that changes between replays.
 func TestGroupedLinearReplayFollowsOffsets(t *testing.T) {
 	dev := cgotest.EmuDevice(t)
-	const experts, rows, n, k = 4, 12, 24, 64
-	d := ref.BF16
-	x, _ := soFilled(t, dev, d, rows*k, 71)
-	w := mustAlloc(t, dev, uint64(experts*n*k*d.Bytes()))
-	if err := w.FillHash(cgo.DType(d), uint64(experts*n*k), 72, 0.5); err != nil {
-		t.Fatal(err)
-	}
-	off := soInts(t, dev, make([]int32, experts+1))
-	y := soPoisoned(t, dev, rows*n*d.Bytes())
-	mustGraph(t, dev.BeginGraph())
-	mustGraph(t, dev.GroupedLinear(cgo.GroupedLinearParams{X: x.Ptr, W: w.Ptr, Y: y.Ptr, ExpertOffsets: off.Ptr,
-		Rows: rows, Experts: experts, N: n, K: k, DType: cgo.DType(d)}))
-	g, err := dev.EndGraph()
-	mustGraph(t, err)
-	defer g.Close()
-	for i, counts := range [][]int{{3, 0, 9, 0}, {0, 12, 0, 0}, {1, 2, 3, 6}} {
-		offsets := ref.ExpertOffsets(counts)
-		if err := cgo.Write(off, offsets); err != nil {
-			t.Fatal(err)
-		}
-		mustGraph(t, y.Memset(0xFF))
-		mustGraph(t, g.Launch())
-		want, err := ref.GroupedLinear(ref.GroupedLinearInputs{DType: d, Rows: rows, Experts: experts, N: n, K: k,
-			Offsets: offsets, SeedX: 71, SeedW: 72, ScaleX: 1, ScaleW: 0.5})
-		if err != nil {
-			t.Fatal(err)
-		}
-		if c := ref.Compare(soReadFloats(t, y, d, rows*n), want.Want, want.Bound, ref.LinearTolerance(d)); !c.Passed {
-			t.Fatalf("replay %d (counts %v): %s", i, counts, c.Reason())
-		}
+	// 12 rows over 4 experts run the CUDA-core kernel, 40 the tensor-core one.
+	for _, rows := range []int{12, 40} {
+		t.Run(fmt.Sprintf("rows%d", rows), func(t *testing.T) {
+			const experts, n, k = 4, 24, 64
+			d := ref.BF16
+			x, _ := soFilled(t, dev, d, rows*k, 71)
+			w := mustAlloc(t, dev, uint64(experts*n*k*d.Bytes()))
+			if err := w.FillHash(cgo.DType(d), uint64(experts*n*k), 72, 0.5); err != nil {
+				t.Fatal(err)
+			}
+			off := soInts(t, dev, make([]int32, experts+1))
+			y := soPoisoned(t, dev, rows*n*d.Bytes())
+			mustGraph(t, dev.BeginGraph())
+			mustGraph(t, dev.GroupedLinear(cgo.GroupedLinearParams{X: x.Ptr, W: w.Ptr, Y: y.Ptr, ExpertOffsets: off.Ptr,
+				Rows: rows, Experts: experts, N: n, K: k, DType: cgo.DType(d)}))
+			g, err := dev.EndGraph()
+			mustGraph(t, err)
+			defer g.Close()
+			q := rows / 4
+			for i, counts := range [][]int{{q, 0, rows - q, 0}, {0, rows, 0, 0}, {1, 2, q, rows - q - 3}} {
+				offsets := ref.ExpertOffsets(counts)
+				if err := cgo.Write(off, offsets); err != nil {
+					t.Fatal(err)
+				}
+				mustGraph(t, y.Memset(0xFF))
+				mustGraph(t, g.Launch())
+				want, err := ref.GroupedLinear(ref.GroupedLinearInputs{DType: d, Rows: rows, Experts: experts, N: n, K: k,
+					Offsets: offsets, SeedX: 71, SeedW: 72, ScaleX: 1, ScaleW: 0.5})
+				if err != nil {
+					t.Fatal(err)
+				}
+				if c := ref.Compare(soReadFloats(t, y, d, rows*n), want.Want, want.Bound, ref.LinearTolerance(d)); !c.Passed {
+					t.Fatalf("replay %d (counts %v): %s", i, counts, c.Reason())
+				}
+			}
+		})
 	}
 }
 
