@@ -66,6 +66,19 @@ int db_enter(db_context *ctx) {
   return DB_OK;
 }
 
+namespace {
+/* The calls that wait for the device, touch host memory or change the allocations refuse while
+ * the context captures a graph (graph.cu): a graph replays device work only, and CUDA would
+ * invalidate the capture on them anyway. */
+int refuse_capturing(const db_context *ctx, const char *function) {
+  if (!ctx->capturing) return DB_OK;
+  return db_fail(DB_ERR_INVALID_ARGUMENT,
+                 "%s: not allowed while the context is capturing a graph (between db_graph_begin "
+                 "and db_graph_end): only calls that launch device work can be captured",
+                 function);
+}
+}  // namespace
+
 extern "C" const char *db_status_string(int status) {
   switch (status) {
     case DB_OK: return "ok";
@@ -193,6 +206,13 @@ extern "C" int db_context_create(int32_t device, db_context **out) {
 extern "C" int db_context_destroy(db_context *ctx) {
   return db_guard("db_context_destroy", [&]() -> int {
     DB_CHECK(db_enter(ctx));
+    if (ctx->capturing) {  // an unfinished capture dies with its context
+      cudaGraph_t graph = nullptr;
+      if (cudaStreamEndCapture(ctx->stream, &graph) == cudaSuccess && graph)
+        (void)cudaGraphDestroy(graph);
+      (void)cudaGetLastError();
+      ctx->capturing = false;
+    }
     const cudaError_t sync = cudaStreamSynchronize(ctx->stream);
     const cudaError_t destroy = cudaStreamDestroy(ctx->stream);
     delete ctx;
@@ -205,6 +225,7 @@ extern "C" int db_context_destroy(db_context *ctx) {
 extern "C" int db_synchronize(db_context *ctx) {
   return db_guard("db_synchronize", [&]() -> int {
     DB_CHECK(db_enter(ctx));
+    DB_CHECK(refuse_capturing(ctx, "db_synchronize"));
     DB_CHECK_CUDA(cudaStreamSynchronize(ctx->stream));
     return DB_OK;
   });
@@ -217,6 +238,7 @@ extern "C" int db_buffer_alloc(db_context *ctx, uint64_t bytes, uint64_t *dptr) 
     if (!dptr) return db_fail(DB_ERR_INVALID_ARGUMENT, "db_buffer_alloc: dptr is null");
     *dptr = 0;
     DB_CHECK(db_enter(ctx));
+    DB_CHECK(refuse_capturing(ctx, "db_buffer_alloc"));
     if (bytes == 0) return db_fail(DB_ERR_INVALID_ARGUMENT, "db_buffer_alloc: bytes=0");
     void *p = nullptr;
     const cudaError_t error = cudaMalloc(&p, (size_t)bytes);
@@ -233,6 +255,7 @@ extern "C" int db_buffer_alloc(db_context *ctx, uint64_t bytes, uint64_t *dptr) 
 extern "C" int db_buffer_free(db_context *ctx, uint64_t dptr) {
   return db_guard("db_buffer_free", [&]() -> int {
     DB_CHECK(db_enter(ctx));
+    DB_CHECK(refuse_capturing(ctx, "db_buffer_free"));
     if (dptr == 0) return DB_OK;  // like free(NULL)
     DB_CHECK_CUDA(cudaFree(reinterpret_cast<void *>(dptr)));
     return DB_OK;
@@ -256,6 +279,7 @@ extern "C" int db_memset(db_context *ctx, uint64_t dptr, int32_t byte_value, uin
 extern "C" int db_copy_to_host(db_context *ctx, void *host_dst, uint64_t src, uint64_t bytes) {
   return db_guard("db_copy_to_host", [&]() -> int {
     DB_CHECK(db_enter(ctx));
+    DB_CHECK(refuse_capturing(ctx, "db_copy_to_host"));
     if (!host_dst || src == 0)
       return db_fail(DB_ERR_INVALID_ARGUMENT, "db_copy_to_host: null pointer");
     DB_CHECK_CUDA(cudaMemcpyAsync(host_dst, reinterpret_cast<const void *>(src), (size_t)bytes,
@@ -269,6 +293,7 @@ extern "C" int db_copy_to_device(db_context *ctx, uint64_t dst, const void *host
                                  uint64_t bytes) {
   return db_guard("db_copy_to_device", [&]() -> int {
     DB_CHECK(db_enter(ctx));
+    DB_CHECK(refuse_capturing(ctx, "db_copy_to_device"));
     if (!host_src || dst == 0)
       return db_fail(DB_ERR_INVALID_ARGUMENT, "db_copy_to_device: null pointer");
     DB_CHECK_CUDA(cudaMemcpyAsync(reinterpret_cast<void *>(dst), host_src, (size_t)bytes,
@@ -350,6 +375,7 @@ extern "C" int db_timer_create(db_context *ctx, db_timer **out) {
     if (!out) return db_fail(DB_ERR_INVALID_ARGUMENT, "db_timer_create: out is null");
     *out = nullptr;
     DB_CHECK(db_enter(ctx));
+    DB_CHECK(refuse_capturing(ctx, "db_timer_create"));
     cudaEvent_t start = nullptr, stop = nullptr;
     DB_CHECK_CUDA(cudaEventCreate(&start));
     const cudaError_t error = cudaEventCreate(&stop);
@@ -379,6 +405,7 @@ extern "C" int db_timer_start(db_timer *t) {
   return db_guard("db_timer_start", [&]() -> int {
     if (!t) return db_fail(DB_ERR_INVALID_ARGUMENT, "db_timer_start: timer is null");
     DB_CHECK(db_enter(t->ctx));
+    DB_CHECK(refuse_capturing(t->ctx, "db_timer_start"));
     DB_CHECK_CUDA(cudaEventRecord(t->start, t->ctx->stream));
     t->started = true;
     t->stopped = false;
@@ -392,6 +419,7 @@ extern "C" int db_timer_stop(db_timer *t) {
     if (!t->started)
       return db_fail(DB_ERR_INVALID_ARGUMENT, "db_timer_stop: the timer was not started");
     DB_CHECK(db_enter(t->ctx));
+    DB_CHECK(refuse_capturing(t->ctx, "db_timer_stop"));
     DB_CHECK_CUDA(cudaEventRecord(t->stop, t->ctx->stream));
     t->stopped = true;
     return DB_OK;
@@ -405,6 +433,7 @@ extern "C" int db_timer_elapsed_ms(db_timer *t, float *ms) {
       return db_fail(DB_ERR_INVALID_ARGUMENT,
                      "db_timer_elapsed_ms: the timer was not started and stopped");
     DB_CHECK(db_enter(t->ctx));
+    DB_CHECK(refuse_capturing(t->ctx, "db_timer_elapsed_ms"));
     DB_CHECK_CUDA(cudaEventSynchronize(t->stop));
     DB_CHECK_CUDA(cudaEventElapsedTime(ms, t->start, t->stop));
     return DB_OK;

@@ -70,6 +70,9 @@ struct db_context {
   int32_t max_threads_per_sm;
   int64_t l2_bytes;
   int64_t smem_per_block_optin_bytes;
+  /* Between db_graph_begin and db_graph_end (graph.cu): launches are captured, not run, and the
+   * calls that wait for the device or touch host memory refuse (api.cu). */
+  bool capturing;
 };
 
 /* Records the calling thread's failure detail (printf-style) and returns status. Never throws. */
@@ -122,11 +125,16 @@ template <class... P, class... A>
 int db_launch(const char *name, void (*kernel)(P...), dim3 grid, dim3 block, size_t smem,
               cudaStream_t stream, A &&...args) {
 #if DB_EMU
-  (void)stream;
   std::string message;
   const std::string label = db_kernel_label(name);
-  switch (db_emu::launch(label.c_str(), kernel, grid, block, smem, message,
-                         std::forward<A>(args)...)) {
+  /* A capturing stream (a graph, graph.cu) records the launch with copies of its arguments. */
+  const db_emu::LaunchResult result =
+      db_emu::capturing(stream)
+          ? db_emu::record_launch(stream, label.c_str(), kernel, grid, block, smem, message,
+                                  std::forward<A>(args)...)
+          : db_emu::launch(label.c_str(), kernel, grid, block, smem, message,
+                           std::forward<A>(args)...);
+  switch (result) {
     case db_emu::LAUNCH_OK: return DB_OK;
     case db_emu::LAUNCH_DEADLOCK: return db_fail(DB_ERR_EMU_DEADLOCK, "%s", message.c_str());
     case db_emu::LAUNCH_FAILED: break;

@@ -491,8 +491,12 @@ int db_moe_combine(db_context *ctx, const db_moe_combine_params *p);
  * call on ctx that launches work is recorded, not run (CUDA stream capture; the emulator
  * records the launches and replays them in order); calls that would wait for the device or
  * copy to or from the host (timers, db_synchronize, db_copy_to_host/device) fail while
- * capturing. Arguments are fixed at capture: what must change between replays (token ids,
- * positions, lengths) lives in device arrays the captured kernels read. */
+ * capturing, as do db_buffer_alloc and db_buffer_free. Arguments are fixed at capture: what must
+ * change between replays (token ids, positions, lengths) lives in device arrays the captured
+ * kernels read. Beginning twice, ending without a capture, launching into a capture, and
+ * launching or destroying a destroyed graph (or one of another context) are
+ * DB_ERR_INVALID_ARGUMENT; a capture that a failed device call invalidated makes db_graph_end
+ * fail. kernels/README.md, "Graphs", has the details. */
 typedef struct db_graph db_graph;
 int db_graph_begin(db_context *ctx);
 int db_graph_end(db_context *ctx, db_graph **out);
@@ -508,7 +512,10 @@ int db_add_i32(db_context *ctx, uint64_t dptr, int32_t count, int32_t delta);
  * every expert e and row r in [expert_offsets[e], expert_offsets[e + 1]):
  *   y[r, :] = x[r, :] W_e^T (+ bias_e),  W_e = w + e * n * k elements, bias_e = bias + e * n
  * (x in expert order, as db_moe_group gathers it). The offsets are read on the device, so the
- * call is graph safe; an expert no row is routed to is not read. fp32 accumulation.
+ * call is graph safe; an expert no row is routed to is not read. fp32 accumulation. Offsets
+ * are clamped to [0, rows] (a wrong one never reads outside x or writes outside y); a row no
+ * expert takes is not written. x and w 16-byte aligned, y and bias 2-byte, the offsets 4-byte;
+ * n at most 65535 * 16. kernels/README.md, "Grouped linear", has the launch.
  */
 typedef struct {
   uint64_t x;              /* [rows, k], dtype */

@@ -46,6 +46,7 @@
 #include <cstddef>
 #include <cstdint>
 #include <cstring>
+#include <memory>
 #include <mutex>
 #include <string>
 #include <tuple>
@@ -313,9 +314,18 @@ inline unsigned lane_id() {
 
 struct KernelBody {
   virtual void run() = 0;
+  virtual ~KernelBody() = default;
+};
 
- protected:
-  ~KernelBody() = default;
+/* A kernel bound to copies of its arguments (each parameter's own type, by value, as a launch
+ * passes them), so a launch recorded in a graph can run after the caller's locals are gone. */
+template <class... P>
+struct BoundKernel final : KernelBody {
+  void (*fn)(P...);
+  std::tuple<std::decay_t<P>...> params;
+  template <class... A>
+  explicit BoundKernel(void (*f)(P...), A &&...a) : fn(f), params(std::forward<A>(a)...) {}
+  void run() override { std::apply(fn, params); }
 };
 
 /* Result of one emulated launch. */
@@ -324,16 +334,16 @@ enum LaunchResult { LAUNCH_OK = 0, LAUNCH_DEADLOCK = 1, LAUNCH_FAILED = 2 };
 LaunchResult run_grid(const char *name, const void *kernel_id, dim3 grid, dim3 block, size_t smem,
                       KernelBody &body, std::string &message);
 
+/* The checks a launch makes before it runs anything (a valid grid and block, dynamic shared
+ * memory within the kernel's limit); LAUNCH_FAILED with the message naming the kernel. A graph
+ * makes them when it records the launch, and the replay makes them again. */
+LaunchResult check_launch(const char *name, const void *kernel_id, dim3 grid, dim3 block,
+                          size_t smem, std::string &message);
+
 template <class... P, class... A>
 LaunchResult launch(const char *name, void (*kernel)(P...), dim3 grid, dim3 block, size_t smem,
                     std::string &message, A &&...args) {
-  struct Body final : KernelBody {
-    void (*fn)(P...);
-    std::tuple<std::decay_t<P>...> params;
-    Body(void (*f)(P...), A &&...a) : fn(f), params(std::forward<A>(a)...) {}
-    void run() override { std::apply(fn, params); }
-  };
-  Body body(kernel, std::forward<A>(args)...);
+  BoundKernel<P...> body(kernel, std::forward<A>(args)...);
   return run_grid(name, reinterpret_cast<const void *>(kernel), grid, block, smem, body, message);
 }
 
@@ -432,7 +442,11 @@ enum cudaError_t {
   cudaErrorNoDevice = 100,
   cudaErrorInvalidDevice = 101,
   cudaErrorInvalidResourceHandle = 400,
+  cudaErrorIllegalState = 401,
   cudaErrorNotReady = 600,
+  cudaErrorStreamCaptureUnsupported = 900,
+  cudaErrorStreamCaptureInvalidated = 901,
+  cudaErrorStreamCaptureUnmatched = 903,
   cudaErrorUnknown = 999
 };
 using cudaError = cudaError_t;
@@ -494,6 +508,64 @@ cudaError_t cudaEventDestroy(cudaEvent_t event);
 cudaError_t cudaEventRecord(cudaEvent_t event, cudaStream_t stream = nullptr);
 cudaError_t cudaEventSynchronize(cudaEvent_t event);
 cudaError_t cudaEventElapsedTime(float *ms, cudaEvent_t start, cudaEvent_t stop);
+
+/* ---- CUDA graphs by stream capture (runtime.cpp) -------------------------------------------------
+ * Between cudaStreamBeginCapture and cudaStreamEndCapture a stream records, instead of running:
+ * every kernel launch made through common.cuh's db_launch (kernel, grid, block, dynamic shared
+ * memory and a copy of every argument), every cudaMemsetAsync and every device-to-device
+ * cudaMemcpyAsync on it. A launch replays the records in order, each exactly as the call would
+ * have run it then: a kernel through run_grid (the schedule and hazard modes read at each
+ * record, bounds checks, guard pages), a memset or copy after checking that its range is still
+ * a live allocation. On the stream while it captures, a host copy, cudaStreamSynchronize and
+ * cudaEventRecord fail with cudaErrorStreamCaptureUnsupported, and any failed call invalidates the
+ * capture (cudaStreamEndCapture then fails with cudaErrorStreamCaptureInvalidated), as CUDA has
+ * it. The capture mode is accepted and not enforced across threads. */
+enum cudaStreamCaptureMode {
+  cudaStreamCaptureModeGlobal = 0,
+  cudaStreamCaptureModeThreadLocal = 1,
+  cudaStreamCaptureModeRelaxed = 2
+};
+enum cudaStreamCaptureStatus {
+  cudaStreamCaptureStatusNone = 0,
+  cudaStreamCaptureStatusActive = 1,
+  cudaStreamCaptureStatusInvalidated = 2
+};
+struct db_emu_graph;
+struct db_emu_graph_exec;
+using cudaGraph_t = db_emu_graph *;
+using cudaGraphExec_t = db_emu_graph_exec *;
+using cudaGraphNode_t = void *;
+cudaError_t cudaStreamBeginCapture(cudaStream_t stream, cudaStreamCaptureMode mode);
+cudaError_t cudaStreamEndCapture(cudaStream_t stream, cudaGraph_t *graph);
+cudaError_t cudaStreamIsCapturing(cudaStream_t stream, cudaStreamCaptureStatus *status);
+/* CUDA 11.8's signature; the log gets the reason of a failure. */
+cudaError_t cudaGraphInstantiate(cudaGraphExec_t *exec, cudaGraph_t graph, cudaGraphNode_t *error_node,
+                                 char *log, size_t log_bytes);
+cudaError_t cudaGraphLaunch(cudaGraphExec_t exec, cudaStream_t stream);
+cudaError_t cudaGraphDestroy(cudaGraph_t graph);
+cudaError_t cudaGraphExecDestroy(cudaGraphExec_t exec);
+
+namespace db_emu {
+/* Whether the stream is capturing (an invalidated capture included: its launches are dropped). */
+bool capturing(cudaStream_t stream);
+/* Appends a kernel launch to the stream's capture after check_launch; on failure the capture is
+ * invalidated and message says why. */
+LaunchResult record_kernel(cudaStream_t stream, const char *name, const void *kernel_id, dim3 grid,
+                           dim3 block, size_t smem, std::unique_ptr<KernelBody> body,
+                           std::string &message);
+template <class... P, class... A>
+LaunchResult record_launch(cudaStream_t stream, const char *name, void (*kernel)(P...), dim3 grid,
+                           dim3 block, size_t smem, std::string &message, A &&...args) {
+  return record_kernel(stream, name, reinterpret_cast<const void *>(kernel), grid, block, smem,
+                       std::make_unique<BoundKernel<P...>>(kernel, std::forward<A>(args)...),
+                       message);
+}
+/* Replays an instantiated graph's records in order; the first failure stops it, and message
+ * names the record (its index, and the kernel) and what failed. */
+LaunchResult graph_launch(cudaGraphExec_t exec, std::string &message);
+/* How many records an instantiated graph holds (for tests), -1 for a null one. */
+int graph_records(cudaGraphExec_t exec);
+}  // namespace db_emu
 
 namespace db_emu {
 cudaError_t set_max_dynamic_smem(const void *kernel_id, int bytes);

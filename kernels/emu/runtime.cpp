@@ -15,13 +15,46 @@
 #include <cstdio>
 #include <cstdlib>
 #include <map>
+#include <memory>
+#include <string>
 #include <mutex>
 #include <vector>
 
 #include "emu.h"
 
+namespace db_emu {
+namespace {
+// One captured operation of a graph (emu.h, "CUDA graphs by stream capture").
+struct GraphRecord {
+  enum Kind { Kernel, Memset, Copy } kind;
+  std::string name;  // the kernel's, or "cudaMemsetAsync" / "cudaMemcpyAsync"
+  const void *kernel_id = nullptr;
+  dim3 grid, block;
+  size_t smem = 0;
+  std::unique_ptr<KernelBody> body;  // the kernel and copies of its arguments
+  void *dst = nullptr;
+  const void *src = nullptr;
+  int value = 0;
+  size_t bytes = 0;
+};
+using Records = std::vector<std::shared_ptr<const GraphRecord>>;
+}  // namespace
+}  // namespace db_emu
+
 struct db_emu_stream {
-  int device;
+  int device = 0;
+  bool capturing = false;
+  bool invalidated = false;  // a call failed during the capture
+  std::string invalidated_by;
+  db_emu::Records records;
+};
+// A graph and its instantiation share the records: a graph destroyed after its instantiation
+// leaves the executable whole, as CUDA has it.
+struct db_emu_graph {
+  db_emu::Records records;
+};
+struct db_emu_graph_exec {
+  db_emu::Records records;
 };
 struct db_emu_event {
   std::chrono::steady_clock::time_point when;
@@ -128,6 +161,10 @@ const char *cudaGetErrorName(cudaError_t e) {
     case cudaErrorInvalidDevice: return "cudaErrorInvalidDevice";
     case cudaErrorInvalidResourceHandle: return "cudaErrorInvalidResourceHandle";
     case cudaErrorNotReady: return "cudaErrorNotReady";
+    case cudaErrorIllegalState: return "cudaErrorIllegalState";
+    case cudaErrorStreamCaptureUnsupported: return "cudaErrorStreamCaptureUnsupported";
+    case cudaErrorStreamCaptureInvalidated: return "cudaErrorStreamCaptureInvalidated";
+    case cudaErrorStreamCaptureUnmatched: return "cudaErrorStreamCaptureUnmatched";
     case cudaErrorUnknown: return "cudaErrorUnknown";
   }
   return "cudaErrorUnknown";
@@ -142,6 +179,10 @@ const char *cudaGetErrorString(cudaError_t e) {
     case cudaErrorInvalidDevice: return "invalid device ordinal";
     case cudaErrorInvalidResourceHandle: return "invalid resource handle";
     case cudaErrorNotReady: return "device not ready";
+    case cudaErrorIllegalState: return "operation not permitted in the stream's capture state";
+    case cudaErrorStreamCaptureUnsupported: return "operation not permitted when stream is capturing";
+    case cudaErrorStreamCaptureInvalidated: return "operation failed due to a previous error during capture";
+    case cudaErrorStreamCaptureUnmatched: return "the capture was not initiated in this stream";
     default: return "emulated runtime error";
   }
 }
@@ -257,8 +298,33 @@ cudaError_t cudaFree(void *ptr) {
   return cudaSuccess;
 }
 
-cudaError_t cudaMemsetAsync(void *ptr, int value, size_t bytes, cudaStream_t) {
+namespace db_emu {
+namespace {
+// A call on a capturing stream failed: the capture is invalidated (its end fails), as CUDA has it.
+cudaError_t invalidate(cudaStream_t stream, cudaError_t e, const std::string &what) {
+  if (stream && stream->capturing && !stream->invalidated) {
+    stream->invalidated = true;
+    stream->invalidated_by = what;
+  }
+  return fail(e);
+}
+}  // namespace
+}  // namespace db_emu
+
+cudaError_t cudaMemsetAsync(void *ptr, int value, size_t bytes, cudaStream_t stream) {
   if (bytes == 0) return cudaSuccess;
+  if (stream && stream->capturing) {
+    if (!db_emu::is_device_range(ptr, bytes))
+      return db_emu::invalidate(stream, cudaErrorInvalidValue, "cudaMemsetAsync outside an allocation");
+    auto r = std::make_shared<db_emu::GraphRecord>();
+    r->kind = db_emu::GraphRecord::Memset;
+    r->name = "cudaMemsetAsync";
+    r->dst = ptr;
+    r->value = value;
+    r->bytes = bytes;
+    stream->records.push_back(std::move(r));
+    return cudaSuccess;
+  }
   std::lock_guard<std::mutex> launch(db_emu::launch_mutex());  // streams run in order
   if (!db_emu::is_device_range(ptr, bytes)) return fail(cudaErrorInvalidValue);
   std::memset(ptr, value, bytes);
@@ -266,12 +332,28 @@ cudaError_t cudaMemsetAsync(void *ptr, int value, size_t bytes, cudaStream_t) {
 }
 
 cudaError_t cudaMemcpyAsync(void *dst, const void *src, size_t bytes, cudaMemcpyKind kind,
-                            cudaStream_t) {
+                            cudaStream_t stream) {
   if (bytes == 0) return cudaSuccess;
-  if (!dst || !src) return fail(cudaErrorInvalidValue);
-  std::lock_guard<std::mutex> launch(db_emu::launch_mutex());  // streams run in order
+  if (!dst || !src) return db_emu::invalidate(stream, cudaErrorInvalidValue, "cudaMemcpyAsync of a null pointer");
   const bool dst_device = kind == cudaMemcpyHostToDevice || kind == cudaMemcpyDeviceToDevice;
   const bool src_device = kind == cudaMemcpyDeviceToHost || kind == cudaMemcpyDeviceToDevice;
+  if (stream && stream->capturing) {
+    // A host buffer may be gone by the replay: only device-to-device copies are recorded.
+    if (kind != cudaMemcpyDeviceToDevice)
+      return db_emu::invalidate(stream, cudaErrorStreamCaptureUnsupported,
+                                "cudaMemcpyAsync to or from the host");
+    if (!db_emu::is_device_range(dst, bytes) || !db_emu::is_device_range(src, bytes))
+      return db_emu::invalidate(stream, cudaErrorInvalidValue, "cudaMemcpyAsync outside an allocation");
+    auto r = std::make_shared<db_emu::GraphRecord>();
+    r->kind = db_emu::GraphRecord::Copy;
+    r->name = "cudaMemcpyAsync";
+    r->dst = dst;
+    r->src = src;
+    r->bytes = bytes;
+    stream->records.push_back(std::move(r));
+    return cudaSuccess;
+  }
+  std::lock_guard<std::mutex> launch(db_emu::launch_mutex());  // streams run in order
   if ((dst_device && !db_emu::is_device_range(dst, bytes)) ||
       (src_device && !db_emu::is_device_range(src, bytes)))
     return fail(cudaErrorInvalidValue);
@@ -281,7 +363,8 @@ cudaError_t cudaMemcpyAsync(void *dst, const void *src, size_t bytes, cudaMemcpy
 
 cudaError_t cudaStreamCreateWithFlags(cudaStream_t *stream, unsigned) {
   if (!stream) return fail(cudaErrorInvalidValue);
-  *stream = new db_emu_stream{0};
+  *stream = new db_emu_stream();
+  (*stream)->device = 0;
   return cudaSuccess;
 }
 cudaError_t cudaStreamDestroy(cudaStream_t stream) {
@@ -289,7 +372,11 @@ cudaError_t cudaStreamDestroy(cudaStream_t stream) {
   delete stream;
   return cudaSuccess;
 }
-cudaError_t cudaStreamSynchronize(cudaStream_t) { return cudaSuccess; }
+cudaError_t cudaStreamSynchronize(cudaStream_t stream) {
+  if (stream && stream->capturing)
+    return db_emu::invalidate(stream, cudaErrorStreamCaptureUnsupported, "cudaStreamSynchronize");
+  return cudaSuccess;
+}
 
 cudaError_t cudaEventCreate(cudaEvent_t *event) {
   if (!event) return fail(cudaErrorInvalidValue);
@@ -301,8 +388,11 @@ cudaError_t cudaEventDestroy(cudaEvent_t event) {
   delete event;
   return cudaSuccess;
 }
-cudaError_t cudaEventRecord(cudaEvent_t event, cudaStream_t) {
+cudaError_t cudaEventRecord(cudaEvent_t event, cudaStream_t stream) {
   if (!event) return fail(cudaErrorInvalidResourceHandle);
+  // The host clock cannot time a replay: events are not recorded into a graph.
+  if (stream && stream->capturing)
+    return db_emu::invalidate(stream, cudaErrorStreamCaptureUnsupported, "cudaEventRecord");
   event->when = std::chrono::steady_clock::now();
   event->recorded = true;
   return cudaSuccess;
@@ -315,5 +405,138 @@ cudaError_t cudaEventElapsedTime(float *ms, cudaEvent_t start, cudaEvent_t stop)
   if (!start || !stop || !start->recorded || !stop->recorded)
     return fail(cudaErrorInvalidResourceHandle);
   *ms = std::chrono::duration<float, std::milli>(stop->when - start->when).count();
+  return cudaSuccess;
+}
+
+/* ---- graphs ------------------------------------------------------------------------------------ */
+
+namespace db_emu {
+
+bool capturing(cudaStream_t stream) { return stream && stream->capturing; }
+
+LaunchResult record_kernel(cudaStream_t stream, const char *name, const void *kernel_id, dim3 grid,
+                           dim3 block, size_t smem, std::unique_ptr<KernelBody> body,
+                           std::string &message) {
+  if (!capturing(stream)) {
+    message = "recording a launch of " + std::string(name) + ": the stream is not capturing";
+    return LAUNCH_FAILED;
+  }
+  if (check_launch(name, kernel_id, grid, block, smem, message) != LAUNCH_OK) {
+    invalidate(stream, cudaErrorInvalidConfiguration, message);
+    return LAUNCH_FAILED;
+  }
+  auto r = std::make_shared<GraphRecord>();
+  r->kind = GraphRecord::Kernel;
+  r->name = name;
+  r->kernel_id = kernel_id;
+  r->grid = grid;
+  r->block = block;
+  r->smem = smem;
+  r->body = std::move(body);
+  stream->records.push_back(std::move(r));
+  return LAUNCH_OK;
+}
+
+LaunchResult graph_launch(cudaGraphExec_t exec, std::string &message) {
+  if (!exec) {
+    message = "graph launch: the executable graph is null";
+    return LAUNCH_FAILED;
+  }
+  const size_t n = exec->records.size();
+  for (size_t i = 0; i < n; ++i) {
+    const GraphRecord &r = *exec->records[i];
+    const std::string where = "graph replay, record " + std::to_string(i + 1) + " of " +
+                              std::to_string(n) + " (" + r.name + "): ";
+    if (r.kind == GraphRecord::Kernel) {
+      std::string detail;
+      const LaunchResult result =
+          run_grid(r.name.c_str(), r.kernel_id, r.grid, r.block, r.smem, *r.body, detail);
+      if (result != LAUNCH_OK) {
+        message = where + detail;
+        return result;
+      }
+      continue;
+    }
+    std::lock_guard<std::mutex> launch(launch_mutex());
+    // The buffers were live at the capture; a graph replayed after one is freed must not write
+    // into whatever the address holds now.
+    if (!is_device_range(r.dst, r.bytes) ||
+        (r.kind == GraphRecord::Copy && !is_device_range(r.src, r.bytes))) {
+      message = where + "its " + std::to_string(r.bytes) +
+                " bytes are no longer inside a live allocation (freed after the capture)";
+      return LAUNCH_FAILED;
+    }
+    if (r.kind == GraphRecord::Memset)
+      std::memset(r.dst, r.value, r.bytes);
+    else
+      std::memmove(r.dst, r.src, r.bytes);
+  }
+  return LAUNCH_OK;
+}
+
+int graph_records(cudaGraphExec_t exec) { return exec ? (int)exec->records.size() : -1; }
+
+}  // namespace db_emu
+
+cudaError_t cudaStreamBeginCapture(cudaStream_t stream, cudaStreamCaptureMode mode) {
+  if (!stream) return fail(cudaErrorStreamCaptureUnsupported);  // the legacy stream cannot capture
+  if (mode != cudaStreamCaptureModeGlobal && mode != cudaStreamCaptureModeThreadLocal &&
+      mode != cudaStreamCaptureModeRelaxed)
+    return fail(cudaErrorInvalidValue);
+  if (stream->capturing) return fail(cudaErrorIllegalState);
+  stream->capturing = true;
+  stream->invalidated = false;
+  stream->invalidated_by.clear();
+  stream->records.clear();
+  return cudaSuccess;
+}
+
+cudaError_t cudaStreamEndCapture(cudaStream_t stream, cudaGraph_t *graph) {
+  if (!stream || !graph) return fail(cudaErrorInvalidValue);
+  *graph = nullptr;
+  if (!stream->capturing) return fail(cudaErrorIllegalState);
+  stream->capturing = false;
+  db_emu::Records records = std::move(stream->records);
+  stream->records.clear();
+  if (stream->invalidated) return fail(cudaErrorStreamCaptureInvalidated);
+  *graph = new db_emu_graph{std::move(records)};
+  return cudaSuccess;
+}
+
+cudaError_t cudaStreamIsCapturing(cudaStream_t stream, cudaStreamCaptureStatus *status) {
+  if (!status) return fail(cudaErrorInvalidValue);
+  *status = !stream || !stream->capturing ? cudaStreamCaptureStatusNone
+            : stream->invalidated          ? cudaStreamCaptureStatusInvalidated
+                                           : cudaStreamCaptureStatusActive;
+  return cudaSuccess;
+}
+
+cudaError_t cudaGraphInstantiate(cudaGraphExec_t *exec, cudaGraph_t graph, cudaGraphNode_t *error_node,
+                                 char *log, size_t log_bytes) {
+  if (error_node) *error_node = nullptr;
+  if (log && log_bytes) log[0] = 0;
+  if (!exec || !graph) return fail(cudaErrorInvalidValue);
+  *exec = new db_emu_graph_exec{graph->records};
+  return cudaSuccess;
+}
+
+cudaError_t cudaGraphLaunch(cudaGraphExec_t exec, cudaStream_t stream) {
+  if (!exec) return fail(cudaErrorInvalidResourceHandle);
+  if (stream && stream->capturing)
+    return db_emu::invalidate(stream, cudaErrorStreamCaptureUnsupported, "cudaGraphLaunch");
+  std::string message;
+  return db_emu::graph_launch(exec, message) == db_emu::LAUNCH_OK ? cudaSuccess
+                                                                   : fail(cudaErrorLaunchFailure);
+}
+
+cudaError_t cudaGraphDestroy(cudaGraph_t graph) {
+  if (!graph) return fail(cudaErrorInvalidResourceHandle);
+  delete graph;
+  return cudaSuccess;
+}
+
+cudaError_t cudaGraphExecDestroy(cudaGraphExec_t exec) {
+  if (!exec) return fail(cudaErrorInvalidResourceHandle);
+  delete exec;
   return cudaSuccess;
 }

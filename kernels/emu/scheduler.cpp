@@ -1189,9 +1189,8 @@ void run_blocks(Launch &L) {
 
 }  // namespace
 
-LaunchResult run_grid(const char *name, const void *kernel_id, dim3 grid, dim3 block, size_t smem,
-                      KernelBody &body, std::string &message) {
-  std::lock_guard<std::mutex> lock(g_launch_mutex);
+LaunchResult check_launch(const char *name, const void *kernel_id, dim3 grid, dim3 block,
+                          size_t smem, std::string &message) {
   Modes modes;
   if (!read_modes(modes, message)) {
     message = "launch of " + std::string(name) + ": " + message;
@@ -1211,6 +1210,16 @@ LaunchResult run_grid(const char *name, const void *kernel_id, dim3 grid, dim3 b
                      name, smem, smem_limit);
     return LAUNCH_FAILED;
   }
+  return LAUNCH_OK;
+}
+
+LaunchResult run_grid(const char *name, const void *kernel_id, dim3 grid, dim3 block, size_t smem,
+                      KernelBody &body, std::string &message) {
+  std::lock_guard<std::mutex> lock(g_launch_mutex);
+  if (check_launch(name, kernel_id, grid, block, smem, message) != LAUNCH_OK) return LAUNCH_FAILED;
+  Modes modes;
+  read_modes(modes, message);  // check_launch has parsed them already
+  const uint64_t threads = (uint64_t)block.x * block.y * block.z;
   g_page = (size_t)sysconf(_SC_PAGESIZE);
 #if DB_EMU_FAULTS
   install_fault_handler();

@@ -1,0 +1,357 @@
+// linear_grouped.cu: the expert linears of a mixture of experts over exactly the rows routed to
+// each expert (db_grouped_linear), in one launch that reads the experts' row offsets on the
+// device, so a CUDA graph can replay it whatever the router chose.
+//
+// Two kernels share the layout below: the CUDA-core grouped_linear_kernel, described here, and
+// for batches that give a touched expert 8 rows or more on average the tensor-core
+// grouped_linear_mma_kernel (chunks of 16 rows, 64 W rows a block; its comment has the rest).
+//
+// Work is cut into (chunk, tile) blocks. A chunk is up to kGlChunkRows = 8 consecutive rows of
+// one expert (rows [offsets[e], offsets[e + 1]) in chunks of 8, the experts one after another);
+// a tile is kGlTileN = 16 rows of that expert's W. blockIdx.x is the chunk, blockIdx.y the tile.
+// Every warp of a block finds its chunk from the offsets itself (a warp scan of the experts'
+// chunk counts, lane l holding experts 8l..8l+7, so no barrier), and a block past the last chunk
+// exits at once: an expert no row is routed to has no chunk, so no block reads its W. The grid
+// is sized for any routing: sum_e ceil(count_e / 8) <= (rows + 7 min(experts, rows)) / 8 chunks,
+// which is every chunk when all rows go to one expert and a few spare columns when they spread.
+// Chunks are the grid's fast dimension, so the blocks of one tile's chunks are dispatched
+// together and the tile comes from DRAM once, from L2 for the others.
+//
+// In a block, each of the 4 warps owns 4 rows of W; its lanes stride K in 16-byte chunks,
+// kGlUnroll at a time, so a lane has 4 x 2 = 8 16-byte loads of W in flight a trip (10 with the
+// first token row's x: sm_90 SASS), and every W element loaded serves the chunk's up to 8 token
+// rows (x from L1: every warp of the block and every tile block on the SM reread the same rows). At 8 rows a chunk a 16-byte W load feeds 64
+// FMAs a lane, 0.25 bytes a FMA: bandwidth-bound on an H200 (4.8 TB/s over 33.5 TFMA/s is 0.14),
+// where 16 rows would make the FMAs the limit. The 4 x 8 fp32 sums of a lane are reduced with a
+// butterfly reduce-scatter (31 shuffles a warp, not 32 x 5): lane L ends with the total of W row
+// L / 8 and token row L % 8 and stores it, plus the bias, rounded once.
+#include "common.cuh"
+
+namespace {
+
+constexpr int kGlThreads = 128;
+constexpr int kGlWarps = kGlThreads / 32;
+constexpr int kGlRowsPerWarp = 4;
+constexpr int kGlTileN = kGlWarps * kGlRowsPerWarp;  // 16 rows of W a block
+constexpr int kGlChunkRows = 8;                       // token rows a chunk
+constexpr int kGlUnroll = 2;                          // 16-byte chunks of K a lane and trip
+constexpr int kGlExpertsPerLane = DB_MOE_MAX_EXPERTS / 32;
+constexpr int kGlMaxRows = DB_MAX_BATCH * DB_MOE_MAX_TOP_K;
+constexpr int kGlMaxTiles = 65535;  // gridDim.y
+static_assert(kGlRowsPerWarp * kGlChunkRows == 32, "the reduce-scatter gives one sum a lane");
+static_assert(kGlMaxRows < (1 << 15) && DB_MOE_MAX_EXPERTS <= 256, "the chunk's packing");
+// The tensor-core kernel: chunks of 16 rows (the mma's M), 16 W rows (two n8 tiles) a warp.
+constexpr int kGmChunkRows = 16;
+constexpr int kGmTilesN = 2;
+constexpr int kGmTileN = kGlWarps * kGmTilesN * 8;  // 64 rows of W a block
+// Rows a touched expert gets on average from which the tensor-core kernel runs: below it most
+// chunks would be mostly empty rows, and the CUDA-core kernel, memory-bound there, is the
+// simpler one.
+constexpr int kGmMinAverageRows = 8;
+
+DB_DEVICE int gl_max(int a, int b) { return a < b ? b : a; }
+DB_DEVICE float gl_to_float(__nv_bfloat16 v) { return __bfloat162float(v); }
+DB_DEVICE float gl_to_float(__half v) { return __half2float(v); }
+
+template <class T>
+DB_DEVICE float gl_dot8(uint4 w, uint4 x, float acc) {
+  const uint32_t wv[4] = {w.x, w.y, w.z, w.w}, xv[4] = {x.x, x.y, x.z, x.w};
+  DB_UNROLL
+  for (int i = 0; i < 4; ++i) {
+    const float2 a = db_dtype<T>::unpack(wv[i]), b = db_dtype<T>::unpack(xv[i]);
+    acc = fmaf(a.x, b.x, acc);
+    acc = fmaf(a.y, b.y, acc);
+  }
+  return acc;
+}
+
+// The chunk of this block: expert, first row and rows (0: no chunk, the block exits). Each
+// expert's rows are its offsets clamped to [0, rows], so a wrong offset never reads outside x
+// or writes outside y. The owning lane packs its answer, expert | row0 << 8 | rows << 23, and a
+// warp sum hands it to every lane (the other lanes add 0).
+struct GlChunk {
+  int expert, row0, rows;
+};
+template <int ChunkRows>
+DB_DEVICE GlChunk gl_find_chunk(const int32_t *__restrict__ offsets, int experts, int total_rows,
+                                int chunk) {
+  const int lane = threadIdx.x & 31;
+  const int e0 = lane * kGlExpertsPerLane;
+  int chunks[kGlExpertsPerLane], begin[kGlExpertsPerLane], end[kGlExpertsPerLane];
+  int sum = 0;
+  DB_UNROLL
+  for (int j = 0; j < kGlExpertsPerLane; ++j) {
+    const int e = e0 + j;
+    begin[j] = end[j] = chunks[j] = 0;
+    if (e < experts) {
+      begin[j] = db_min(gl_max(offsets[e], 0), total_rows);
+      end[j] = db_min(gl_max(offsets[e + 1], begin[j]), total_rows);
+      chunks[j] = (end[j] - begin[j] + ChunkRows - 1) / ChunkRows;
+    }
+    sum += chunks[j];
+  }
+  int inclusive = sum;  // warp inclusive scan of the lanes' chunk counts
+  DB_UNROLL
+  for (int d = 1; d < 32; d <<= 1) {
+    const int v = __shfl_up_sync(0xffffffffu, inclusive, d);
+    if (lane >= d) inclusive += v;
+  }
+  unsigned packed = 0;
+  int at = inclusive - sum;
+  if (chunk >= at && chunk < inclusive) {
+    DB_UNROLL
+    for (int j = 0; j < kGlExpertsPerLane; ++j) {
+      if (packed == 0 && chunk < at + chunks[j]) {
+        const int row0 = begin[j] + (chunk - at) * ChunkRows;
+        const int rows = db_min(ChunkRows, end[j] - row0);
+        packed = (unsigned)(e0 + j) | (unsigned)row0 << 8 | (unsigned)rows << 23;
+      }
+      at += chunks[j];
+    }
+  }
+  packed = db_warp_sum(packed);
+  return GlChunk{(int)(packed & 0xffu), (int)(packed >> 8 & 0x7fffu), (int)(packed >> 23)};
+}
+
+// One step of the butterfly reduce-scatter and the ones after it (H = 16, 8, .., 1, by
+// templates so that every index is a constant and v stays in registers). The halves are chosen
+// with a bit mask, not `upper ? v[i] : v[i + H]`, which nvcc turns into a select of addresses
+// and so puts v in local memory.
+template <int H>
+DB_DEVICE void gl_reduce_scatter(float (&v)[32], int lane) {
+  const unsigned upper = (lane & H) ? 0xffffffffu : 0u;
+  DB_UNROLL
+  for (int i = 0; i < H; ++i) {
+    const unsigned lo = __float_as_uint(v[i]), hi = __float_as_uint(v[i + H]);
+    const float send = __uint_as_float((lo & upper) | (hi & ~upper));
+    const float keep = __uint_as_float((hi & upper) | (lo & ~upper));
+    v[i] = keep + __shfl_xor_sync(0xffffffffu, send, H);
+  }
+  if constexpr (H > 1) gl_reduce_scatter<H / 2>(v, lane);
+}
+
+template <class T>
+__global__ __launch_bounds__(kGlThreads, 4) void grouped_linear_kernel(
+    const uint4 *__restrict__ x, const uint4 *__restrict__ w, const T *__restrict__ bias,
+    T *__restrict__ y, const int32_t *__restrict__ offsets, int total_rows, int experts, int n,
+    int k) {
+  const GlChunk ch = gl_find_chunk<kGlChunkRows>(offsets, experts, total_rows, (int)blockIdx.x);
+  if (ch.rows == 0) return;  // past the last chunk: nothing to read
+  const int lane = threadIdx.x & 31, warp = threadIdx.x >> 5;
+  const int n0 = (int)blockIdx.y * kGlTileN + warp * kGlRowsPerWarp;
+  if (n0 >= n) return;  // the tile's last warps past n (no barrier follows)
+  const int chunks = k >> 3;
+  const uint4 *we = w + (size_t)ch.expert * n * chunks;
+  // The warp's rows from one pointer and 32-bit offsets (registers: sm_80-89 spill with four
+  // 64-bit row pointers); rows past n reread row n - 1 and store nothing.
+  const uint4 *w0 = we + (size_t)n0 * chunks;
+  int roff[kGlRowsPerWarp];
+  DB_UNROLL
+  for (int r = 0; r < kGlRowsPerWarp; ++r) roff[r] = db_min(r, n - 1 - n0) * chunks;
+  const uint4 *x0 = x + (size_t)ch.row0 * chunks;
+
+  float acc[kGlRowsPerWarp][kGlChunkRows];
+  DB_UNROLL
+  for (int r = 0; r < kGlRowsPerWarp; ++r) {
+    DB_UNROLL
+    for (int b = 0; b < kGlChunkRows; ++b) acc[r][b] = 0.0f;
+  }
+  const uint4 zero = make_uint4(0, 0, 0, 0);
+  for (int c = lane; c < chunks; c += 32 * kGlUnroll) {
+    uint4 wv[kGlUnroll][kGlRowsPerWarp];
+    DB_UNROLL
+    for (int u = 0; u < kGlUnroll; ++u) {
+      const int cc = c + 32 * u;
+      DB_UNROLL
+      for (int r = 0; r < kGlRowsPerWarp; ++r)
+        wv[u][r] = cc < chunks ? db_ld_stream_v4(w0 + (roff[r] + cc)) : zero;
+    }
+    // A token row's kGlUnroll chunks of x are loaded together (zeros past K, whose FMAs add
+    // nothing), so a row costs one wait for L1, not one a chunk.
+    DB_UNROLL
+    for (int b = 0; b < kGlChunkRows; ++b) {
+      if (b >= ch.rows) break;
+      uint4 xv[kGlUnroll];
+      DB_UNROLL
+      for (int u = 0; u < kGlUnroll; ++u) {
+        const int cc = c + 32 * u;
+        xv[u] = cc < chunks ? db_ld_nc_v4(x0 + (size_t)b * chunks + cc) : zero;
+      }
+      DB_UNROLL
+      for (int u = 0; u < kGlUnroll; ++u) {
+        DB_UNROLL
+        for (int r = 0; r < kGlRowsPerWarp; ++r) acc[r][b] = gl_dot8<T>(wv[u][r], xv[u], acc[r][b]);
+      }
+    }
+  }
+
+  // Butterfly reduce-scatter: at step h each lane keeps the half of its sums that (lane & h)
+  // selects, adding its partner's copy of that half; after h = 16..1, v[0] is the warp's total
+  // of sum L = lane (W row L / 8, token row L % 8).
+  float v[32];
+  DB_UNROLL
+  for (int i = 0; i < 32; ++i) v[i] = acc[i / kGlChunkRows][i % kGlChunkRows];
+  gl_reduce_scatter<16>(v, lane);
+  const int r = lane / kGlChunkRows, b = lane % kGlChunkRows;
+  if (b < ch.rows && n0 + r < n) {
+    const size_t col = (size_t)n0 + r;
+    float out = v[0];
+    if (bias) out += gl_to_float(bias[(size_t)ch.expert * n + col]);
+    y[(size_t)(ch.row0 + b) * n + col] = db_dtype<T>::from_float(out);
+  }
+}
+
+/*
+ * The tensor-core kernel, for batches that give experts many rows: a chunk is up to 16 rows of
+ * one expert, a block 64 rows of W, each warp 16 of them (two n8 tiles) over the whole of K with
+ * mma.sync m16n8k16 (A = the chunk's rows, B = W^T). The operand layout and k-permutation are
+ * linear_mma.cu's: in a 64-k step lane (g, t) loads the 16-byte chunks 2t and 2t + 1 of its W
+ * rows g and 8 + g and of its token rows g and g + 8, 8 loads that feed 8 mma with no moves; two
+ * steps a trip, so 16 16-byte loads of a lane are in flight. Rows past the chunk or past n read a
+ * valid row (the chunk's first, row n - 1) and are never stored, so the loads need no branch.
+ */
+template <class T>
+__global__ __launch_bounds__(kGlThreads, 4) void grouped_linear_mma_kernel(
+    const uint4 *__restrict__ x, const uint4 *__restrict__ w, const T *__restrict__ bias,
+    T *__restrict__ y, const int32_t *__restrict__ offsets, int total_rows, int experts, int n,
+    int k) {
+  const GlChunk ch = gl_find_chunk<kGmChunkRows>(offsets, experts, total_rows, (int)blockIdx.x);
+  if (ch.rows == 0) return;
+  const int lane = threadIdx.x & 31, warp = threadIdx.x >> 5;
+  const int g = lane >> 2, t = lane & 3;
+  const int n0 = (int)blockIdx.y * kGmTileN + warp * kGmTilesN * 8;
+  if (n0 >= n) return;
+  const int chunks = k >> 3;
+  const int steps = (chunks + 7) >> 3;  // 64-element k-steps
+  const uint4 *we = w + (size_t)ch.expert * n * chunks;
+  const uint4 *w_row[kGmTilesN], *x_row[2];
+  DB_UNROLL
+  for (int nt = 0; nt < kGmTilesN; ++nt)
+    w_row[nt] = we + (size_t)db_min(n0 + nt * 8 + g, n - 1) * chunks + 2 * t;
+  DB_UNROLL
+  for (int h = 0; h < 2; ++h) {
+    const int b = g + 8 * h;
+    x_row[h] = x + (size_t)(ch.row0 + (b < ch.rows ? b : 0)) * chunks + 2 * t;
+  }
+  float acc[kGmTilesN][4];
+  DB_UNROLL
+  for (int nt = 0; nt < kGmTilesN; ++nt) {
+    DB_UNROLL
+    for (int i = 0; i < 4; ++i) acc[nt][i] = 0.0f;
+  }
+  const uint4 zero = make_uint4(0, 0, 0, 0);
+  constexpr int kSteps = 2;  // 64-k steps a trip
+  for (int s0 = 0; s0 < steps; s0 += kSteps) {
+    uint4 wlo[kSteps][kGmTilesN], whi[kSteps][kGmTilesN], xlo[kSteps][2], xhi[kSteps][2];
+    DB_UNROLL
+    for (int u = 0; u < kSteps; ++u) {
+      const int c = (s0 + u) * 8;
+      const bool ok0 = c + 2 * t < chunks, ok1 = c + 2 * t + 1 < chunks;
+      DB_UNROLL
+      for (int nt = 0; nt < kGmTilesN; ++nt) {
+        wlo[u][nt] = ok0 ? db_ld_stream_v4(w_row[nt] + c) : zero;
+        whi[u][nt] = ok1 ? db_ld_stream_v4(w_row[nt] + c + 1) : zero;
+      }
+      DB_UNROLL
+      for (int h = 0; h < 2; ++h) {
+        xlo[u][h] = ok0 ? db_ld_nc_v4(x_row[h] + c) : zero;
+        xhi[u][h] = ok1 ? db_ld_nc_v4(x_row[h] + c + 1) : zero;
+      }
+    }
+    DB_UNROLL
+    for (int u = 0; u < kSteps; ++u) {
+      DB_UNROLL
+      for (int j = 0; j < 4; ++j) {
+        const uint4 &x0 = j < 2 ? xlo[u][0] : xhi[u][0], &x1 = j < 2 ? xlo[u][1] : xhi[u][1];
+        // a0a1: token row g, k 2t; a2a3: row g + 8; a4a5 / a6a7: the same rows at k 2t + 8
+        const uint32_t a[4] = {j & 1 ? x0.z : x0.x, j & 1 ? x1.z : x1.x, j & 1 ? x0.w : x0.y,
+                               j & 1 ? x1.w : x1.y};
+        DB_UNROLL
+        for (int nt = 0; nt < kGmTilesN; ++nt) {
+          const uint4 &wv = j < 2 ? wlo[u][nt] : whi[u][nt];
+          const uint32_t b[2] = {j & 1 ? wv.z : wv.x, j & 1 ? wv.w : wv.y};
+          db_mma_m16n8k16<T>(acc[nt], a, b);
+        }
+      }
+    }
+  }
+  // C fragment i of tile nt: token row g + 8 (i >> 1), W row nt * 8 + 2t + (i & 1).
+  DB_UNROLL
+  for (int nt = 0; nt < kGmTilesN; ++nt) {
+    DB_UNROLL
+    for (int i = 0; i < 4; ++i) {
+      const int b = g + 8 * (i >> 1), col = n0 + nt * 8 + 2 * t + (i & 1);
+      if (b >= ch.rows || col >= n) continue;
+      float out = acc[nt][i];
+      if (bias) out += gl_to_float(bias[(size_t)ch.expert * n + col]);
+      y[(size_t)(ch.row0 + b) * n + col] = db_dtype<T>::from_float(out);
+    }
+  }
+}
+
+// The grid holds any routing: sum_e ceil(count_e / C) <= (rows + (C - 1) min(experts, rows)) / C
+// chunks of C rows, by the tiles of n.
+template <class T>
+int grouped_launch(db_context *ctx, const db_grouped_linear_params *p) {
+  const int spread = std::min(p->experts, p->rows);
+  const auto x = reinterpret_cast<const uint4 *>(p->x), w = reinterpret_cast<const uint4 *>(p->w);
+  const auto bias = reinterpret_cast<const T *>(p->bias);
+  const auto y = reinterpret_cast<T *>(p->y);
+  const auto offsets = reinterpret_cast<const int32_t *>(p->expert_offsets);
+  if (p->rows >= kGmMinAverageRows * spread) {
+    const dim3 grid((unsigned)((p->rows + (kGmChunkRows - 1) * spread) / kGmChunkRows),
+                    (unsigned)db_ceil_div((uint64_t)p->n, kGmTileN));
+    return DB_LAUNCH((grouped_linear_mma_kernel<T>), grid, dim3(kGlThreads), 0, ctx->stream, x, w,
+                     bias, y, offsets, p->rows, p->experts, p->n, p->k);
+  }
+  const dim3 grid((unsigned)((p->rows + (kGlChunkRows - 1) * spread) / kGlChunkRows),
+                  (unsigned)db_ceil_div((uint64_t)p->n, kGlTileN));
+  return DB_LAUNCH((grouped_linear_kernel<T>), grid, dim3(kGlThreads), 0, ctx->stream, x, w, bias,
+                   y, offsets, p->rows, p->experts, p->n, p->k);
+}
+
+int check_aligned(const char *what, uint64_t dptr, uint64_t align) {
+  if (dptr % align == 0) return DB_OK;
+  return db_fail(DB_ERR_INVALID_ARGUMENT, "db_grouped_linear: %s=0x%llx is not %llu-byte aligned",
+                 what, (unsigned long long)dptr, (unsigned long long)align);
+}
+
+}  // namespace
+
+extern "C" int db_grouped_linear(db_context *ctx, const db_grouped_linear_params *p) {
+  return db_guard("db_grouped_linear", [&]() -> int {
+    if (!p) return db_fail(DB_ERR_INVALID_ARGUMENT, "db_grouped_linear: params is null");
+    DB_CHECK(db_enter(ctx));
+    if (!p->x || !p->w || !p->y || !p->expert_offsets)
+      return db_fail(DB_ERR_INVALID_ARGUMENT,
+                     "db_grouped_linear: x, w, y and expert_offsets must be device addresses "
+                     "(got x=0x%llx w=0x%llx y=0x%llx expert_offsets=0x%llx)",
+                     (unsigned long long)p->x, (unsigned long long)p->w, (unsigned long long)p->y,
+                     (unsigned long long)p->expert_offsets);
+    if (p->dtype != DB_DTYPE_BF16 && p->dtype != DB_DTYPE_FP16)
+      return db_fail(DB_ERR_INVALID_ARGUMENT,
+                     "db_grouped_linear: dtype=%d unsupported (want DB_DTYPE_BF16 or DB_DTYPE_FP16)",
+                     p->dtype);
+    if (p->rows < 1 || p->rows > kGlMaxRows)
+      return db_fail(DB_ERR_UNSUPPORTED_SHAPE,
+                     "db_grouped_linear: rows=%d out of range 1..%d (DB_MAX_BATCH x DB_MOE_MAX_TOP_K)",
+                     p->rows, kGlMaxRows);
+    if (p->experts < 1 || p->experts > DB_MOE_MAX_EXPERTS)
+      return db_fail(DB_ERR_UNSUPPORTED_SHAPE, "db_grouped_linear: experts=%d out of range 1..%d",
+                     p->experts, DB_MOE_MAX_EXPERTS);
+    if (p->n < 1 || p->n > kGlMaxTiles * kGlTileN)
+      return db_fail(DB_ERR_UNSUPPORTED_SHAPE, "db_grouped_linear: n=%d out of range 1..%d", p->n,
+                     kGlMaxTiles * kGlTileN);
+    if (p->k < DB_LINEAR_K_MULTIPLE || p->k % DB_LINEAR_K_MULTIPLE != 0)
+      return db_fail(DB_ERR_UNSUPPORTED_SHAPE,
+                     "db_grouped_linear: k=%d must be a positive multiple of %d", p->k,
+                     DB_LINEAR_K_MULTIPLE);
+    DB_CHECK(check_aligned("x", p->x, 16));
+    DB_CHECK(check_aligned("w", p->w, 16));
+    DB_CHECK(check_aligned("y", p->y, 2));
+    DB_CHECK(check_aligned("bias", p->bias, 2));
+    DB_CHECK(check_aligned("expert_offsets", p->expert_offsets, 4));
+    return p->dtype == DB_DTYPE_BF16 ? grouped_launch<__nv_bfloat16>(ctx, p)
+                                     : grouped_launch<__half>(ctx, p);
+  });
+}
