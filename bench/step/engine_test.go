@@ -1,0 +1,124 @@
+package step
+
+import (
+	"errors"
+	"math"
+	"os"
+	"slices"
+	"testing"
+
+	"github.com/decodebench/decodebench/bench/measure"
+	"github.com/decodebench/decodebench/bench/timing"
+	"github.com/decodebench/decodebench/cgo"
+	"github.com/decodebench/decodebench/cgo/cgotest"
+)
+
+var _ TimedDevice = (*cgo.Device)(nil)
+
+func TestMain(m *testing.M) {
+	code := m.Run()
+	cgotest.RemoveFakes()
+	os.Exit(code)
+}
+
+// quick is one sample of the steps: the emulator is slow and its times are no speed.
+var quick = timing.Config{Warmup: 0, MinSamples: 1, MinSeconds: 0, TargetSpread: 1, MaxSeconds: 60}
+
+// trace runs c in mode on the emulator; a function the library lacks skips the test, naming it.
+func trace(t *testing.T, dev *cgo.Device, c Config, mode Mode) Trace {
+	t.Helper()
+	p, err := New(c)
+	if err != nil {
+		t.Fatal(err)
+	}
+	e, err := Open(dev, p)
+	if err != nil {
+		if errors.Is(err, cgo.ErrNotExported) {
+			t.Skipf("%v (the lead re-runs this once it is built)", err)
+		}
+		t.Fatal(err)
+	}
+	defer e.Close()
+	tr, err := e.Trace(mode)
+	if errors.Is(err, cgo.ErrNotExported) {
+		t.Skipf("%s mode: %v (the lead re-runs this once it is built)", mode, err)
+	}
+	if err != nil {
+		t.Fatal(err)
+	}
+	return tr
+}
+
+// checkTrace: every step fed the previous step's tokens, every logit finite, every token the
+// argmax of its row (lowest index on a tie) and inside the vocabulary.
+func checkTrace(t *testing.T, c Config, d cgo.DType, tr Trace) {
+	t.Helper()
+	ids, _ := (&Program{Config: c}).InitialState()
+	if len(tr.Tokens) != c.Steps {
+		t.Fatalf("%d steps traced, want %d", len(tr.Tokens), c.Steps)
+	}
+	if !slices.Equal(tr.Tokens[0], ids) {
+		t.Errorf("step 0 fed %v, want the initial tokens %v", tr.Tokens[0], ids)
+	}
+	V := c.Model.Vocab
+	for i := range tr.Tokens {
+		if i > 0 && !slices.Equal(tr.Tokens[i], tr.Next[i-1]) {
+			t.Errorf("step %d fed %v, step %d chose %v", i, tr.Tokens[i], i-1, tr.Next[i-1])
+		}
+		logits := LogitsOf(d, tr.Logits[i])
+		for b := 0; b < c.Batch; b++ {
+			row := logits[b*V : (b+1)*V]
+			best := 0
+			for j, x := range row {
+				if math.IsNaN(x) || math.IsInf(x, 0) {
+					t.Fatalf("step %d sequence %d: logit %d is %g", i, b, j, x)
+				}
+				if x > row[best] {
+					best = j
+				}
+			}
+			if got := tr.Next[i][b]; int(got) != best {
+				t.Errorf("step %d sequence %d: the argmax wrote %d, the row's largest logit is %d", i, b, got, best)
+			}
+		}
+	}
+}
+
+// TestTinyModelsEager runs each tiny family a few steps eagerly at two batches and checks the
+// loop's bookkeeping; graph mode, where the library has it, must give the same bits.
+func TestTinyModelsEager(t *testing.T) {
+	dev := cgotest.EmuDevice(t)
+	for _, s := range Tiny() {
+		for _, batch := range []int{1, 3} {
+			c := Config{Model: s, Batch: batch, Context: 37, Steps: 3, Seed: 7}
+			name := s.Name + map[int]string{1: "/b1", 3: "/b3"}[batch]
+			var eager Trace
+			t.Run(name+"/eager", func(t *testing.T) {
+				eager = trace(t, dev, c, Eager)
+				checkTrace(t, c, dtypeOf(s), eager)
+			})
+			t.Run(name+"/graph", func(t *testing.T) {
+				if !dev.Library().HasFunction("db_graph_begin") {
+					t.Skipf("db_graph_begin: %v (the lead re-runs this once it is built)", cgo.ErrNotExported)
+				}
+				graph := trace(t, dev, c, Graph)
+				if !slices.EqualFunc(graph.Logits, eager.Logits, slices.Equal) || !slices.EqualFunc(graph.Next, eager.Next, slices.Equal) {
+					t.Errorf("graph and eager differ: tokens %v vs %v", graph.Next, eager.Next)
+				}
+			})
+		}
+	}
+}
+
+// TestMeasureEager times a tiny step and checks what the result says.
+func TestMeasureEager(t *testing.T) {
+	dev := cgotest.EmuDevice(t)
+	c := Config{Model: Tiny()[0], Batch: 2, Context: 20, Steps: 2, Seed: 3}
+	r := Measure(dev, true, c, []Mode{Eager}, Options{Timing: quick})
+	if r.Status != measure.StatusOK || len(r.Modes) != 1 || !r.Modes[0].OK() {
+		t.Fatalf("status %s (%s), modes %+v", r.Status, r.Reason, r.Modes)
+	}
+	if r.Launches < 10 || r.DeviceBytes == 0 {
+		t.Errorf("launches %d, device bytes %d", r.Launches, r.DeviceBytes)
+	}
+}
