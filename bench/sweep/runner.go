@@ -51,6 +51,10 @@ type Runner struct {
 	// for `--peer cublas`), under its own key in kernels.jsonl; the steps are composed of our
 	// kernels only. LinearAuto (0): no peer.
 	Peer cgo.LinearVariant
+	// Step says which step times to record: composed ("" too), e2e or both. E2E says how the
+	// whole steps run (steps.jsonl, one step.Record per configuration).
+	Step StepMode
+	E2E  E2EOptions
 	Now  func() time.Time // nil: time.Now
 }
 
@@ -68,6 +72,8 @@ type Result struct {
 	// DeviceLost is the error of a device that stopped working (a lost CUDA context): the
 	// sweep stopped there.
 	DeviceLost error
+	// Steps: end-to-end records written by this run (steps.jsonl), StepsFailed of them failed.
+	Steps, StepsFailed int
 }
 
 // ErrDeviceLost wraps Result.DeviceLost.
@@ -90,7 +96,8 @@ func (r *Runner) Run(ctx context.Context, configs []Config, prior Prior) (Result
 	if progress == nil {
 		progress = silent{}
 	}
-	s := &state{Runner: r, progress: progress, cache: map[string]Measurement{}, done: map[string]bool{}}
+	s := &state{Runner: r, progress: progress, cache: map[string]Measurement{}, done: map[string]bool{},
+		records: map[string]Record{}, stepsDone: map[string]bool{}}
 	for _, m := range prior.Kernels {
 		if m.Status == measure.StatusFailed && r.RetryFailed {
 			continue
@@ -102,6 +109,13 @@ func (r *Runner) Run(ctx context.Context, configs []Config, prior Prior) (Result
 			continue
 		}
 		s.done[rec.Key] = true
+		s.records[rec.Key] = rec
+	}
+	for _, rec := range prior.Steps {
+		if rec.Status == measure.StatusFailed && r.RetryFailed {
+			continue
+		}
+		s.stepsDone[rec.Key] = true
 	}
 	res, err := s.run(ctx, configs)
 	progress.Stop()
@@ -114,7 +128,10 @@ type state struct {
 	progress Progress
 	cache    map[string]Measurement // by Spec key: measured, or known from the directory
 	done     map[string]bool        // configuration keys with a record
-	result   Result
+	records  map[string]Record      // the composed records known, by configuration key
+	// stepsDone: end-to-end record keys (step.Key) in steps.jsonl.
+	stepsDone map[string]bool
+	result    Result
 	session  *Session
 }
 
@@ -122,7 +139,7 @@ func (s *state) run(ctx context.Context, configs []Config) (Result, error) {
 	s.session = &s.Info.Sessions[len(s.Info.Sessions)-1]
 	var pending []Config
 	for _, cfg := range configs {
-		if s.done[cfg.Key()] {
+		if s.configDone(cfg) {
 			s.result.Resumed++
 			continue
 		}
@@ -139,8 +156,15 @@ func (s *state) run(ctx context.Context, configs []Config) (Result, error) {
 	var runnable []Config
 	for _, cfg := range pending {
 		if ok, why := s.stepFits(cfg); !ok {
-			if err := s.write(SkippedRecord(cfg, why, s.Info.Backend.Emulated)); err != nil {
-				return s.result, s.finish(err)
+			if s.Step.Composed() && !s.done[cfg.Key()] {
+				if err := s.write(SkippedRecord(cfg, why, s.Info.Backend.Emulated)); err != nil {
+					return s.result, s.finish(err)
+				}
+			}
+			if s.Step.E2E() && !s.stepsDone[s.stepKey(cfg)] {
+				if err := s.e2e(cfg, nil, why); err != nil {
+					return s.result, s.finish(err)
+				}
 			}
 			continue
 		}
@@ -184,19 +208,39 @@ func (s *state) run(ctx context.Context, configs []Config) (Result, error) {
 			}
 		}
 		cfg := kept[i]
-		rec, stop, err := s.config(ctx, cfg, i, total, kept[i:])
-		if err != nil {
-			return s.result, s.finish(err)
+		var composed *Record
+		if s.Step.Composed() {
+			if rec, ok := s.records[cfg.Key()]; ok {
+				composed = &rec
+			} else {
+				rec, stop, err := s.config(ctx, cfg, i, total, kept[i:])
+				if err != nil {
+					return s.result, s.finish(err)
+				}
+				if stop {
+					break
+				}
+				if err := s.write(rec); err != nil {
+					return s.result, s.finish(err)
+				}
+				composed = &rec
+				s.progress.Recorded(rec, i+1, total, s.eta(kept[i+1:]))
+			}
 		}
-		if stop {
-			break
-		}
-		if err := s.write(rec); err != nil {
-			return s.result, s.finish(err)
-		}
-		s.progress.Recorded(rec, i+1, total, s.eta(kept[i+1:]))
 		if s.result.DeviceLost != nil {
 			break
+		}
+		if s.Step.E2E() && !s.stepsDone[s.stepKey(cfg)] {
+			if ctx.Err() != nil {
+				s.result.Interrupted = true
+				break
+			}
+			if err := s.e2e(cfg, composed, ""); err != nil {
+				return s.result, s.finish(err)
+			}
+			if s.result.DeviceLost != nil {
+				break
+			}
 		}
 	}
 	return s.result, s.finish(nil)
@@ -400,6 +444,7 @@ func (s *state) write(rec Record) error {
 		return err
 	}
 	s.done[rec.Key] = true
+	s.records[rec.Key] = rec
 	s.result.Records++
 	s.session.Measured++
 	switch rec.Status {
@@ -427,6 +472,14 @@ func (s *state) drop(cfgs []Config, when string) {
 	}
 	s.progress.Note(fmt.Sprintf("--budget %s: %d configuration(s) dropped to fit (listed in run.json)",
 		durationText(s.BudgetSeconds), len(cfgs)))
+}
+
+// configDone reports whether the run directory has every record the sweep asks of cfg.
+func (s *state) configDone(cfg Config) bool {
+	if s.Step.Composed() && !s.done[cfg.Key()] {
+		return false
+	}
+	return !s.Step.E2E() || s.stepsDone[s.stepKey(cfg)]
 }
 
 // measuredKeys are the kernel shapes whose measurement is known.

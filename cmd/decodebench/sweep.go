@@ -17,6 +17,7 @@ import (
 	"github.com/decodebench/decodebench/bench/axes"
 	"github.com/decodebench/decodebench/bench/measure"
 	"github.com/decodebench/decodebench/bench/roofline"
+	"github.com/decodebench/decodebench/bench/step"
 	"github.com/decodebench/decodebench/bench/sweep"
 	"github.com/decodebench/decodebench/bench/sweep/report"
 	"github.com/decodebench/decodebench/bench/telemetry"
@@ -126,6 +127,9 @@ func sweepFlags() []cli.Flag {
 			Usage: "trim the sweep to fit this time (e.g. 5m), the finest grid points first; run.json lists what was dropped"},
 		&cli.StringFlag{Name: "peer", EnvVars: env("PEER"), Category: "output",
 			Usage: "cublas: also measure cuBLASLt on every linear shape, the same way (kernels.jsonl; the report gives cuBLAS time / ours); the steps stay ours"},
+		&cli.StringFlag{Name: "step", EnvVars: env("STEP"), Category: "output",
+			Usage: "which step times to record: composed (kernels measured alone, summed), e2e (the real step, eager and as a CUDA graph: steps.jsonl) or both (default: both on the CUDA backend, composed on the emulator, where whole steps are slow)"},
+		hidden(&cli.IntFlag{Name: "e2e-steps", Value: step.DefaultSteps, EnvVars: env("E2E_STEPS")}),
 		&cli.StringFlag{Name: "progress", Value: "auto", EnvVars: env("PROGRESS"), Category: "output",
 			Usage: "auto (a bar when stderr is a terminal, lines otherwise), bar, lines or none"},
 		// The method: measure's and timing's defaults, adjustable for tests and experts, recorded in run.json.
@@ -163,6 +167,8 @@ type sweepRequest struct {
 	telemetry   time.Duration
 	memoryBytes float64
 	peer        cgo.LinearVariant // LinearAuto: none
+	step        sweep.StepMode    // "": the backend's default (both on cuda, composed on the emulator)
+	e2eSteps    int
 }
 
 // parseSweep validates the whole command line without touching a device: every error is a
@@ -247,6 +253,14 @@ func parseSweep(c *cli.Context) (sweepRequest, error) {
 	}
 	if r.peer, err = parsePeer(c.String("peer")); err != nil {
 		return r, err
+	}
+	if v := c.String("step"); v != "" {
+		if r.step, err = sweep.ParseStepMode(v); err != nil {
+			return r, usageError("--%v", err)
+		}
+	}
+	if r.e2eSteps = c.Int("e2e-steps"); r.e2eSteps < 1 {
+		return r, usageError("--e2e-steps %d: a sample decodes at least one step", r.e2eSteps)
 	}
 	r.progress = c.String("progress")
 	if !slices.Contains([]string{"auto", "bar", "lines", "none"}, r.progress) {
@@ -386,6 +400,14 @@ func sweepAction(c *cli.Context) error {
 		Progress:        progress,
 		RetryFailed:     req.retryFailed,
 		Peer:            req.peer,
+		Step:            req.step,
+		E2E:             sweep.E2EOptions{Steps: req.e2eSteps, Seed: req.options.Seed},
+	}
+	if runner.Step == "" {
+		runner.Step = sweep.StepBoth
+		if target.lib.Emulated() {
+			runner.Step = sweep.StepComposed
+		}
 	}
 	if req.peer != cgo.LinearAuto {
 		info.Peer = req.peer.String()
@@ -442,6 +464,8 @@ func sweepAction(c *cli.Context) error {
 		return cli.Exit(fmt.Sprintf("interrupted while the report was written: the sweep had finished (%d configuration(s) recorded) and the report was completed; `decodebench report %s` redraws it", res.Records, req.out), exitInterrupted)
 	case res.Failed > 0:
 		return failure("%d configuration(s) failed (see %s)", res.Failed, filepath.Join(req.out, report.HTMLFile))
+	case res.StepsFailed > 0:
+		return failure("%d end-to-end step(s) failed (see %s)", res.StepsFailed, filepath.Join(req.out, sweep.StepsFile))
 	}
 	return nil
 }
@@ -453,6 +477,9 @@ func sweepSummary(res sweep.Result, dir string) string {
 	}
 	if len(res.Dropped) > 0 {
 		s += fmt.Sprintf(", %d dropped to fit --budget", len(res.Dropped))
+	}
+	if res.Steps > 0 {
+		s += fmt.Sprintf("; %d end-to-end step record(s) (%d failed)", res.Steps, res.StepsFailed)
 	}
 	return s
 }
