@@ -20,7 +20,7 @@ const (
 	// StepsFile holds the end-to-end step records (bench/step.Record), one per
 	// configuration, beside the composed ones of ResultsFile.
 	StepsFile = "steps.jsonl"
-	CSVFile     = "results.csv"
+	CSVFile   = "results.csv"
 )
 
 // ErrNotRunDir is returned by Load and Resume for a directory without run.json.

@@ -132,7 +132,7 @@ type state struct {
 	// stepsDone: end-to-end record keys (step.Key) in steps.jsonl.
 	stepsDone map[string]bool
 	result    Result
-	session  *Session
+	session   *Session
 }
 
 func (s *state) run(ctx context.Context, configs []Config) (Result, error) {
