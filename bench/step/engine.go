@@ -72,7 +72,7 @@ var ErrDoesNotFit = errors.New("does not fit")
 
 // Fits says whether bytes fit in the device's free memory with the reserve kept, and if not,
 // why (an error matching ErrDoesNotFit).
-func Fits(dev Device, p *Program, bytes uint64) error {
+func Fits(dev interface{ Props() (cgo.DeviceProps, error) }, p *Program, bytes uint64) error {
 	props, err := dev.Props()
 	if err != nil {
 		return fmt.Errorf("reading the device's free memory: %w", err)
@@ -264,6 +264,8 @@ type Trace struct {
 	Next   [][]int32
 	// Logits[i] is step i's [batch x vocab] logits as the activation dtype's bits.
 	Logits [][]uint16
+	// PosLens are the positions and then the context lengths after the last step.
+	PosLens []int32
 }
 
 // Trace runs the steps one at a time from a reset and copies each one's logits and ids back.
@@ -292,6 +294,10 @@ func (e *Engine) Trace(mode Mode) (Trace, error) {
 		}
 		t.Logits, t.Next = append(t.Logits, logits), append(t.Next, next)
 		ids = next
+	}
+	t.PosLens = make([]int32, 2*p.Batch)
+	if err := cgo.Read(e.bufs[bufPosLens], t.PosLens); err != nil {
+		return t, fmt.Errorf("reading the positions: %w", err)
 	}
 	return t, e.Reset()
 }

@@ -60,6 +60,11 @@ func checkTrace(t *testing.T, c Config, d cgo.DType, tr Trace) {
 	if !slices.Equal(tr.Tokens[0], ids) {
 		t.Errorf("step 0 fed %v, want the initial tokens %v", tr.Tokens[0], ids)
 	}
+	for b := 0; b < c.Batch; b++ {
+		if pos, n := tr.PosLens[b], tr.PosLens[c.Batch+b]; int(pos) != c.Context+c.Steps || int(n) != c.Context+c.Steps+1 {
+			t.Errorf("after %d steps sequence %d is at position %d with length %d, want %d and %d", c.Steps, b, pos, n, c.Context+c.Steps, c.Context+c.Steps+1)
+		}
+	}
 	V := c.Model.Vocab
 	for i := range tr.Tokens {
 		if i > 0 && !slices.Equal(tr.Tokens[i], tr.Next[i-1]) {
