@@ -72,7 +72,9 @@ var ErrDoesNotFit = errors.New("does not fit")
 
 // Fits says whether bytes fit in the device's free memory with the reserve kept, and if not,
 // why (an error matching ErrDoesNotFit).
-func Fits(dev interface{ Props() (cgo.DeviceProps, error) }, p *Program, bytes uint64) error {
+func Fits(dev interface {
+	Props() (cgo.DeviceProps, error)
+}, p *Program, bytes uint64) error {
 	props, err := dev.Props()
 	if err != nil {
 		return fmt.Errorf("reading the device's free memory: %w", err)

@@ -272,3 +272,27 @@ func TestRecordArithmetic(t *testing.T) {
 		t.Errorf("tp 2: %d %q", rec.TP, rec.TPNote)
 	}
 }
+
+// TestRecordStatus: a skipped mode beside a measured one leaves the record ok, saying why; a
+// failed mode or modes that disagree fail it.
+func TestRecordStatus(t *testing.T) {
+	c := Config{Model: Tiny()[0], Batch: 1, Context: 10, Steps: 2}
+	ok := Timed{Mode: Eager, Status: measure.StatusOK}
+	ok.Stats.Median = 1e-3
+	disagree := false
+	for _, tc := range []struct {
+		desc string
+		r    Result
+		want string
+	}{
+		{"graph skipped", Result{Status: measure.StatusSkipped, Reason: "graph: not exported", Modes: []Timed{{Mode: Graph, Status: measure.StatusSkipped}, ok}}, measure.StatusOK},
+		{"graph failed", Result{Status: measure.StatusFailed, Modes: []Timed{{Mode: Graph, Status: measure.StatusFailed}, ok}}, measure.StatusFailed},
+		{"disagree", Result{Status: measure.StatusFailed, Modes: []Timed{ok, ok}, ModesAgree: &disagree}, measure.StatusFailed},
+		{"nothing ran", Result{Status: measure.StatusSkipped, Reason: "does not fit"}, measure.StatusSkipped},
+	} {
+		rec := NewRecord(c, "k", "m", tc.r, StepTime{}, Ceilings{})
+		if rec.Status != tc.want || rec.Reason != tc.r.Reason {
+			t.Errorf("%s: status %s (%s), want %s", tc.desc, rec.Status, rec.Reason, tc.want)
+		}
+	}
+}

@@ -48,7 +48,9 @@ type Record struct {
 	// TPNote says what a tensor-parallel shard leaves out (AllReduceLeftOut); empty for TP 1.
 	TPNote string `json:"tp_note,omitempty"`
 
-	Status string `json:"status"` // ok when graph or eager has a time
+	// Status is ok when graph or eager has a time and neither failed; Reason then names a mode
+	// that was skipped (graph mode on a library without graphs).
+	Status string `json:"status"`
 	Reason string `json:"reason,omitempty"`
 
 	Graph    StepTime `json:"graph"`
@@ -133,8 +135,21 @@ func NewRecord(c Config, composedKey, modelKey string, r Result, composed StepTi
 		rec.BoundLimit = datasheet.Limit
 	}
 	rec.derive()
-	if rec.Status == measure.StatusOK && !rec.Graph.OK() && !rec.Eager.OK() {
-		rec.Status, rec.Reason = measure.StatusFailed, "no mode measured a time"
+	if len(r.Modes) > 0 {
+		// ok when a mode has a time and none failed (a mode the library lacks is skipped and
+		// said in Reason); failed when any failed or the modes disagree.
+		failed := r.ModesAgree != nil && !*r.ModesAgree
+		for _, t := range r.Modes {
+			failed = failed || t.Status == measure.StatusFailed
+		}
+		switch {
+		case failed:
+			rec.Status = measure.StatusFailed
+		case rec.Graph.OK() || rec.Eager.OK():
+			rec.Status = measure.StatusOK
+		default:
+			rec.Status = measure.StatusSkipped
+		}
 	}
 	return rec
 }

@@ -114,3 +114,36 @@ func TestStepEmulated(t *testing.T) {
 		t.Errorf("the eager mode keeps no samples: %+v", r.Eager.Timed)
 	}
 }
+
+// TestSweepStepBothEmulated: --step both writes a step record per configuration beside the
+// composed ones, the lines say so, and a resume repeats none.
+func TestSweepStepBothEmulated(t *testing.T) {
+	sweepHermetic(t, cgotest.EmuPath(t))
+	args := tinySweep("run", "--step", "both", "--e2e-steps", "2", "--batch", "1,2", "--context", "64")
+	stdout, code, msg := runSweepCLI(t, args...)
+	if code != 0 {
+		t.Fatalf("exit %d: %s\n%s", code, msg, stdout)
+	}
+	p, err := sweep.Load("run")
+	if err != nil {
+		t.Fatal(err)
+	}
+	if len(p.Records) != 2 || len(p.Steps) != 2 {
+		t.Fatalf("%d composed and %d step records, want 2 and 2", len(p.Records), len(p.Steps))
+	}
+	for _, s := range p.Steps {
+		if s.Status != measure.StatusOK || !s.Eager.OK() || !s.Composed.OK() || !s.Emulated || s.Steps != 2 {
+			t.Errorf("step record %s: %+v", s.Key, s)
+		}
+	}
+	if !strings.Contains(stdout, "end-to-end step record(s)") {
+		t.Errorf("the summary does not count the step records:\n%s", stdout)
+	}
+	stdout, code, msg = runSweepCLI(t, "sweep", "--resume", "run", "--step", "both", "--e2e-steps", "2")
+	if code != 0 {
+		t.Fatalf("resume: exit %d: %s\n%s", code, msg, stdout)
+	}
+	if p, _ := sweep.Load("run"); len(p.Steps) != 2 || len(p.Records) != 2 {
+		t.Errorf("after the resume: %d composed and %d step records", len(p.Records), len(p.Steps))
+	}
+}
