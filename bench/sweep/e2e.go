@@ -71,7 +71,7 @@ func (s *state) stepKey(cfg Config) string { return step.Key(cfg.Key(), s.stepCo
 
 // e2e runs cfg's whole step and writes its record beside composed (the configuration's
 // composed record, or nil when the sweep composes none).
-func (s *state) e2e(cfg Config, composed *Record, skipReason string) error {
+func (s *state) e2e(cfg Config, composed *Record, skipReason string, done, total int) error {
 	c := s.stepConfig(cfg)
 	modes := s.E2E.Modes
 	if modes == nil {
@@ -85,8 +85,12 @@ func (s *state) e2e(cfg Config, composed *Record, skipReason string) error {
 	case !can:
 		r = step.Result{Status: measure.StatusSkipped, Reason: "this sweep's measurer runs no whole steps", Emulated: s.Info.Backend.Emulated}
 	default:
-		s.progress.Measuring(0, 0, fmt.Sprintf("%s B=%d S=%d: the whole step (%d steps a sample)", cfg.Model.Name, cfg.Batch, cfg.Context, c.Steps), 0)
+		s.progress.Measuring(done, total, fmt.Sprintf("%s B=%d S=%d: the whole step (%d steps a sample)", cfg.Model.Name, cfg.Batch, cfg.Context, c.Steps), 0)
+		started := s.Now()
 		r = sm.MeasureStep(c, modes, s.Telemetry)
+		if r.Status == measure.StatusOK {
+			s.Cost.ObserveWholeStep(cfg, s.Now().Sub(started).Seconds())
+		}
 		if r.Status == measure.StatusFailed {
 			if err := s.Measurer.Healthy(); err != nil {
 				s.result.DeviceLost = fmt.Errorf("%w after the whole step of %s: %v", ErrDeviceLost, cfg.Key(), err)

@@ -11,6 +11,7 @@ import (
 	"time"
 
 	"github.com/decodebench/decodebench/bench/roofline"
+	"github.com/decodebench/decodebench/bench/step"
 	"github.com/decodebench/decodebench/bench/telemetry"
 	"github.com/decodebench/decodebench/cgo"
 )
@@ -92,6 +93,7 @@ func (r *Runner) Run(ctx context.Context, configs []Config, prior Prior) (Result
 		r.Cost = &CostModel{SetupSeconds: DefaultSetupSeconds}
 	}
 	r.Cost.Peer = r.Peer
+	r.wholeStepCost()
 	progress := r.Progress
 	if progress == nil {
 		progress = silent{}
@@ -162,7 +164,7 @@ func (s *state) run(ctx context.Context, configs []Config) (Result, error) {
 				}
 			}
 			if s.Step.E2E() && !s.stepsDone[s.stepKey(cfg)] {
-				if err := s.e2e(cfg, nil, why); err != nil {
+				if err := s.e2e(cfg, nil, why, 0, 0); err != nil {
 					return s.result, s.finish(err)
 				}
 			}
@@ -235,7 +237,7 @@ func (s *state) run(ctx context.Context, configs []Config) (Result, error) {
 				s.result.Interrupted = true
 				break
 			}
-			if err := s.e2e(cfg, composed, ""); err != nil {
+			if err := s.e2e(cfg, composed, "", i, total); err != nil {
 				return s.result, s.finish(err)
 			}
 			if s.result.DeviceLost != nil {
@@ -472,6 +474,21 @@ func (s *state) drop(cfgs []Config, when string) {
 	}
 	s.progress.Note(fmt.Sprintf("--budget %s: %d configuration(s) dropped to fit (listed in run.json)",
 		durationText(s.BudgetSeconds), len(cfgs)))
+}
+
+// wholeStepCost tells the cost model of the whole steps the sweep runs.
+func (r *Runner) wholeStepCost() {
+	r.Cost.WholeSteps, r.Cost.WholeStepModes = 0, 0
+	if r.Step.E2E() {
+		r.Cost.WholeSteps = r.E2E.Steps
+		if r.Cost.WholeSteps == 0 {
+			r.Cost.WholeSteps = step.DefaultSteps
+		}
+		r.Cost.WholeStepModes = len(r.E2E.Modes)
+		if r.E2E.Modes == nil {
+			r.Cost.WholeStepModes = len(step.Modes)
+		}
+	}
 }
 
 // configDone reports whether the run directory has every record the sweep asks of cfg.
