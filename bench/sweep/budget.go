@@ -36,7 +36,7 @@ type CostModel struct {
 	SetupSeconds             float64 // per measurement
 	// Peer is the linear variant measured beside each of our linear kernels (Runner.Peer):
 	// its measurements count in the estimates too. LinearAuto: none.
-	Peer  cgo.LinearVariant
+	Peer cgo.LinearVariant
 	// WholeSteps > 0: the sweep also runs each configuration's whole step (--step e2e or
 	// both), WholeSteps steps a sample in WholeStepModes modes; they count in the estimates.
 	WholeSteps, WholeStepModes int
