@@ -5,7 +5,7 @@ import (
 
 	"github.com/decodebench/decodebench/bench/measure"
 	"github.com/decodebench/decodebench/bench/step"
-	"github.com/decodebench/decodebench/bench/telemetry"
+	"github.com/decodebench/decodebench/bench/timing"
 )
 
 // StepMode says which step times a sweep records: the composed one (results.jsonl, from the
@@ -39,11 +39,15 @@ type E2EOptions struct {
 	Steps int         // steps in one sample (0: step.DefaultSteps)
 	Modes []step.Mode // nil: graph and eager
 	Seed  uint64      // base seed of the synthetic weights
+	// CompareModes runs every step untimed in each mode first and compares graph and eager
+	// bit for bit (the record's modes_agree); it keeps batch x vocab x steps logits a mode.
+	CompareModes bool
 }
 
 // StepMeasurer is a Measurer that also runs whole decode steps.
+// Its own sampling rule applies where o.Timing is zero.
 type StepMeasurer interface {
-	MeasureStep(c step.Config, modes []step.Mode, tel telemetry.Sampler) step.Result
+	MeasureStep(c step.Config, modes []step.Mode, o step.Options) step.Result
 }
 
 // StepProgress hears each end-to-end record as it is written (a Progress may implement it).
@@ -52,8 +56,10 @@ type StepProgress interface {
 }
 
 // MeasureStep runs c through bench/step on the device, timed by the measurer's rule.
-func (d DeviceMeasurer) MeasureStep(c step.Config, modes []step.Mode, tel telemetry.Sampler) step.Result {
-	o := step.Options{Timing: d.Options.Timing, Telemetry: tel}
+func (d DeviceMeasurer) MeasureStep(c step.Config, modes []step.Mode, o step.Options) step.Result {
+	if o.Timing == (timing.Config{}) {
+		o.Timing = d.Options.Timing
+	}
 	return step.Measure(d.Device, d.Device.Library().Emulated(), c, modes, o)
 }
 
@@ -87,7 +93,7 @@ func (s *state) e2e(cfg Config, composed *Record, skipReason string, done, total
 	default:
 		s.progress.Measuring(done, total, fmt.Sprintf("%s B=%d S=%d: the whole step (%d steps a sample)", cfg.Model.Name, cfg.Batch, cfg.Context, c.Steps), 0)
 		started := s.Now()
-		r = sm.MeasureStep(c, modes, s.Telemetry)
+		r = sm.MeasureStep(c, modes, step.Options{Telemetry: s.Telemetry, Trace: s.E2E.CompareModes})
 		if r.Status == measure.StatusOK {
 			s.Cost.ObserveWholeStep(cfg, s.Now().Sub(started).Seconds())
 		}

@@ -7,7 +7,6 @@ import (
 	"github.com/decodebench/decodebench/bench/measure"
 	"github.com/decodebench/decodebench/bench/model"
 	"github.com/decodebench/decodebench/bench/step"
-	"github.com/decodebench/decodebench/bench/telemetry"
 	"github.com/decodebench/decodebench/bench/timing"
 )
 
@@ -18,7 +17,7 @@ type fakeStepper struct {
 	steps []step.Config
 }
 
-func (f *fakeStepper) MeasureStep(c step.Config, modes []step.Mode, tel telemetry.Sampler) step.Result {
+func (f *fakeStepper) MeasureStep(c step.Config, modes []step.Mode, o step.Options) step.Result {
 	f.steps = append(f.steps, c)
 	r := step.Result{Status: measure.StatusOK, Launches: 40}
 	for _, m := range modes {

@@ -83,6 +83,8 @@ func stepFlags() []cli.Flag {
 		&cli.StringFlag{Name: "context", Value: "1k", EnvVars: env("CONTEXT"), Usage: "cached tokens per sequence when the first step starts (k = 1024)"},
 		&cli.IntFlag{Name: "steps", Value: step.DefaultSteps, EnvVars: env("STEPS"), Usage: "steps in one timed sample (each sample starts from the same state)"},
 		&cli.StringFlag{Name: "mode", EnvVars: env("MODE"), Usage: "graph, eager or both (default: both where the kernels library has graphs, else eager)"},
+		&cli.BoolFlag{Name: "compare-modes", EnvVars: env("COMPARE_MODES"),
+			Usage: "first run the steps untimed in each mode and check that graph and eager give the same tokens and logits bit for bit (modes_agree)"},
 		&cli.BoolFlag{Name: "json", EnvVars: env("JSON"), Usage: "print the JSON records (steps.jsonl's) instead of the lines and the table"},
 		&cli.StringFlag{Name: "out", Aliases: []string{"o"}, EnvVars: env("STEP_OUT"),
 			Usage: "keep the run directory here (run.json, results.jsonl, kernels.jsonl, steps.jsonl); default: a temporary one, removed"},
@@ -107,6 +109,7 @@ type stepRequest struct {
 	mode    string // "" (the library's best), graph, eager or both
 	asJSON  bool
 	keepOut bool
+	compare bool
 }
 
 // parseStep validates the whole command line without touching a device.
@@ -159,6 +162,15 @@ func parseStep(c *cli.Context) (stepRequest, error) {
 		}
 	}
 	r.asJSON = c.Bool("json")
+	if r.compare = c.Bool("compare-modes"); r.compare {
+		// The comparison keeps every step's logits of each mode in host memory.
+		const most = 1 << 28
+		for _, b := range batches {
+			if n := b * shape.Vocab * r.steps; n > most {
+				return r, usageError("--compare-modes at batch %d: %d sequences x %d logits x %d steps = %d values a mode, more than the %d it keeps; use a smaller --batch or --steps", b, b, shape.Vocab, r.steps, n, most)
+			}
+		}
+	}
 
 	req := sweepRequest{axes: sweep.Axes{Models: []model.Shape{shape}, Batches: batches, Contexts: contexts}, datasheet: c.String("datasheet"),
 		reserve: 0.1, progress: "none", telemetry: telemetry.DefaultInterval, peer: cgo.LinearAuto, step: sweep.StepBoth, e2eSteps: r.steps}
@@ -291,7 +303,7 @@ func stepAction(c *cli.Context) error {
 		Cost:            &sweep.CostModel{Timing: req.options.Timing, SetupSeconds: sweep.DefaultSetupSeconds},
 		Progress:        rows,
 		Step:            sweep.StepBoth,
-		E2E:             sweep.E2EOptions{Steps: r.steps, Modes: modes, Seed: req.options.Seed},
+		E2E:             sweep.E2EOptions{Steps: r.steps, Modes: modes, Seed: req.options.Seed, CompareModes: r.compare},
 	}
 	res, err := runner.Run(ctx, req.axes.Configs(), sweep.Prior{})
 	if err != nil {
@@ -363,6 +375,9 @@ func stepLine(r step.Record) string {
 		}
 	}
 	s := strings.Join(parts, " ")
+	if r.ModesAgree != nil && !*r.ModesAgree {
+		s += " [GRAPH AND EAGER DIFFER]"
+	}
 	if r.Throttled {
 		s += " [THROTTLED]"
 	}

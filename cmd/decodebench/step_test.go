@@ -50,6 +50,7 @@ func TestStepUsageErrors(t *testing.T) {
 		{"out holds a run", []string{"--model-config", tiny, "--out", "taken"}, "already holds a run"},
 		{"argument", []string{"--model-config", tiny, "extra"}, `got "extra"`},
 		{"backend", []string{"--model-config", tiny, "--backend", "opencl"}, `--backend "opencl"`},
+		{"compare too much", []string{"--model-config", tiny, "--batch", "1024", "--steps", "300", "--context", "64", "--compare-modes"}, "--compare-modes at batch 1024"},
 	}
 	for _, tc := range tests {
 		t.Run(tc.desc, func(t *testing.T) {
@@ -94,7 +95,7 @@ func TestStepEmulated(t *testing.T) {
 		t.Errorf("--out kept has no %s: %v", sweep.StepsFile, err)
 	}
 
-	stdout, _, code, msg = runApp(t, "step", "--backend", "emu", "--model-config", tiny, "--batch", "2", "--context", "17", "--steps", "2", "--mode", "eager", "--json")
+	stdout, _, code, msg = runApp(t, "step", "--backend", "emu", "--model-config", tiny, "--batch", "2", "--context", "17", "--steps", "2", "--mode", "eager", "--json", "--compare-modes")
 	if code != 0 {
 		t.Fatalf("--json: exit %d %s", code, msg)
 	}
