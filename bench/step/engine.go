@@ -257,7 +257,10 @@ func (e *Engine) capture() error {
 }
 
 // Trace is an untimed run of Steps steps from a reset, every step's inputs and outputs
-// copied back: what the forward pass of bench/ref is compared with.
+// copied back: what the forward pass of bench/ref is compared with. The forward pass is
+// teacher-forced: feed it Tokens[i] at step i (ref.NewForward(shape, Seed, Batch, Context,
+// Steps), then Step(Tokens[i])) and compare its logits with LogitsOf(Program.DType, Logits[i]);
+// Next[i] is the argmax the device chose from them.
 type Trace struct {
 	Mode Mode
 	// Tokens[i] are the ids step i was fed ([batch]); Next[i] the ids its argmax chose

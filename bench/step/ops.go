@@ -329,7 +329,7 @@ func (p *Program) Ops(addr func(name string) uint64) []Op {
 			bias(l, "o_bias", attnProj, w(l, ref.TensorOBias), B, H)
 		}
 		if s.NormsPerLayer() == 4 {
-			norm(l, "post_attn_norm", attnProj, 0, w(l, PostNorms), attnProj, B, H)
+			norm(l, "post_attn_norm", attnProj, 0, w(l, TensorPostAttnNorm), attnProj, B, H)
 		}
 		norm(l, "mlp_norm", attnProj, residual, w(l, ref.TensorMLPNorm), normed, B, H)
 		if !ly.MoE {
@@ -342,7 +342,7 @@ func (p *Program) Ops(addr func(name string) uint64) []Op {
 			p.moe(l, ly.FFN, emit, linear, bias, norm, mlp, w, addr)
 		}
 		if s.NormsPerLayer() == 4 {
-			norm(l, "post_mlp_norm", mlpOut, 0, w(l, PostMLPNrm), mlpOut, B, H)
+			norm(l, "post_mlp_norm", mlpOut, 0, w(l, TensorPostMLPNorm), mlpOut, B, H)
 		}
 	}
 	final := addr(bufFinal)

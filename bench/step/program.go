@@ -30,10 +30,15 @@ const DefaultSteps = 32
 
 // Norm and rotary constants of the synthetic step (the forward pass uses the same).
 const (
-	NormEps    = 1e-5
-	RopeTheta  = 10000
-	PostNorms  = "post_attn_norm" // Gemma 2 and 3: the norm of the attention output, [hidden]
-	PostMLPNrm = "post_mlp_norm"  // and of the MLP output
+	NormEps   = 1e-5
+	RopeTheta = 10000
+)
+
+// The tensors of a Gemma 2 or 3 layer beyond bench/ref's names (seeded by ref.TensorSeed like
+// the rest, ±1): the norms of the attention output and of the MLP output, [hidden] each.
+const (
+	TensorPostAttnNorm = "post_attn_norm"
+	TensorPostMLPNorm  = "post_mlp_norm"
 )
 
 // Config is one decode loop: a model shape (one GPU's shard with --tp), Batch sequences of
@@ -173,14 +178,14 @@ func gemmaFamily(s model.Shape) bool {
 }
 
 // Routing is how a mixture of experts picks its experts: top-k of the logits then a softmax
-// over those k (gpt-oss), else a softmax over every expert then its top k, renormalised where
-// the family's config does (Mixtral always; Qwen3-MoE's norm_topk_prob; PhiMoE), not for
-// Qwen2-MoE-style shapes. The forward pass follows the same rule.
+// over those k (gpt-oss), else a softmax over every expert then its top k renormalised to sum
+// to 1, which is Mixtral's softmax over its top-k logits and Qwen3-MoE's norm_topk_prob. The
+// forward pass follows the same rule.
 func Routing(s model.Shape) (mode cgo.MoERouting, renormalize bool) {
 	if s.Family == "gpt_oss" {
 		return cgo.MoETopKSoftmax, false
 	}
-	return cgo.MoESoftmaxTopK, s.Family != "qwen2_moe"
+	return cgo.MoESoftmaxTopK, true
 }
 
 // New builds the program of one step of c (which it validates).
@@ -219,8 +224,8 @@ func New(c Config) (*Program, error) {
 		weight(l, ref.TensorAttnNorm, H, ref.UnitScale)
 		weight(l, ref.TensorMLPNorm, H, ref.UnitScale)
 		if s.NormsPerLayer() == 4 {
-			weight(l, PostNorms, H, ref.UnitScale)
-			weight(l, PostMLPNrm, H, ref.UnitScale)
+			weight(l, TensorPostAttnNorm, H, ref.UnitScale)
+			weight(l, TensorPostMLPNorm, H, ref.UnitScale)
 		}
 		weight(l, ref.TensorQKV, (qd+2*kvd)*H, lws(H))
 		if s.AttnBias {

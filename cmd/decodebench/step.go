@@ -320,8 +320,8 @@ func stepAction(c *cli.Context) error {
 		return cli.Exit(fmt.Sprintf("interrupted: %d configuration(s) measured", res.Steps), exitInterrupted)
 	case res.DeviceLost != nil:
 		return failure("%v", res.DeviceLost)
-	case res.StepsFailed > 0:
-		return failure("%d configuration(s) failed", res.StepsFailed)
+	case res.StepsFailed > 0 || res.Failed > 0:
+		return failure("%d whole step(s) and %d composed step(s) failed", res.StepsFailed, res.Failed)
 	}
 	return nil
 }
