@@ -22,6 +22,7 @@ import (
 	"github.com/decodebench/decodebench/bench/sweep"
 	"github.com/decodebench/decodebench/bench/telemetry"
 	"github.com/decodebench/decodebench/bench/timing"
+	"github.com/decodebench/decodebench/bench/units"
 	"github.com/decodebench/decodebench/cgo"
 )
 
@@ -85,6 +86,8 @@ func stepFlags() []cli.Flag {
 		&cli.StringFlag{Name: "mode", EnvVars: env("MODE"), Usage: "graph, eager or both (default: both where the kernels library has graphs, else eager)"},
 		&cli.BoolFlag{Name: "compare-modes", EnvVars: env("COMPARE_MODES"),
 			Usage: "first run the steps untimed in each mode and check that graph and eager give the same tokens and logits bit for bit (modes_agree)"},
+		&cli.BoolFlag{Name: "plan", EnvVars: env("PLAN"),
+			Usage: "print each configuration's step (every call with its sizes) and the device memory it needs, then exit: no device work"},
 		&cli.BoolFlag{Name: "json", EnvVars: env("JSON"), Usage: "print the JSON records (steps.jsonl's) instead of the lines and the table"},
 		&cli.StringFlag{Name: "out", Aliases: []string{"o"}, EnvVars: env("STEP_OUT"),
 			Usage: "keep the run directory here (run.json, results.jsonl, kernels.jsonl, steps.jsonl); default: a temporary one, removed"},
@@ -235,6 +238,9 @@ func stepAction(c *cli.Context) error {
 	if err != nil {
 		return err
 	}
+	if c.Bool("plan") {
+		return printStepPlans(c.App.Writer, r)
+	}
 	req := r.sweep
 	// The library is opened (not the device) to know the modes it can run.
 	lib, err := cgo.Open(req.backend)
@@ -244,6 +250,9 @@ func stepAction(c *cli.Context) error {
 	modes, modeNote, err := stepModes(r.mode, lib)
 	if err != nil {
 		return err
+	}
+	if m := req.axes.Models[0]; m.IsMoE() && !lib.HasFunction("db_grouped_linear") {
+		return usageError("model %s: %s has no db_grouped_linear, which the experts' linears of a step need", m, lib.Path())
 	}
 	if req.out == "" {
 		dir, err := os.MkdirTemp("", "decodebench-step-")
@@ -322,6 +331,28 @@ func stepAction(c *cli.Context) error {
 		return failure("%v", res.DeviceLost)
 	case res.StepsFailed > 0 || res.Failed > 0:
 		return failure("%d whole step(s) and %d composed step(s) failed", res.StepsFailed, res.Failed)
+	}
+	return nil
+}
+
+// printStepPlans writes each configuration's program: its calls in launch order and its
+// memory (the workspace comes on top, known once the device plans the calls).
+func printStepPlans(w io.Writer, r stepRequest) error {
+	for _, cfg := range r.sweep.axes.Configs() {
+		p, err := step.New(step.Config{Model: cfg.Model, Batch: cfg.Batch, Context: cfg.Context, Steps: r.steps, Seed: r.sweep.options.Seed})
+		if err != nil {
+			return usageError("%v", err)
+		}
+		ops := p.Ops(func(string) uint64 { return 0 })
+		fmt.Fprintf(w, "%s B=%d S=%d, %d steps: %d calls a step; weights %s, KV caches %s (%d tokens a sequence), all buffers %s (the workspace comes on top)\n",
+			cfg.Model, cfg.Batch, cfg.Context, r.steps, len(ops), units.Bytes(float64(p.WeightBytes())), units.Bytes(float64(p.CacheBytes())),
+			p.Capacity(), units.Bytes(float64(p.BufferBytes())))
+		for _, n := range p.Notes {
+			fmt.Fprintln(w, "  note: "+n)
+		}
+		for i, o := range ops {
+			fmt.Fprintf(w, "  %3d %s\n", i, o)
+		}
 	}
 	return nil
 }

@@ -148,3 +148,31 @@ func TestSweepStepBothEmulated(t *testing.T) {
 		t.Errorf("after the resume: %d composed and %d step records", len(p.Records), len(p.Steps))
 	}
 }
+
+// TestStepNeedsGroupedLinear: a mixture of experts on a library without db_grouped_linear is
+// refused naming it, before the device is opened.
+func TestStepNeedsGroupedLinear(t *testing.T) {
+	emuEnv(t)
+	if cgotest.Emu(t).HasFunction("db_grouped_linear") {
+		t.Skip("the emulator has db_grouped_linear: nothing to refuse")
+	}
+	_, _, code, msg := runApp(t, "step", "--backend", "emu", "--model", "mixtral-8x7b", "--mode", "eager")
+	if code != exitUsage || !strings.Contains(msg, "db_grouped_linear") {
+		t.Fatalf("exit %d %q; want exit 2 naming db_grouped_linear", code, msg)
+	}
+}
+
+// TestStepPlan: --plan lists every call and the memory without a kernels library.
+func TestStepPlan(t *testing.T) {
+	testEnv(t, "")
+	stdout, _, code, msg := runApp(t, "step", "--model", "llama3-8b", "--batch", "1,16", "--plan")
+	if code != 0 {
+		t.Fatalf("exit %d: %s", code, msg)
+	}
+	for _, want := range []string{"Llama-3-8B B=1 S=1024, 32 steps: 293 calls a step; weights 16.06 GB", "357 calls a step",
+		"layer 31 down_proj (linear) [16 x 14336] . [4096 x 14336]^T", "step lm_head (linear) [1 x 4096] . [128256 x 4096]^T", "step advance (add_i32)"} {
+		if !strings.Contains(stdout, want) {
+			t.Errorf("--plan does not say %q", want)
+		}
+	}
+}
