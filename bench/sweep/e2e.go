@@ -104,7 +104,7 @@ func (s *state) e2e(cfg Config, composed *Record, skipReason string, done, total
 			}
 		}
 	}
-	ct := step.StepTime{Status: measure.StatusNotMeasured, Reason: "this sweep composes no steps (--step e2e)"}
+	ct := step.StepTime{Status: measure.StatusNotMeasured, Reason: "not composed: --step e2e, and the run directory has no composed record of it"}
 	if composed != nil {
 		ct = step.ComposedTime(composed.Status, composed.Reason, composed.StepSeconds)
 	}

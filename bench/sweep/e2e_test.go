@@ -89,13 +89,19 @@ func TestRunE2E(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	defer d.Close()
 	r = testRunner(d, &prior.Info, f.fakeMeasurer, clock)
 	prior.Info.Sessions = append(prior.Info.Sessions, Session{Started: clock.now()})
 	r.Measurer, r.Step, r.E2E = f, StepE2E, E2EOptions{Steps: 16}
 	res, err = r.Run(context.Background(), axes.Configs(), prior)
 	if err != nil || res.Records != 0 || res.Steps != 4 || len(f.steps) != 8 {
 		t.Fatalf("e2e with another step count: %+v (%v), %d steps run", res, err, len(f.steps))
+	}
+	d.Close()
+	p, _ = Load(dir)
+	for _, s := range p.Steps {
+		if s.Steps == 16 && !s.Composed.OK() {
+			t.Errorf("%s: an e2e-only sweep does not take the composed step the directory has: %+v", s.Key, s.Composed)
+		}
 	}
 }
 

@@ -232,6 +232,9 @@ func (s *state) run(ctx context.Context, configs []Config) (Result, error) {
 		if s.result.DeviceLost != nil {
 			break
 		}
+		if rec, ok := s.records[cfg.Key()]; ok && composed == nil {
+			composed = &rec // an e2e-only sweep of a directory that has the composed step
+		}
 		if s.Step.E2E() && !s.stepsDone[s.stepKey(cfg)] {
 			if ctx.Err() != nil {
 				s.result.Interrupted = true

@@ -54,13 +54,15 @@ func sweepCommand() *cli.Command {
 		Usage: "measure decode tokens/s over batch, context and model axes on a GPU, into a resumable run directory with a report",
 		UsageText: "decodebench sweep (--model NAME | --model-config FILE | --hidden LIST --ffn LIST --heads LIST --layers LIST --vocab LIST ...)\n" +
 			"       [--batch LIST] [--context LIST] [--dtype bf16|fp16] [--tp N] [--gpu INDEX|UUID] [--backend auto|cuda|emu]\n" +
-			"       [--out DIR | --resume DIR] [--budget DURATION]\n\n" +
+			"       [--out DIR | --resume DIR] [--budget DURATION] [--step composed|e2e|both]\n\n" +
 			"   LIST syntax: " + axes.Syntax,
 		Description: "For each configuration (model, batch B, context S) every distinct kernel of one decode step is\n" +
 			"verified against a float64 reference, then timed with device events after warm-up, its operands\n" +
 			"rotated past L2; a kernel shape that several configurations share is measured once. The step time is\n" +
 			"the sum of each kernel's calls x median time plus the small per-token ops, bounded by the measured\n" +
-			"read bandwidth. Bandwidth and compute probes run first and give the measured ceiling.\n\n" +
+			"read bandwidth. Bandwidth and compute probes run first and give the measured ceiling. With --step e2e\n" +
+			"or both (both is the CUDA backend's default) each configuration's whole step also runs, eager and as\n" +
+			"a CUDA graph (see `decodebench step`), into steps.jsonl.\n\n" +
 			"The run directory gets run.json, results.jsonl and kernels.jsonl (appended as measured), results.csv,\n" +
 			"report.md, report.html and plots/. Ctrl-C stops after the measurement in flight, writes the report\n" +
 			"and exits 130; --resume DIR continues without repeating a measurement. Exit status: 0 all ok,\n" +
