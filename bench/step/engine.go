@@ -273,6 +273,22 @@ type Trace struct {
 	PosLens []int32
 }
 
+// RunTrace builds c's program, opens it on dev, traces its steps in mode and frees it: what a
+// comparison with the forward pass needs in one call.
+func RunTrace(dev Device, c Config, mode Mode) (Trace, *Program, error) {
+	p, err := New(c)
+	if err != nil {
+		return Trace{}, nil, err
+	}
+	e, err := Open(dev, p)
+	if err != nil {
+		return Trace{}, p, err
+	}
+	defer e.Close()
+	t, err := e.Trace(mode)
+	return t, p, err
+}
+
 // Trace runs the steps one at a time from a reset and copies each one's logits and ids back.
 func (e *Engine) Trace(mode Mode) (Trace, error) {
 	p := e.Program

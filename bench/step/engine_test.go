@@ -28,23 +28,11 @@ var quick = timing.Config{Warmup: 0, MinSamples: 1, MinSeconds: 0, TargetSpread:
 // trace runs c in mode on the emulator; a function the library lacks skips the test, naming it.
 func trace(t *testing.T, dev *cgo.Device, c Config, mode Mode) Trace {
 	t.Helper()
-	p, err := New(c)
-	if err != nil {
-		t.Fatal(err)
-	}
-	e, err := Open(dev, p)
-	if err != nil {
-		if errors.Is(err, cgo.ErrNotExported) || (errors.Is(err, cgo.ErrUnsupportedShape) && strings.Contains(err.Error(), "not built")) {
-			t.Skipf("%v (the lead re-runs this once it is built)", err)
-		}
-		t.Fatal(err)
-	}
-	defer e.Close()
-	tr, err := e.Trace(mode)
-	if errors.Is(err, cgo.ErrNotExported) {
+	tr, _, err := RunTrace(dev, c, mode)
+	switch {
+	case errors.Is(err, cgo.ErrNotExported), errors.Is(err, cgo.ErrUnsupportedShape) && strings.Contains(err.Error(), "not built"):
 		t.Skipf("%s mode: %v (the lead re-runs this once it is built)", mode, err)
-	}
-	if err != nil {
+	case err != nil:
 		t.Fatal(err)
 	}
 	return tr
