@@ -198,13 +198,13 @@ func (e *Engine) Reset() error {
 // Step queues one step in mode (capturing the graph on first use).
 func (e *Engine) Step(mode Mode) error {
 	if mode == Graph {
+		if e.hostAdvance {
+			return fmt.Errorf("graph mode: the step advances its positions on the device (db_add_i32): %w", cgo.ErrNotExported)
+		}
 		if e.graph == nil {
 			if err := e.capture(); err != nil {
 				return err
 			}
-		}
-		if e.hostAdvance {
-			return fmt.Errorf("graph mode: the step advances its positions on the device: %w", cgo.ErrNotExported)
 		}
 		e.steps++
 		return e.graph.Launch()
@@ -231,8 +231,20 @@ func (e *Engine) Step(mode Mode) error {
 	})
 }
 
-// capture records one step's launches as a graph; nothing runs while it captures.
+// capture records one step's launches as a graph; nothing runs while it captures. One eager
+// step runs first: whatever a kernel does on its first launch (loading its module, setting
+// its shared-memory limit) then happens outside the capture. It is called at a reset (the
+// first graph step of a trace, or before the samples) and leaves the state reset.
 func (e *Engine) capture() error {
+	if e.steps != 0 {
+		return fmt.Errorf("capturing the step: %d steps since the reset, want 0 (an internal error)", e.steps)
+	}
+	if err := e.Step(Eager); err != nil {
+		return fmt.Errorf("the eager step before the capture: %w", err)
+	}
+	if err := e.Reset(); err != nil {
+		return err
+	}
 	if err := e.dev.BeginGraph(); err != nil {
 		return fmt.Errorf("capturing the step: %w", err)
 	}

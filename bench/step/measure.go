@@ -158,7 +158,10 @@ func joinSemi(items []string) string {
 // is measured (an engine without graphs pays it too).
 func (e *Engine) Time(dev TimedDevice, mode Mode, cfg timing.Config) (stats timing.Stats, hostPerStep float64, err error) {
 	if mode == Graph && e.graph == nil {
-		if err := e.capture(); err != nil {
+		if err := e.Reset(); err != nil {
+			return stats, 0, err
+		}
+		if err := e.Step(Graph); err != nil { // captures, then replays one step
 			return stats, 0, err
 		}
 	}
