@@ -296,3 +296,38 @@ func TestRecordStatus(t *testing.T) {
 		}
 	}
 }
+
+// TestRecordImplausible: a step faster than the datasheet's roofline fails (past any cache,
+// beyond 5%; under 256 MB, only past 10x).
+func TestRecordImplausible(t *testing.T) {
+	s, err := model.Lookup("llama3-8b")
+	if err != nil {
+		t.Fatal(err)
+	}
+	gpu, _ := roofline.LookupGPU("h200")
+	ceil := Ceilings{Datasheet: roofline.DatasheetCeiling(gpu)}
+	c := Config{Model: s, Batch: 1, Context: 1024, Steps: 32}
+	bound := roofline.StepBound(s, ceil.Datasheet, 1, 1024).StepSeconds
+	for _, tc := range []struct {
+		model  model.Shape
+		factor float64 // step = bound x factor
+		want   string
+	}{
+		{s, 1.0, measure.StatusOK},
+		{s, 0.9, measure.StatusFailed},
+		{Tiny()[0], 0.5, measure.StatusOK},
+		{Tiny()[0], 0.05, measure.StatusFailed},
+	} {
+		c.Model = tc.model
+		b := roofline.StepBound(tc.model, ceil.Datasheet, 1, 1024).StepSeconds
+		if tc.model.Name == s.Name {
+			b = bound
+		}
+		g := Timed{Mode: Graph, Status: measure.StatusOK}
+		g.Stats.Median = b * tc.factor
+		rec := NewRecord(c, "k", "m", Result{Status: measure.StatusOK, Modes: []Timed{g}}, StepTime{}, ceil)
+		if rec.Status != tc.want || (tc.want == measure.StatusFailed && !strings.Contains(rec.Reason, measure.ImplausibleReason)) {
+			t.Errorf("%s at %.2fx the bound: %s (%s), want %s", tc.model.Name, tc.factor, rec.Status, rec.Reason, tc.want)
+		}
+	}
+}

@@ -134,14 +134,13 @@ func NewRecord(c Config, composedKey, modelKey string, r Result, composed StepTi
 	if rec.BoundLimit == "" {
 		rec.BoundLimit = datasheet.Limit
 	}
+	rec.checkPlausible(datasheet.WeightBytes + datasheet.KVBytes)
 	rec.derive()
 	if len(r.Modes) > 0 {
 		// ok when a mode has a time and none failed (a mode the library lacks is skipped and
 		// said in Reason); failed when any failed or the modes disagree.
 		failed := r.ModesAgree != nil && !*r.ModesAgree
-		for _, t := range r.Modes {
-			failed = failed || t.Status == measure.StatusFailed
-		}
+		failed = failed || rec.Graph.Status == measure.StatusFailed || rec.Eager.Status == measure.StatusFailed
 		switch {
 		case failed:
 			rec.Status = measure.StatusFailed
@@ -152,6 +151,50 @@ func NewRecord(c Config, composedKey, modelKey string, r Result, composed StepTi
 		}
 	}
 	return rec
+}
+
+// l2Bound is more than any card's last-level cache holds twice over (an H200 has 60 MB of L2):
+// a step that reads more cannot have been served by a cache.
+const l2Bound = 256e6
+
+// checkPlausible fails a measured mode faster than the datasheet's roofline allows: a timer
+// that under-reports or a step that skipped its work, as bench/measure fails such a kernel.
+// A step reading under l2Bound may have come from a cache, and only a rate past any cache's
+// (measure.L2Margin) is refused there.
+func (r *Record) checkPlausible(stepBytes float64) {
+	if !(r.BoundSecondsDatasheet > 0) {
+		return
+	}
+	margin := measure.PlausibleMargin
+	if stepBytes < l2Bound {
+		margin = measure.L2Margin
+	}
+	for _, t := range []*StepTime{&r.Graph, &r.Eager} {
+		if t.OK() && t.StepSeconds*margin < r.BoundSecondsDatasheet {
+			t.Status = measure.StatusFailed
+			t.Reason = fmt.Sprintf("%s: %.4g s a step is %.3gx faster than the datasheet's roofline bound of %.4g s", measure.ImplausibleReason,
+				t.StepSeconds, r.BoundSecondsDatasheet/t.StepSeconds, r.BoundSecondsDatasheet)
+			if t.Timed != nil {
+				t.Timed.Status, t.Timed.Reason = t.Status, t.Reason
+			}
+			r.Reason = joinSemi(append(nonEmpty(r.Reason), string(timedMode(r, t))+": "+t.Reason))
+		}
+	}
+}
+
+func nonEmpty(s string) []string {
+	if s == "" {
+		return nil
+	}
+	return []string{s}
+}
+
+// timedMode names which of r's step times t is.
+func timedMode(r *Record, t *StepTime) Mode {
+	if t == &r.Graph {
+		return Graph
+	}
+	return Eager
 }
 
 // derive fills the rates, roofline fractions and gaps from the step times and bounds.
