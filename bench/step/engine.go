@@ -49,18 +49,34 @@ func ParseMode(s string) ([]Mode, error) {
 // plans check addresses for null and alignment but read no memory.
 const planAddress = 1 << 20
 
-// Plan sizes the workspace of p's calls on pl (the largest any call needs: they run one
-// after another on one stream) without allocating anything.
-func (p *Program) Plan(pl Planner) (workspace uint64, err error) {
+// Workspaces are the scratch memory of a step's calls, each the largest any call of its kind
+// needs (the calls run one after another on one stream, so they share it). The attention has
+// its own: its split counters must not be overwritten by a linear's split-K partials between
+// two attention calls.
+type Workspaces struct {
+	Shared    uint64 // linear split-K partials, the argmax's slices
+	Attention uint64 // attention split partials and counters
+}
+
+// Total is both.
+func (w Workspaces) Total() uint64 { return w.Shared + w.Attention }
+
+// Plan sizes the workspaces of p's calls on pl without allocating anything.
+func (p *Program) Plan(pl Planner) (Workspaces, error) {
+	var w Workspaces
 	ops := p.Ops(func(string) uint64 { return planAddress })
 	for i := range ops {
 		need, err := ops[i].Plan(pl, 0, 0)
 		if err != nil {
-			return 0, err
+			return w, err
 		}
-		workspace = max(workspace, need)
+		if ops[i].Attention != nil {
+			w.Attention = max(w.Attention, need)
+		} else {
+			w.Shared = max(w.Shared, need)
+		}
 	}
-	return workspace, nil
+	return w, nil
 }
 
 // memoryReserve is kept free beyond what a step allocates, as bench/measure keeps it for a
@@ -107,11 +123,11 @@ type Engine struct {
 // Open plans p on dev, checks that it fits (before allocating anything), allocates and fills
 // every buffer, poisons the activations with NaN and writes the first step's state.
 func Open(dev Device, p *Program) (*Engine, error) {
-	workspace, err := p.Plan(dev)
+	workspaces, err := p.Plan(dev)
 	if err != nil {
 		return nil, err
 	}
-	total := p.BufferBytes() + workspace
+	total := p.BufferBytes() + workspaces.Total()
 	if err := Fits(dev, p, total); err != nil {
 		return nil, err
 	}
@@ -138,20 +154,32 @@ func Open(dev Device, p *Program) (*Engine, error) {
 			return nil, fmt.Errorf("filling %s: %w", b.Name, err)
 		}
 	}
-	var ws *cgo.Buffer
-	if workspace > 0 {
-		if ws, err = dev.Alloc(workspace); err != nil {
-			return nil, fmt.Errorf("allocating the workspace (%s): %w", units.Bytes(float64(workspace)), err)
+	type scratch struct {
+		ptr, bytes uint64
+	}
+	var shared, attention scratch
+	for _, w := range []struct {
+		name  string
+		bytes uint64
+		into  *scratch
+	}{{bufWorkspace, workspaces.Shared, &shared}, {bufAttnWorkspace, workspaces.Attention, &attention}} {
+		if w.bytes == 0 {
+			continue
 		}
-		e.bufs[bufWorkspace] = ws
+		buf, err := dev.Alloc(w.bytes)
+		if err != nil {
+			return nil, fmt.Errorf("allocating the %s (%s): %w", w.name, units.Bytes(float64(w.bytes)), err)
+		}
+		e.bufs[w.name] = buf
+		*w.into = scratch{buf.Ptr, w.bytes}
 	}
 	e.Ops = p.Ops(func(name string) uint64 { return e.bufs[name].Ptr })
 	for i := range e.Ops {
-		var ptr uint64
-		if ws != nil {
-			ptr = ws.Ptr
+		ws := shared
+		if e.Ops[i].Attention != nil {
+			ws = attention
 		}
-		if _, err := e.Ops[i].Plan(dev, ptr, workspace); err != nil {
+		if _, err := e.Ops[i].Plan(dev, ws.ptr, ws.bytes); err != nil {
 			return nil, err
 		}
 	}

@@ -357,6 +357,7 @@ const (
 	bufScratch       = "scratch"
 	bufLogits        = "logits"
 	bufWorkspace     = "workspace"
+	bufAttnWorkspace = "attention_workspace"
 )
 
 func tensorKey(layer int, name string) string {

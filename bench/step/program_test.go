@@ -105,8 +105,8 @@ func TestProgramMemory(t *testing.T) {
 			t.Errorf("%s: caches of %g bytes, want %g (3 sequences x 56 tokens)", s.Name, got, want)
 		}
 		ws, err := p.Plan(fakePlanner{linear: 100, attention: 5000, argmax: 7})
-		if err != nil || ws != 5000 {
-			t.Errorf("%s: workspace %d (%v), want the attention's 5000", s.Name, ws, err)
+		if err != nil || ws.Attention != 5000 || ws.Shared != 100 {
+			t.Errorf("%s: workspaces %+v (%v), want the attention's 5000 and the linears' 100", s.Name, ws, err)
 		}
 	}
 }
