@@ -70,8 +70,8 @@ func Measure(dev TimedDevice, emulated bool, c Config, modes []Mode, o Options) 
 	if err != nil {
 		return Result{Status: measure.StatusSkipped, Reason: err.Error(), Emulated: emulated}
 	}
-	r.Notes = p.Notes
 	e, err := Open(dev, p)
+	r.Notes = p.Notes
 	if err != nil {
 		r.Status = measure.StatusFailed
 		if errors.Is(err, ErrDoesNotFit) || errors.Is(err, cgo.ErrUnsupportedShape) || errors.Is(err, cgo.ErrOutOfMemory) || errors.Is(err, cgo.ErrNotExported) {
