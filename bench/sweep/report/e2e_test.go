@@ -1,6 +1,7 @@
 package report
 
 import (
+	"encoding/csv"
 	"os"
 	"path/filepath"
 	"strings"
@@ -59,6 +60,20 @@ func TestReportShowsWholeSteps(t *testing.T) {
 		svg, _ := os.ReadFile(filepath.Join(dir, PlotsDir, chart))
 		if !strings.Contains(string(svg), "whole step, measured") {
 			t.Errorf("%s has no end-to-end curve in its legend", chart)
+		}
+	}
+	f, err := os.Open(filepath.Join(dir, StepsCSVFile))
+	if err != nil {
+		t.Fatal(err)
+	}
+	rows, err := csv.NewReader(f).ReadAll()
+	f.Close()
+	if err != nil || len(rows) != 1+4 || len(rows[0]) != len(stepCSVColumns) || rows[0][12] != "graph_step_seconds" {
+		t.Errorf("steps.csv: %d rows (%v), header %v", len(rows), err, rows[0])
+	}
+	for _, row := range rows[1:] {
+		if row[9] != measure.StatusOK || row[12] == "" || row[18] == "" || row[24] == "" {
+			t.Errorf("steps.csv row %v: a time is missing", row)
 		}
 	}
 	svg, _ := os.ReadFile(filepath.Join(dir, PlotsDir, "roofline.svg"))

@@ -74,6 +74,13 @@ func Write(dir string) (Written, error) {
 	if err := sweep.WriteFileAtomic(csvPath, CSV(p.Records)); err != nil {
 		return w, err
 	}
+	var stepsCSV string
+	if len(p.Steps) > 0 {
+		stepsCSV = filepath.Join(dir, StepsCSVFile)
+		if err := sweep.WriteFileAtomic(stepsCSV, StepsCSV(p.Steps)); err != nil {
+			return w, err
+		}
+	}
 	var peerCSV string
 	if peer := peerVariant(p.Info); peer != cgo.LinearAuto {
 		peerCSV = filepath.Join(dir, PeerCSVFile)
@@ -106,6 +113,9 @@ func Write(dir string) (Written, error) {
 	w.Files = append(w.Files, htmlPath, mdPath, csvPath)
 	if peerCSV != "" {
 		w.Files = append(w.Files, peerCSV)
+	}
+	if stepsCSV != "" {
+		w.Files = append(w.Files, stepsCSV)
 	}
 	for _, figs := range figsByModel {
 		for _, f := range figs {
