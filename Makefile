@@ -31,14 +31,15 @@ test: emu emu-test emu-hazard-test
 	DECODEBENCH_KERNELS=$(CURDIR)/$(LIBDIR)/libdecodebench_emu.so DECODEBENCH_REQUIRE_EMU=1 $(GO) test ./...
 
 # On a GPU box: the default sweep (Llama-3-8B, batch 1-1024, contexts 1k-32k, trimmed by --budget
-# to 9 minutes) into out/sweep-<date>-<time>, then where its report is. Without a usable GPU
+# to 9 minutes) into out/sweep-<date>-<time>, each configuration both composed from its kernels and
+# run as a whole step (eager and as a CUDA graph: steps.jsonl), then where its report is. Without a usable GPU
 # (NVML sees none): say so and predict the roofline for an H200 instead.
 run: build
 	@if ./$(BIN) info >/dev/null 2>&1; then \
 	  out=out/sweep-$$(date +%Y%m%d-%H%M%S); \
 	  [ -f $(LIBDIR)/libdecodebench_cuda.so ] || $(MAKE) --no-print-directory kernels || exit 1; \
 	  echo "make run: sweeping Llama-3-8B on this GPU into $$out (9 minutes at most)"; \
-	  ./$(BIN) sweep --backend cuda --model llama3-8b --batch '1-1024*2' --context '1k-32k*2' --budget 9m --out $$out; \
+	  ./$(BIN) sweep --backend cuda --model llama3-8b --batch '1-1024*2' --context '1k-32k*2' --step both --budget 9m --out $$out; \
 	  rc=$$?; echo "make run: report: $$out/report.html"; exit $$rc; \
 	else \
 	  echo "make run: no usable NVIDIA GPU here ($$(./$(BIN) info 2>&1 | tail -n 1 | sed 's/^decodebench: //')):"; \

@@ -104,8 +104,11 @@ func (l legendBlock) draw(c draw.Canvas) {
 // series is measured.
 func seriesThumbs(style SeriesStyle, clr color.Color, shape draw.GlyphDrawer) []plot.Thumbnailer {
 	line := &plotter.Line{LineStyle: lineStyle(style, clr)}
-	if style == Bound {
+	switch style {
+	case Bound:
 		return []plot.Thumbnailer{line}
+	case EndToEnd:
+		return []plot.Thumbnailer{line, &plotter.Scatter{GlyphStyle: ringStyle(clr)}}
 	}
 	return []plot.Thumbnailer{line, &plotter.Scatter{GlyphStyle: glyphStyle(clr, shape)}}
 }
@@ -127,10 +130,19 @@ func (s swatchThumb) Thumbnail(c *draw.Canvas) {
 }
 
 func lineStyle(style SeriesStyle, clr color.Color) draw.LineStyle {
-	if style == Bound {
+	switch style {
+	case Bound:
 		return draw.LineStyle{Color: clr, Width: boundLineWidth, Dashes: boundDashes}
+	case EndToEnd:
+		return draw.LineStyle{Color: clr, Width: measuredLineWidth, Dashes: endToEndDashes}
 	}
 	return draw.LineStyle{Color: clr, Width: measuredLineWidth}
+}
+
+// ringStyle marks an end-to-end point: a ring of the group's colour, so it reads apart from
+// the composed curve's filled marker at the same x.
+func ringStyle(clr color.Color) draw.GlyphStyle {
+	return draw.GlyphStyle{Color: clr, Radius: markerRadius * 1.3, Shape: draw.RingGlyph{}}
 }
 
 func glyphStyle(clr color.Color, shape draw.GlyphDrawer) draw.GlyphStyle {

@@ -120,7 +120,7 @@ func linePanel(title string, x, y axisSpec, curves []curve, st *styler, withPoin
 				labels.curves = append(labels.curves, run)
 			}
 		}
-		if c.Style != Measured {
+		if c.Style == Bound {
 			continue
 		}
 		for _, run := range c.runs {
@@ -129,6 +129,9 @@ func linePanel(title string, x, y axisSpec, curves []curve, st *styler, withPoin
 				return nil, err
 			}
 			s.GlyphStyle = glyphStyle(clr, shape)
+			if c.Style == EndToEnd {
+				s.GlyphStyle = ringStyle(clr)
+			}
 			p.Add(s)
 			for _, pt := range run {
 				labels.markers = append(labels.markers, pt)

@@ -26,6 +26,9 @@ const (
 	Measured SeriesStyle = iota
 	// Bound draws a dashed line without markers: a roofline or another model bound.
 	Bound
+	// EndToEnd draws a dotted line with a ring at every point: a whole decode step measured
+	// end to end, beside the Measured curve composed from its kernels.
+	EndToEnd
 )
 
 func (s SeriesStyle) String() string {
@@ -34,6 +37,8 @@ func (s SeriesStyle) String() string {
 		return "measured"
 	case Bound:
 		return "bound"
+	case EndToEnd:
+		return "end-to-end"
 	}
 	return fmt.Sprintf("SeriesStyle(%d)", int(s))
 }
@@ -113,7 +118,7 @@ func validateSeries(what string, i int, s Series) error {
 		return fmt.Errorf("plots: %s: %d x values but %d y values", name, len(s.X), len(s.Y))
 	case s.PointLabels != nil && len(s.PointLabels) != len(s.X):
 		return fmt.Errorf("plots: %s: %d point labels for %d points", name, len(s.PointLabels), len(s.X))
-	case s.Style != Measured && s.Style != Bound:
+	case s.Style != Measured && s.Style != Bound && s.Style != EndToEnd:
 		return fmt.Errorf("plots: %s: unknown style %v", name, s.Style)
 	}
 	return nil

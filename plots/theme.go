@@ -39,6 +39,7 @@ var (
 	measuredLineWidth = vg.Points(1.8)
 	boundLineWidth    = vg.Points(1.6)
 	boundDashes       = []vg.Length{vg.Points(6), vg.Points(3.5)}
+	endToEndDashes    = []vg.Length{vg.Points(1.5), vg.Points(2.5)}
 	markerRadius      = vg.Points(3.2)
 	margin            = vg.Points(14) // around the whole figure
 )

@@ -430,3 +430,23 @@ echo
 cat "$OUT/variants.txt"
 echo
 cat "$OUT/summary.txt"
+
+# ---- 7. whole decode steps (issue 11): Llama-3-8B at batch 1 and 16 ---------------------------
+# Its own block after the rest, under its own time limit (the budget above is spent by now):
+# `decodebench step` runs the probes, the kernels alone (composed) and the whole step eager and
+# as a CUDA graph, 32 steps a sample from context 1024. The table goes to the terminal and
+# step-8b.txt; the records (steps.jsonl with the other run files) to $OUT/step-8b/.
+# Target (issue 11): graph-mode batch 1 at >= 85% of the bound on the measured ceiling, about
+# 270 tokens/s per request on an H200.
+STEP_LIMIT=${GPU_CHECK_STEP_LIMIT:-240}
+if [ "$DRY" = 1 ]; then
+	STEP_MODEL=(--model-config "$ROOT/cmd/decodebench/testdata/tiny-llama.json")
+	STEP_SHAPE=(--batch 1,16 --context 64 --steps 4)
+else
+	STEP_MODEL=(--model llama3-8b)
+	STEP_SHAPE=(--batch 1,16 --context 1k --steps 32)
+fi
+echo "=== step: Llama-3-8B whole decode steps (limit ${STEP_LIMIT}s)" | tee "$OUT/step-8b.txt"
+rm -rf "$OUT/step-8b"
+timeout --kill-after=5 "$STEP_LIMIT" "$BIN" step --backend "$BACKEND" "${STEP_MODEL[@]}" "${STEP_SHAPE[@]}" --out "$OUT/step-8b" 2>&1 | tee -a "$OUT/step-8b.txt"
+echo "=== step: exit ${PIPESTATUS[0]}" | tee -a "$OUT/step-8b.txt"

@@ -177,6 +177,9 @@ func ParseHFConfig(data []byte, source string) (Shape, error) {
 			return Shape{}, err
 		}
 	}
+	if s.MaxPositions, err = c.positiveInt("max_position_embeddings", 0, false); err != nil {
+		return Shape{}, err
+	}
 	if !arch.kvHeadsFromHeads && !c.has("num_key_value_heads") {
 		return Shape{}, c.errorf("num_key_value_heads is missing: %s configs must state it (transformers' default fits one checkpoint only)", modelType)
 	}

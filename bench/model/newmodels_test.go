@@ -294,7 +294,7 @@ func TestNewConfigsMatchPresets(t *testing.T) {
 			continue
 		}
 		want := mustLookup(t, tc.preset)
-		want.Name, want.Source, want.PublishedParams = got.Name, path, 0
+		want.Name, want.Source, want.PublishedParams, want.MaxPositions = got.Name, path, 0, got.MaxPositions
 		if !reflect.DeepEqual(got, want) {
 			t.Errorf("%s:\n got  %+v\n want %+v", tc.file, got, want)
 		}

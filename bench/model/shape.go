@@ -87,6 +87,10 @@ type Shape struct {
 	// multimodal projector" for a model whose text_config was read.
 	LeftOut string `json:"left_out,omitempty"`
 
+	// MaxPositions is the longest sequence the model's positions cover (config.json's
+	// max_position_embeddings), 0 when unknown: a decode step past it is refused.
+	MaxPositions int `json:"max_positions,omitempty"`
+
 	TP int `json:"tp"` // tensor-parallel degree this shape is one GPU's shard of (1 = whole model)
 
 	PublishedParams float64 `json:"published_params,omitempty"` // published parameter count of the whole model for presets, 0 when unknown

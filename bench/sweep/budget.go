@@ -36,8 +36,11 @@ type CostModel struct {
 	SetupSeconds             float64 // per measurement
 	// Peer is the linear variant measured beside each of our linear kernels (Runner.Peer):
 	// its measurements count in the estimates too. LinearAuto: none.
-	Peer  cgo.LinearVariant
-	Scale float64 // observed / estimated so far; 0 means 1
+	Peer cgo.LinearVariant
+	// WholeSteps > 0: the sweep also runs each configuration's whole step (--step e2e or
+	// both), WholeSteps steps a sample in WholeStepModes modes; they count in the estimates.
+	WholeSteps, WholeStepModes int
+	Scale                      float64 // observed / estimated so far; 0 means 1
 
 	observed, estimated float64
 }
@@ -88,6 +91,38 @@ func (c *CostModel) Observe(s measure.Spec, wallSeconds float64) {
 	}
 }
 
+// WholeStep estimates the wall seconds of running cfg's whole step: filling its weights and
+// caches (a fill writes at about a third of the bandwidth), then in each mode the sampling
+// rule over samples of WholeSteps steps, a step taking its roofline time on the ceiling.
+func (c *CostModel) WholeStep(cfg Config) float64 {
+	if c.WholeSteps <= 0 {
+		return 0
+	}
+	s := cfg.Model
+	bytes := s.WeightBytesPerStep(cfg.Batch) + float64(cfg.Batch)*s.KVBytesPerSequence(cfg.Context)
+	stepTime := MinCallSeconds * float64(s.Layers*10)
+	fill := 0.0
+	if c.BytesPerSec > 0 {
+		stepTime = math.Max(stepTime, bytes/c.BytesPerSec)
+		fill = 3 * (s.WeightBytesTotal() + float64(cfg.Batch)*s.KVBytesPerSequence(cfg.Context+c.WholeSteps)) / c.BytesPerSec
+	}
+	sample := float64(c.WholeSteps) * stepTime
+	t := c.Timing
+	perMode := math.Max(t.MinSeconds, float64(t.MinSamples)*sample) + float64(t.Warmup)*sample
+	return (c.SetupSeconds + fill + float64(max(c.WholeStepModes, 1))*perMode) * c.scale()
+}
+
+// ObserveWholeStep learns from a whole step of cfg that took wallSeconds, as Observe does.
+func (c *CostModel) ObserveWholeStep(cfg Config, wallSeconds float64) {
+	est := c.WholeStep(cfg) / c.scale()
+	if !(wallSeconds > 0) || !(est > 0) {
+		return
+	}
+	c.observed += wallSeconds
+	c.estimated += est
+	c.Scale = c.observed / c.estimated
+}
+
 // Plan keeps configurations in order while their new kernels fit in seconds; a kernel shape
 // counts once, and not at all when it is in measured already. It returns the kept and the
 // dropped configurations and the estimated seconds of the kept ones. An infinite limit keeps
@@ -105,6 +140,7 @@ func Plan(configs []Config, measured map[string]bool, cost *CostModel, limitSeco
 			newKernels[key] = spec
 			extra += cost.Kernel(spec)
 		}
+		extra += cost.WholeStep(cfg)
 		if extra > 0 && estimate+extra > limitSeconds {
 			dropped = append(dropped, cfg)
 			continue
@@ -133,6 +169,7 @@ func (r *Runner) CheckBudget(configs []Config, prior Prior) error {
 		r.Cost = &CostModel{SetupSeconds: DefaultSetupSeconds}
 	}
 	r.Cost.Peer = r.Peer
+	r.wholeStepCost()
 	s := &state{Runner: r, done: map[string]bool{}}
 	measured := map[string]bool{}
 	for _, m := range prior.Kernels {

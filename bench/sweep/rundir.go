@@ -8,6 +8,8 @@ import (
 	"io/fs"
 	"os"
 	"path/filepath"
+
+	"github.com/decodebench/decodebench/bench/step"
 )
 
 // Files of a run directory.
@@ -15,7 +17,10 @@ const (
 	InfoFile    = "run.json"
 	ResultsFile = "results.jsonl"
 	KernelsFile = "kernels.jsonl"
-	CSVFile     = "results.csv"
+	// StepsFile holds the end-to-end step records (bench/step.Record), one per
+	// configuration, beside the composed ones of ResultsFile.
+	StepsFile = "steps.jsonl"
+	CSVFile   = "results.csv"
 )
 
 // ErrNotRunDir is returned by Load and Resume for a directory without run.json.
@@ -30,6 +35,7 @@ type RunDir struct {
 	lock    *DirLock
 	results *os.File
 	kernels *os.File
+	steps   *os.File
 }
 
 // Create locks path (made with its parents) and makes it a new run directory with run.json
@@ -72,6 +78,11 @@ func (l *DirLock) openAppend() (*RunDir, error) {
 		d.results.Close()
 		return nil, err
 	}
+	if d.steps, err = os.OpenFile(filepath.Join(l.Dir, StepsFile), os.O_CREATE|os.O_WRONLY|os.O_APPEND, 0o644); err != nil {
+		d.results.Close()
+		d.kernels.Close()
+		return nil, err
+	}
 	return d, nil
 }
 
@@ -80,6 +91,7 @@ type Prior struct {
 	Info    RunInfo
 	Records []Record      // the latest record of each configuration, in file order
 	Kernels []Measurement // every kernel measurement, in file order
+	Steps   []step.Record // the latest end-to-end record of each configuration, in file order
 	// Repaired names the files whose torn last line (a crash mid-write) was cut off.
 	Repaired []string
 	// BadLines counts lines in the middle of a file that did not parse and were ignored.
@@ -125,7 +137,7 @@ func (l *DirLock) Resume() (*RunDir, Prior, error) {
 
 // holdsNoMeasurement reports whether dir's results and kernels files are absent or empty.
 func holdsNoMeasurement(dir string) bool {
-	for _, name := range []string{ResultsFile, KernelsFile} {
+	for _, name := range []string{ResultsFile, KernelsFile, StepsFile} {
 		if fi, err := os.Stat(filepath.Join(dir, name)); err == nil && fi.Size() > 0 {
 			return false
 		}
@@ -191,6 +203,30 @@ func load(path string, repair bool) (Prior, error) {
 	})
 	if torn {
 		p.Repaired = append(p.Repaired, KernelsFile)
+	}
+	p.BadLines += bad
+	if err != nil {
+		return p, err
+	}
+	latestStep := map[string]int{}
+	torn, bad, err = readJSONL(filepath.Join(path, StepsFile), repair, func(line []byte) error {
+		var r step.Record
+		if err := json.Unmarshal(line, &r); err != nil {
+			return err
+		}
+		if r.Key == "" {
+			return errors.New("step record without a key")
+		}
+		if i, ok := latestStep[r.Key]; ok {
+			p.Steps[i] = r
+			return nil
+		}
+		latestStep[r.Key] = len(p.Steps)
+		p.Steps = append(p.Steps, r)
+		return nil
+	})
+	if torn {
+		p.Repaired = append(p.Repaired, StepsFile)
 	}
 	p.BadLines += bad
 	return p, err
@@ -267,6 +303,9 @@ func WriteInfo(dir string, info RunInfo) error {
 // AppendRecord writes r as one line of results.jsonl and syncs it to disk.
 func (d *RunDir) AppendRecord(r Record) error { return appendLine(d.results, r) }
 
+// AppendStep writes r as one line of steps.jsonl and syncs it to disk.
+func (d *RunDir) AppendStep(r step.Record) error { return appendLine(d.steps, r) }
+
 // AppendMeasurement writes m as one line of kernels.jsonl and syncs it to disk.
 func (d *RunDir) AppendMeasurement(m Measurement) error { return appendLine(d.kernels, m) }
 
@@ -287,7 +326,7 @@ func appendLine(f *os.File, v any) error {
 
 // Close closes the files and releases the lock.
 func (d *RunDir) Close() error {
-	return errors.Join(d.results.Close(), d.kernels.Close(), d.lock.Release())
+	return errors.Join(d.results.Close(), d.kernels.Close(), d.steps.Close(), d.lock.Release())
 }
 
 // StalePID is the PID of a dead process whose lock on the directory was taken over (0 none).

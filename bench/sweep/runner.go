@@ -11,6 +11,7 @@ import (
 	"time"
 
 	"github.com/decodebench/decodebench/bench/roofline"
+	"github.com/decodebench/decodebench/bench/step"
 	"github.com/decodebench/decodebench/bench/telemetry"
 	"github.com/decodebench/decodebench/cgo"
 )
@@ -51,6 +52,10 @@ type Runner struct {
 	// for `--peer cublas`), under its own key in kernels.jsonl; the steps are composed of our
 	// kernels only. LinearAuto (0): no peer.
 	Peer cgo.LinearVariant
+	// Step says which step times to record: composed ("" too), e2e or both. E2E says how the
+	// whole steps run (steps.jsonl, one step.Record per configuration).
+	Step StepMode
+	E2E  E2EOptions
 	Now  func() time.Time // nil: time.Now
 }
 
@@ -68,6 +73,8 @@ type Result struct {
 	// DeviceLost is the error of a device that stopped working (a lost CUDA context): the
 	// sweep stopped there.
 	DeviceLost error
+	// Steps: end-to-end records written by this run (steps.jsonl), StepsFailed of them failed.
+	Steps, StepsFailed int
 }
 
 // ErrDeviceLost wraps Result.DeviceLost.
@@ -86,11 +93,13 @@ func (r *Runner) Run(ctx context.Context, configs []Config, prior Prior) (Result
 		r.Cost = &CostModel{SetupSeconds: DefaultSetupSeconds}
 	}
 	r.Cost.Peer = r.Peer
+	r.wholeStepCost()
 	progress := r.Progress
 	if progress == nil {
 		progress = silent{}
 	}
-	s := &state{Runner: r, progress: progress, cache: map[string]Measurement{}, done: map[string]bool{}}
+	s := &state{Runner: r, progress: progress, cache: map[string]Measurement{}, done: map[string]bool{},
+		records: map[string]Record{}, stepsDone: map[string]bool{}}
 	for _, m := range prior.Kernels {
 		if m.Status == measure.StatusFailed && r.RetryFailed {
 			continue
@@ -102,6 +111,13 @@ func (r *Runner) Run(ctx context.Context, configs []Config, prior Prior) (Result
 			continue
 		}
 		s.done[rec.Key] = true
+		s.records[rec.Key] = rec
+	}
+	for _, rec := range prior.Steps {
+		if rec.Status == measure.StatusFailed && r.RetryFailed {
+			continue
+		}
+		s.stepsDone[rec.Key] = true
 	}
 	res, err := s.run(ctx, configs)
 	progress.Stop()
@@ -114,15 +130,18 @@ type state struct {
 	progress Progress
 	cache    map[string]Measurement // by Spec key: measured, or known from the directory
 	done     map[string]bool        // configuration keys with a record
-	result   Result
-	session  *Session
+	records  map[string]Record      // the composed records known, by configuration key
+	// stepsDone: end-to-end record keys (step.Key) in steps.jsonl.
+	stepsDone map[string]bool
+	result    Result
+	session   *Session
 }
 
 func (s *state) run(ctx context.Context, configs []Config) (Result, error) {
 	s.session = &s.Info.Sessions[len(s.Info.Sessions)-1]
 	var pending []Config
 	for _, cfg := range configs {
-		if s.done[cfg.Key()] {
+		if s.configDone(cfg) {
 			s.result.Resumed++
 			continue
 		}
@@ -139,8 +158,15 @@ func (s *state) run(ctx context.Context, configs []Config) (Result, error) {
 	var runnable []Config
 	for _, cfg := range pending {
 		if ok, why := s.stepFits(cfg); !ok {
-			if err := s.write(SkippedRecord(cfg, why, s.Info.Backend.Emulated)); err != nil {
-				return s.result, s.finish(err)
+			if s.Step.Composed() && !s.done[cfg.Key()] {
+				if err := s.write(SkippedRecord(cfg, why, s.Info.Backend.Emulated)); err != nil {
+					return s.result, s.finish(err)
+				}
+			}
+			if s.Step.E2E() && !s.stepsDone[s.stepKey(cfg)] {
+				if err := s.e2e(cfg, nil, why, 0, 0); err != nil {
+					return s.result, s.finish(err)
+				}
 			}
 			continue
 		}
@@ -184,19 +210,42 @@ func (s *state) run(ctx context.Context, configs []Config) (Result, error) {
 			}
 		}
 		cfg := kept[i]
-		rec, stop, err := s.config(ctx, cfg, i, total, kept[i:])
-		if err != nil {
-			return s.result, s.finish(err)
+		var composed *Record
+		if s.Step.Composed() {
+			if rec, ok := s.records[cfg.Key()]; ok {
+				composed = &rec
+			} else {
+				rec, stop, err := s.config(ctx, cfg, i, total, kept[i:])
+				if err != nil {
+					return s.result, s.finish(err)
+				}
+				if stop {
+					break
+				}
+				if err := s.write(rec); err != nil {
+					return s.result, s.finish(err)
+				}
+				composed = &rec
+				s.progress.Recorded(rec, i+1, total, s.eta(kept[i+1:]))
+			}
 		}
-		if stop {
-			break
-		}
-		if err := s.write(rec); err != nil {
-			return s.result, s.finish(err)
-		}
-		s.progress.Recorded(rec, i+1, total, s.eta(kept[i+1:]))
 		if s.result.DeviceLost != nil {
 			break
+		}
+		if rec, ok := s.records[cfg.Key()]; ok && composed == nil {
+			composed = &rec // an e2e-only sweep of a directory that has the composed step
+		}
+		if s.Step.E2E() && !s.stepsDone[s.stepKey(cfg)] {
+			if ctx.Err() != nil {
+				s.result.Interrupted = true
+				break
+			}
+			if err := s.e2e(cfg, composed, "", i, total); err != nil {
+				return s.result, s.finish(err)
+			}
+			if s.result.DeviceLost != nil {
+				break
+			}
 		}
 	}
 	return s.result, s.finish(nil)
@@ -400,6 +449,7 @@ func (s *state) write(rec Record) error {
 		return err
 	}
 	s.done[rec.Key] = true
+	s.records[rec.Key] = rec
 	s.result.Records++
 	s.session.Measured++
 	switch rec.Status {
@@ -427,6 +477,29 @@ func (s *state) drop(cfgs []Config, when string) {
 	}
 	s.progress.Note(fmt.Sprintf("--budget %s: %d configuration(s) dropped to fit (listed in run.json)",
 		durationText(s.BudgetSeconds), len(cfgs)))
+}
+
+// wholeStepCost tells the cost model of the whole steps the sweep runs.
+func (r *Runner) wholeStepCost() {
+	r.Cost.WholeSteps, r.Cost.WholeStepModes = 0, 0
+	if r.Step.E2E() {
+		r.Cost.WholeSteps = r.E2E.Steps
+		if r.Cost.WholeSteps == 0 {
+			r.Cost.WholeSteps = step.DefaultSteps
+		}
+		r.Cost.WholeStepModes = len(r.E2E.Modes)
+		if r.E2E.Modes == nil {
+			r.Cost.WholeStepModes = len(step.Modes)
+		}
+	}
+}
+
+// configDone reports whether the run directory has every record the sweep asks of cfg.
+func (s *state) configDone(cfg Config) bool {
+	if s.Step.Composed() && !s.done[cfg.Key()] {
+		return false
+	}
+	return !s.Step.E2E() || s.stepsDone[s.stepKey(cfg)]
 }
 
 // measuredKeys are the kernel shapes whose measurement is known.

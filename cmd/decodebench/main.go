@@ -41,6 +41,7 @@ func newApp() *cli.App {
 			verifyCommand(),
 			benchCommand(),
 			sweepCommand(),
+			stepCommand(),
 			plotCommand(),
 			reportCommand(),
 			compareCommand(),

@@ -17,6 +17,7 @@ import (
 	"github.com/decodebench/decodebench/bench/axes"
 	"github.com/decodebench/decodebench/bench/measure"
 	"github.com/decodebench/decodebench/bench/roofline"
+	"github.com/decodebench/decodebench/bench/step"
 	"github.com/decodebench/decodebench/bench/sweep"
 	"github.com/decodebench/decodebench/bench/sweep/report"
 	"github.com/decodebench/decodebench/bench/telemetry"
@@ -53,13 +54,15 @@ func sweepCommand() *cli.Command {
 		Usage: "measure decode tokens/s over batch, context and model axes on a GPU, into a resumable run directory with a report",
 		UsageText: "decodebench sweep (--model NAME | --model-config FILE | --hidden LIST --ffn LIST --heads LIST --layers LIST --vocab LIST ...)\n" +
 			"       [--batch LIST] [--context LIST] [--dtype bf16|fp16] [--tp N] [--gpu INDEX|UUID] [--backend auto|cuda|emu]\n" +
-			"       [--out DIR | --resume DIR] [--budget DURATION]\n\n" +
+			"       [--out DIR | --resume DIR] [--budget DURATION] [--step composed|e2e|both]\n\n" +
 			"   LIST syntax: " + axes.Syntax,
 		Description: "For each configuration (model, batch B, context S) every distinct kernel of one decode step is\n" +
 			"verified against a float64 reference, then timed with device events after warm-up, its operands\n" +
 			"rotated past L2; a kernel shape that several configurations share is measured once. The step time is\n" +
 			"the sum of each kernel's calls x median time plus the small per-token ops, bounded by the measured\n" +
-			"read bandwidth. Bandwidth and compute probes run first and give the measured ceiling.\n\n" +
+			"read bandwidth. Bandwidth and compute probes run first and give the measured ceiling. With --step e2e\n" +
+			"or both (both is the CUDA backend's default) each configuration's whole step also runs, eager and as\n" +
+			"a CUDA graph (see `decodebench step`), into steps.jsonl.\n\n" +
 			"The run directory gets run.json, results.jsonl and kernels.jsonl (appended as measured), results.csv,\n" +
 			"report.md, report.html and plots/. Ctrl-C stops after the measurement in flight, writes the report\n" +
 			"and exits 130; --resume DIR continues without repeating a measurement. Exit status: 0 all ok,\n" +
@@ -126,6 +129,9 @@ func sweepFlags() []cli.Flag {
 			Usage: "trim the sweep to fit this time (e.g. 5m), the finest grid points first; run.json lists what was dropped"},
 		&cli.StringFlag{Name: "peer", EnvVars: env("PEER"), Category: "output",
 			Usage: "cublas: also measure cuBLASLt on every linear shape, the same way (kernels.jsonl; the report gives cuBLAS time / ours); the steps stay ours"},
+		&cli.StringFlag{Name: "step", EnvVars: env("STEP"), Category: "output",
+			Usage: "which step times to record: composed (kernels measured alone, summed), e2e (the real step, eager and as a CUDA graph: steps.jsonl) or both (default: both on the CUDA backend, composed on the emulator, where whole steps are slow)"},
+		hidden(&cli.IntFlag{Name: "e2e-steps", Value: step.DefaultSteps, EnvVars: env("E2E_STEPS")}),
 		&cli.StringFlag{Name: "progress", Value: "auto", EnvVars: env("PROGRESS"), Category: "output",
 			Usage: "auto (a bar when stderr is a terminal, lines otherwise), bar, lines or none"},
 		// The method: measure's and timing's defaults, adjustable for tests and experts, recorded in run.json.
@@ -163,6 +169,8 @@ type sweepRequest struct {
 	telemetry   time.Duration
 	memoryBytes float64
 	peer        cgo.LinearVariant // LinearAuto: none
+	step        sweep.StepMode    // "": the backend's default (both on cuda, composed on the emulator)
+	e2eSteps    int
 }
 
 // parseSweep validates the whole command line without touching a device: every error is a
@@ -247,6 +255,14 @@ func parseSweep(c *cli.Context) (sweepRequest, error) {
 	}
 	if r.peer, err = parsePeer(c.String("peer")); err != nil {
 		return r, err
+	}
+	if v := c.String("step"); v != "" {
+		if r.step, err = sweep.ParseStepMode(v); err != nil {
+			return r, usageError("--%v", err)
+		}
+	}
+	if r.e2eSteps = c.Int("e2e-steps"); r.e2eSteps < 1 {
+		return r, usageError("--e2e-steps %d: a sample decodes at least one step", r.e2eSteps)
 	}
 	r.progress = c.String("progress")
 	if !slices.Contains([]string{"auto", "bar", "lines", "none"}, r.progress) {
@@ -386,6 +402,14 @@ func sweepAction(c *cli.Context) error {
 		Progress:        progress,
 		RetryFailed:     req.retryFailed,
 		Peer:            req.peer,
+		Step:            req.step,
+		E2E:             sweep.E2EOptions{Steps: req.e2eSteps, Seed: req.options.Seed},
+	}
+	if runner.Step == "" {
+		runner.Step = sweep.StepBoth
+		if target.lib.Emulated() {
+			runner.Step = sweep.StepComposed
+		}
 	}
 	if req.peer != cgo.LinearAuto {
 		info.Peer = req.peer.String()
@@ -442,6 +466,8 @@ func sweepAction(c *cli.Context) error {
 		return cli.Exit(fmt.Sprintf("interrupted while the report was written: the sweep had finished (%d configuration(s) recorded) and the report was completed; `decodebench report %s` redraws it", res.Records, req.out), exitInterrupted)
 	case res.Failed > 0:
 		return failure("%d configuration(s) failed (see %s)", res.Failed, filepath.Join(req.out, report.HTMLFile))
+	case res.StepsFailed > 0:
+		return failure("%d end-to-end step(s) failed (see %s)", res.StepsFailed, filepath.Join(req.out, sweep.StepsFile))
 	}
 	return nil
 }
@@ -453,6 +479,9 @@ func sweepSummary(res sweep.Result, dir string) string {
 	}
 	if len(res.Dropped) > 0 {
 		s += fmt.Sprintf(", %d dropped to fit --budget", len(res.Dropped))
+	}
+	if res.Steps > 0 {
+		s += fmt.Sprintf("; %d end-to-end step record(s) (%d failed)", res.Steps, res.StepsFailed)
 	}
 	return s
 }

@@ -11,6 +11,7 @@ import (
 	"sync"
 	"time"
 
+	"github.com/decodebench/decodebench/bench/step"
 	"github.com/decodebench/decodebench/bench/sweep"
 )
 
@@ -95,6 +96,15 @@ func (p *progress) Recorded(r sweep.Record, done, total int, eta float64) {
 		return
 	}
 	p.line(recordLine(r, done, total, eta))
+}
+
+// RecordedStep prints an end-to-end step record as its line (above the bar).
+func (p *progress) RecordedStep(r step.Record) {
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	if !p.quiet {
+		p.line("  whole step: " + stepLine(r))
+	}
 }
 
 func (p *progress) Note(msg string) {

@@ -13,6 +13,7 @@ import (
 
 	"github.com/decodebench/decodebench/bench/model"
 	"github.com/decodebench/decodebench/bench/roofline"
+	"github.com/decodebench/decodebench/bench/step"
 	"github.com/decodebench/decodebench/bench/sweep"
 	"github.com/decodebench/decodebench/plots"
 )
@@ -25,9 +26,57 @@ type modelResults struct {
 	shape    model.Shape
 	key      string
 	records  []sweep.Record // every status, sorted by context then batch
+	steps    []step.Record  // the end-to-end records (steps.jsonl), every status
 	batches  []int          // of every record
 	contexts []int
 }
+
+// withSteps files each end-to-end record under its model, and its batch and context on the
+// model's axes.
+func withSteps(models []modelResults, steps []step.Record) []modelResults {
+	index := map[string]int{}
+	for i, m := range models {
+		index[m.key] = i
+	}
+	for _, r := range steps {
+		i, ok := index[r.ModelKey]
+		if !ok {
+			i = len(models)
+			index[r.ModelKey] = i
+			models = append(models, modelResults{shape: model.Shape{Name: r.Model}, key: r.ModelKey})
+		}
+		m := &models[i]
+		m.steps = append(m.steps, r)
+		if !slices.Contains(m.batches, r.Batch) {
+			m.batches = append(m.batches, r.Batch)
+		}
+		if !slices.Contains(m.contexts, r.Context) {
+			m.contexts = append(m.contexts, r.Context)
+		}
+	}
+	for i := range models {
+		slices.Sort(models[i].batches)
+		slices.Sort(models[i].contexts)
+		slices.SortFunc(models[i].steps, func(a, b step.Record) int {
+			return cmp.Or(cmp.Compare(a.Context, b.Context), cmp.Compare(a.Batch, b.Batch))
+		})
+	}
+	return models
+}
+
+// stepAt is the end-to-end step at batch and context with a time (graph, else eager).
+func (m modelResults) stepAt(batch, context int) (step.StepTime, bool) {
+	for _, r := range m.steps {
+		if r.Batch == batch && r.Context == context && r.Status == measure.StatusOK {
+			t, _, ok := r.Best()
+			return t, ok
+		}
+	}
+	return step.StepTime{}, false
+}
+
+// endToEndLabel names the measured whole steps in the legends.
+const endToEndLabel = "whole step, measured (graph, else eager)"
 
 // byModel groups records by model, in the order of the run's model axis.
 func byModel(info sweep.RunInfo, records []sweep.Record) []modelResults {
@@ -109,7 +158,11 @@ func boundCeiling(info sweep.RunInfo) (roofline.Ceiling, bool) {
 // a note for each chart that had nothing to draw.
 func chartSet(dir string, info sweep.RunInfo, m modelResults, prefix string) ([]plots.Figure, []string, error) {
 	ok := m.ok()
-	if len(ok) == 0 {
+	hasSteps := false
+	for _, r := range m.steps {
+		hasSteps = hasSteps || r.Status == measure.StatusOK
+	}
+	if len(ok) == 0 && !hasSteps {
 		return nil, []string{fmt.Sprintf("%s: no configuration measured ok, so there is nothing to plot", m.shape.Name)}, nil
 	}
 	base := func(name string) string { return filepath.Join(dir, PlotsDir, prefix+name) }
@@ -168,13 +221,24 @@ func chartSet(dir string, info sweep.RunInfo, m modelResults, prefix string) ([]
 		if len(bs.X) > 0 {
 			perServer, perRequest = append(perServer, bs), append(perRequest, br)
 		}
+		es := plots.Series{Label: endToEndLabel, Group: group, Style: plots.EndToEnd}
+		er := es
+		for _, b := range m.batches {
+			if t, has := m.stepAt(b, ctx); has {
+				es.X, es.Y = append(es.X, float64(b)), append(es.Y, t.PerServerTokensPerSec)
+				er.X, er.Y = append(er.X, float64(b)), append(er.Y, t.PerRequestTokensPerSec)
+			}
+		}
+		if len(es.X) > 0 {
+			perServer, perRequest = append(perServer, es), append(perRequest, er)
+		}
 	}
 	perServer, perRequest = append(perServer, throttledServer...), append(perRequest, throttledRequest...)
 	c := chart
 	c.Title = emu + m.shape.Name + ": decode tokens/s against batch size"
 	fig := plots.Figure{Title: "Tokens/s against batch size", Base: base("tokens_vs_batch"),
 		Caption: "Left: per-server tokens/s (batch / step time, the card's total rate). Right: per-request tokens/s (1 / step time, " +
-			"what one user sees stream). Solid: measured; dashed: the roofline bound on the " + bound.Name + " ceiling. A gap is a configuration that failed or did not fit."}
+			"what one user sees stream). Solid: composed from the kernels measured alone; dotted with rings: the whole step measured end to end, where the run has it; dashed: the roofline bound on the " + bound.Name + " ceiling. A gap is a configuration that failed or did not fit."}
 	p, err := plots.TokensVsBatch(c, perServer, perRequest, fig.Base)
 	if err := add(fig, p, err); err != nil {
 		return nil, nil, err
@@ -193,11 +257,20 @@ func chartSet(dir string, info sweep.RunInfo, m modelResults, prefix string) ([]
 		if len(s.X) > 0 {
 			trade = append(trade, s)
 		}
+		e := plots.Series{Label: endToEndLabel, Group: s.Label, Style: plots.EndToEnd}
+		for _, b := range m.batches {
+			if t, has := m.stepAt(b, ctx); has {
+				e.X, e.Y = append(e.X, t.PerRequestTokensPerSec), append(e.Y, t.PerServerTokensPerSec)
+			}
+		}
+		if len(e.X) > 0 {
+			trade = append(trade, e)
+		}
 	}
 	c = chart
 	c.Title = emu + m.shape.Name + ": per-request against per-server tokens/s"
 	fig = plots.Figure{Title: "Per-request against per-server tokens/s", Base: base("tradeoff"),
-		Caption: "Each curve is one context length, its points rising batch sizes: batching buys total throughput (up) at the cost of each stream's speed (left)."}
+		Caption: "Each curve is one context length, its points rising batch sizes: batching buys total throughput (up) at the cost of each stream's speed (left). Dotted with rings: the whole step measured end to end."}
 	p, err = plots.Tradeoff(c, trade, fig.Base)
 	if err := add(fig, p, err); err != nil {
 		return nil, nil, err
@@ -279,8 +352,8 @@ func chartSet(dir string, info sweep.RunInfo, m modelResults, prefix string) ([]
 	c = chart
 	c.Title = emu + m.shape.Name + ": every measured kernel on the roofline"
 	fig = plots.Figure{Title: "Kernels on the roofline", Base: base("roofline"),
-		Caption: "Each marker is one kernel shape as measured (its minimum bytes and FLOPs over its median time), at every batch and context of the sweep; the lines are the measured (solid) and datasheet (dashed) ceilings."}
-	p, err = plots.RooflineGroups(c, ceilings, kernelGroups(m), fig.Base)
+		Caption: "Each marker is one kernel shape as measured (its minimum bytes and FLOPs over its median time), at every batch and context of the sweep, and where the run has them each whole step measured end to end (the step's weight and KV bytes and FLOPs over its time); the lines are the measured (solid) and datasheet (dashed) ceilings."}
+	p, err = plots.RooflineGroups(c, ceilings, append(kernelGroups(m), stepGroup(m)...), fig.Base)
 	if err := add(fig, p, err); err != nil {
 		return nil, nil, err
 	}
@@ -318,6 +391,32 @@ func kernelGroups(m modelResults) []plots.RooflineGroup {
 	return groups
 }
 
+// stepGroup is the whole steps measured end to end as roofline points: the step's minimum
+// bytes (the weights it reads and its KV cache) and FLOPs over its time.
+func stepGroup(m modelResults) []plots.RooflineGroup {
+	if m.shape.Hidden == 0 {
+		return nil
+	}
+	g := plots.RooflineGroup{Label: "whole step (end to end)"}
+	for _, r := range m.steps {
+		t, mode, ok := r.Best()
+		if r.Status != measure.StatusOK || !ok {
+			continue
+		}
+		bytes := m.shape.WeightBytesPerStep(r.Batch) + float64(r.Batch)*m.shape.KVBytesPerSequence(r.Context)
+		flops := m.shape.FLOPsPerStep(r.Batch, r.Context)
+		if bytes <= 0 || flops <= 0 {
+			continue
+		}
+		g.Points = append(g.Points, plots.RooflinePoint{Label: fmt.Sprintf("whole step (%s) B=%d S=%d", mode, r.Batch, r.Context),
+			Intensity: flops / bytes, FLOPsPerSec: flops / t.StepSeconds})
+	}
+	if len(g.Points) == 0 {
+		return nil
+	}
+	return []plots.RooflineGroup{g}
+}
+
 // valueIfOK is v for an ok record and NaN (a gap in the curve) otherwise.
 func valueIfOK(r sweep.Record, v float64) float64 {
 	if r.Status != measure.StatusOK {
@@ -349,7 +448,7 @@ func subtitle(info sweep.RunInfo, m modelResults) string {
 		parts = append(parts, string(m.shape.WeightDType))
 	}
 	if m.shape.TP > 1 {
-		parts = append(parts, fmt.Sprintf("tp %d shard", m.shape.TP))
+		parts = append(parts, fmt.Sprintf("tp %d: one GPU's shard, all-reduce left out", m.shape.TP))
 	}
 	if info.Measured.Known() {
 		parts = append(parts, fmt.Sprintf("measured ceiling %s GB/s, %s", fmtNum(info.Measured.BandwidthBytesPerSec/1e9), mmaCeilingText(info)))

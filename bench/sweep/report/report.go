@@ -12,6 +12,7 @@ import (
 	"strings"
 	"time"
 
+	"github.com/decodebench/decodebench/bench/step"
 	"github.com/decodebench/decodebench/bench/sweep"
 	"github.com/decodebench/decodebench/cgo"
 	"github.com/decodebench/decodebench/plots"
@@ -39,7 +40,7 @@ func Plots(dir string) ([]plots.Figure, []string, error) {
 }
 
 func drawAll(dir string, p sweep.Prior) ([]plots.Figure, []string, error) {
-	models := byModel(p.Info, p.Records)
+	models := withSteps(byModel(p.Info, p.Records), p.Steps)
 	var figs []plots.Figure
 	var notes []string
 	for _, m := range models {
@@ -73,6 +74,13 @@ func Write(dir string) (Written, error) {
 	if err := sweep.WriteFileAtomic(csvPath, CSV(p.Records)); err != nil {
 		return w, err
 	}
+	var stepsCSV string
+	if len(p.Steps) > 0 {
+		stepsCSV = filepath.Join(dir, StepsCSVFile)
+		if err := sweep.WriteFileAtomic(stepsCSV, StepsCSV(p.Steps)); err != nil {
+			return w, err
+		}
+	}
 	var peerCSV string
 	if peer := peerVariant(p.Info); peer != cgo.LinearAuto {
 		peerCSV = filepath.Join(dir, PeerCSVFile)
@@ -80,7 +88,7 @@ func Write(dir string) (Written, error) {
 			return w, err
 		}
 	}
-	models := byModel(p.Info, p.Records)
+	models := withSteps(byModel(p.Info, p.Records), p.Steps)
 	figsByModel := make([][]plots.Figure, len(models))
 	for i, m := range models {
 		prefix := ""
@@ -105,6 +113,9 @@ func Write(dir string) (Written, error) {
 	w.Files = append(w.Files, htmlPath, mdPath, csvPath)
 	if peerCSV != "" {
 		w.Files = append(w.Files, peerCSV)
+	}
+	if stepsCSV != "" {
+		w.Files = append(w.Files, stepsCSV)
 	}
 	for _, figs := range figsByModel {
 		for _, f := range figs {
@@ -303,6 +314,9 @@ func resultsSection(info sweep.RunInfo, m modelResults, figs []plots.Figure, nam
 		table.RowClass = append(table.RowClass, class)
 	}
 	s.Tables = []plots.Table{table}
+	if len(m.steps) > 0 {
+		s.Tables = append(s.Tables, stepTable(m))
+	}
 
 	breakdown := plots.Section{Heading: "Kernel breakdown" + strings.TrimPrefix(heading, "Results"), Collapsed: true,
 		Paragraphs: []string{"Each ok configuration's kernels: calls per step, median time per call, time per step (calls × median) and share of the step; GB/s and TFLOP/s from each kernel's minimum bytes and FLOPs over its median."}}
@@ -321,6 +335,54 @@ func resultsSection(info sweep.RunInfo, m modelResults, figs []plots.Figure, nam
 	}
 	breakdown.Tables = []plots.Table{kt}
 	return []plots.Section{s, breakdown}
+}
+
+// stepTable lists the whole steps measured end to end beside the composed ones: the three
+// step times, the rates of the best, its roofline fraction and the two gaps.
+func stepTable(m modelResults) plots.Table {
+	t := plots.Table{Caption: "Whole steps measured end to end (steps.jsonl): graph, eager and composed step times (decimal units; * = throttled)",
+		Header: []string{"batch", "context", "steps a sample", "status", "graph ms", "eager ms", "composed ms", "per-request tok/s", "per-server tok/s",
+			"% roofline (measured)", "launch gap ms (% of eager)", "run-together gap ms (% of graph)"},
+		Note: "launch gap = eager - graph: what launching each op in turn costs; run-together gap = graph - composed: what running the ops together costs over their isolated times. Rates and % roofline of the graph step, else the eager one."}
+	ms := func(st step.StepTime) string {
+		if !st.OK() {
+			return "–"
+		}
+		return fmtNum(st.StepSeconds * 1e3)
+	}
+	for _, r := range m.steps {
+		row := []string{fmt.Sprint(r.Batch), contextLabel(r.Context), fmt.Sprint(r.Steps), r.Status, ms(r.Graph), ms(r.Eager), ms(r.Composed)}
+		best, _, ok := r.Best()
+		class := ""
+		switch {
+		case r.Status == measure.StatusFailed:
+			class = plots.RowFailed
+		case r.Status != measure.StatusOK:
+			class = plots.RowSkipped
+		case r.Throttled:
+			class = plots.RowThrottled
+		}
+		if r.Status == measure.StatusOK && ok {
+			mark := ""
+			if r.Throttled {
+				mark = "*"
+			}
+			row = append(row, fmtNum(best.PerRequestTokensPerSec)+mark, fmtNum(best.PerServerTokensPerSec)+mark, pct(best.RooflineFractionMeasured))
+		} else {
+			row = append(row, "–", "–", "–")
+		}
+		gap := func(sec, share float64, have bool) string {
+			if !have {
+				return "–"
+			}
+			return fmtNum(sec*1e3) + " (" + pct(share) + ")"
+		}
+		row = append(row, gap(r.LaunchGapSeconds, r.LaunchGapShare, r.Graph.OK() && r.Eager.OK()),
+			gap(r.RunTogetherSeconds, r.RunTogetherShare, r.Graph.OK() && r.Composed.OK()))
+		t.Rows = append(t.Rows, row)
+		t.RowClass = append(t.RowClass, class)
+	}
+	return t
 }
 
 func modelLine(m modelResults) string {
