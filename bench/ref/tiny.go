@@ -66,18 +66,18 @@ func TinyModels() []TinyModel {
 	add(s, 2, 14, 4)
 
 	// gpt-oss-like (custom: SiLU, not gpt-oss's clamped SwiGLU): attention sinks, biases on
-	// QKV, output, experts and router, a sliding window of 8 in every other layer, top 2 of 4.
+	// QKV, output, experts and router, a sliding window of 8 in every other layer, top 2 of 8.
 	s = tinyShape("custom", "tiny-gptoss-like", 128, 0, 2, 4, 2, 64, 200, false)
 	s.AttnBias, s.OProjBias, s.MLPBias, s.RouterBias, s.AttentionSinks = true, true, true, true, true
 	s.SlidingWindow, s.SlidingLayers = 8, 1
-	s.Experts, s.ExpertsPerToken, s.ExpertFFN = 4, 2, 64
+	s.Experts, s.ExpertsPerToken, s.ExpertFFN = 8, 2, 64 // a router bias is a 16-byte row: experts a multiple of 8
 	add(s, 2, 17, 4)
 
 	// DeepSeek-like without latent attention (custom): a dense first layer, shared experts of
-	// 64 beside the top 2 of 4 routed ones, a router bias.
+	// 64 beside the top 2 of 8 routed ones, a router bias.
 	s = tinyShape("custom", "tiny-deepseek-like", 128, 64, 3, 4, 4, 64, 160, false)
 	s.DenseLayers, s.DenseFFN = 1, 256
-	s.Experts, s.ExpertsPerToken, s.ExpertFFN, s.RouterBias = 4, 2, 64, true
+	s.Experts, s.ExpertsPerToken, s.ExpertFFN, s.RouterBias = 8, 2, 64, true
 	add(s, 2, 9, 4)
 
 	// Llama-4-like spans (custom, dense): 2 of 3 layers attend within chunks of 8, one layer

@@ -237,6 +237,12 @@ func (e *Engine) Step(mode Mode) error {
 		e.steps++
 		return e.graph.Launch()
 	}
+	return e.eager(nil)
+}
+
+// eager launches one step's ops in turn; after, when not nil, runs after each op (a trace reads
+// the routing there, which the next layer overwrites).
+func (e *Engine) eager(after func(Op) error) error {
 	return e.dev.Do(func() error {
 		ops := e.Ops
 		if e.hostAdvance {
@@ -245,6 +251,11 @@ func (e *Engine) Step(mode Mode) error {
 		for _, o := range ops {
 			if err := o.Launch(e.dev); err != nil {
 				return err
+			}
+			if after != nil {
+				if err := after(o); err != nil {
+					return err
+				}
 			}
 		}
 		e.steps++
@@ -311,6 +322,10 @@ type Trace struct {
 	Logits [][]uint16
 	// PosLens are the positions and then the context lengths after the last step.
 	PosLens []int32
+	// Routes[i] (eager traces of a mixture of experts) maps each MoE layer to the experts step
+	// i routed each sequence to ([batch x top_k], best first), as the reference's StepRouted
+	// takes them.
+	Routes []map[int][]int32
 }
 
 // RunTrace builds c's program, opens it on dev, traces its steps in mode and frees it: what a
@@ -342,7 +357,22 @@ func (e *Engine) Trace(mode Mode) (Trace, error) {
 	}
 	for i := 0; i < p.Steps; i++ {
 		t.Tokens = append(t.Tokens, ids)
-		if err := e.Step(mode); err != nil {
+		var err error
+		if mode == Eager && p.Model.IsMoE() {
+			routes := map[int][]int32{}
+			err = e.eager(func(o Op) error {
+				if o.MoERoute == nil {
+					return nil
+				}
+				r := make([]int32, o.MoERoute.Batch*o.MoERoute.TopK)
+				routes[o.Layer] = r
+				return cgo.Read(e.bufs[bufTopKIDs], r)
+			})
+			t.Routes = append(t.Routes, routes)
+		} else {
+			err = e.Step(mode)
+		}
+		if err != nil {
 			return t, fmt.Errorf("step %d: %w", i, err)
 		}
 		logits := make([]uint16, p.Batch*p.Model.Vocab)

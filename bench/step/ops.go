@@ -329,7 +329,7 @@ func (p *Program) Ops(addr func(name string) uint64) []Op {
 			bias(l, "o_bias", attnProj, w(l, ref.TensorOBias), B, H)
 		}
 		if s.NormsPerLayer() == 4 {
-			norm(l, "post_attn_norm", attnProj, 0, w(l, TensorPostAttnNorm), attnProj, B, H)
+			norm(l, "post_attn_norm", attnProj, 0, w(l, ref.TensorPostAttnNorm), attnProj, B, H)
 		}
 		norm(l, "mlp_norm", attnProj, residual, w(l, ref.TensorMLPNorm), normed, B, H)
 		if !ly.MoE {
@@ -342,7 +342,7 @@ func (p *Program) Ops(addr func(name string) uint64) []Op {
 			p.moe(l, ly.FFN, emit, linear, bias, norm, mlp, w, addr)
 		}
 		if s.NormsPerLayer() == 4 {
-			norm(l, "post_mlp_norm", mlpOut, 0, w(l, TensorPostMLPNorm), mlpOut, B, H)
+			norm(l, "post_mlp_norm", mlpOut, 0, w(l, ref.TensorPostMLPNorm), mlpOut, B, H)
 		}
 	}
 	final := addr(bufFinal)
@@ -390,14 +390,20 @@ func (p *Program) moe(l, shared int,
 	emit(l, "moe_group", Op{MoEGroup: &cgo.MoEGroupParams{TopKIDs: ids, ExpertCounts: addr(bufExpertCounts), ExpertOffsets: offsets,
 		SortedSlots: addr(bufSortedSlots), SlotRows: slotRows, X: normed, XSorted: xSorted, Batch: B, TopK: k, Experts: E, Hidden: H, DType: dt}})
 	gu, h, y := addr(bufExpertGateUp), addr(bufExpertAct), addr(bufExpertOut)
-	emit(l, "expert_gate_up", Op{GroupedLinear: &cgo.GroupedLinearParams{X: xSorted, W: w(l, ref.TensorExpertUp), Y: gu,
+	var upBias, downBias uint64 // fused into the grouped linear: one rounding
+	sharedUpBias, sharedDownBias := "", ""
+	if s.MLPBias {
+		upBias, downBias = w(l, ref.TensorExpertUpBias), w(l, ref.TensorExpertDownBias)
+		sharedUpBias, sharedDownBias = ref.TensorSharedUpBias, ref.TensorSharedDownBias
+	}
+	emit(l, "expert_gate_up", Op{GroupedLinear: &cgo.GroupedLinearParams{X: xSorted, W: w(l, ref.TensorExpertUp), Bias: upBias, Y: gu,
 		ExpertOffsets: offsets, Rows: rows, Experts: E, N: 2 * ef, K: H, DType: dt}})
 	act := cgo.ActSiLU
 	if gemmaFamily(s) {
 		act = cgo.ActGeLUTanh
 	}
 	emit(l, "expert_activation", Op{GatedAct: &cgo.GatedActParams{GateUp: gu, Out: h, Batch: rows, FFN: ef, Activation: act, DType: dt}})
-	emit(l, "expert_down", Op{GroupedLinear: &cgo.GroupedLinearParams{X: h, W: w(l, ref.TensorExpertDown), Y: y,
+	emit(l, "expert_down", Op{GroupedLinear: &cgo.GroupedLinearParams{X: h, W: w(l, ref.TensorExpertDown), Bias: downBias, Y: y,
 		ExpertOffsets: offsets, Rows: rows, Experts: E, N: H, K: ef, DType: dt}})
 	if shared == 0 {
 		emit(l, "moe_combine", Op{MoECombine: &cgo.MoECombineParams{YSorted: y, SlotRows: slotRows, TopKWeights: weights,
@@ -407,7 +413,7 @@ func (p *Program) moe(l, shared int,
 	moeOut := addr(bufMoEOut)
 	emit(l, "moe_combine", Op{MoECombine: &cgo.MoECombineParams{YSorted: y, SlotRows: slotRows, TopKWeights: weights,
 		Out: moeOut, Batch: B, TopK: k, Hidden: H, DType: dt}})
-	mlp(l, "shared_expert_", normed, mlpOut, shared, ref.TensorSharedUp, ref.TensorSharedDown, "", "")
+	mlp(l, "shared_expert_", normed, mlpOut, shared, ref.TensorSharedUp, ref.TensorSharedDown, sharedUpBias, sharedDownBias)
 	// mlp_out = round(combine + shared): the residual half of a fused RMSNorm is that add (its
 	// normalised output goes to a scratch row nobody reads); no plain add kernel exists.
 	norm(l, "shared_expert_add", moeOut, mlpOut, w(l, ref.TensorMLPNorm), addr(bufScratch), B, H)

@@ -36,10 +36,7 @@ const (
 
 // The tensors of a Gemma 2 or 3 layer beyond bench/ref's names (seeded by ref.TensorSeed like
 // the rest, ±1): the norms of the attention output and of the MLP output, [hidden] each.
-const (
-	TensorPostAttnNorm = "post_attn_norm"
-	TensorPostMLPNorm  = "post_mlp_norm"
-)
+const ()
 
 // Config is one decode loop: a model shape (one GPU's shard with --tp), Batch sequences of
 // Context cached tokens each, Steps steps, and the base seed of the synthetic tensors.
@@ -104,8 +101,6 @@ func Feature(s model.Shape) string {
 		return "LayerNorm with a bias"
 	case s.QKNorm == "l2":
 		return "unweighted L2 QK-norm"
-	case s.IsMoE() && s.MLPBias:
-		return "expert biases"
 	case s.IsMoE() && (s.Family == "llama4_text" || s.Family == "glm4_moe" || s.Family == "deepseek_v3" || s.Family == "kimi_k2"):
 		return "sigmoid expert routing (" + s.Family + ")"
 	case s.IsMoE() && s.Experts > cgo.MoEMaxExperts:
@@ -224,8 +219,8 @@ func New(c Config) (*Program, error) {
 		weight(l, ref.TensorAttnNorm, H, ref.UnitScale)
 		weight(l, ref.TensorMLPNorm, H, ref.UnitScale)
 		if s.NormsPerLayer() == 4 {
-			weight(l, TensorPostAttnNorm, H, ref.UnitScale)
-			weight(l, TensorPostMLPNorm, H, ref.UnitScale)
+			weight(l, ref.TensorPostAttnNorm, H, ref.UnitScale)
+			weight(l, ref.TensorPostMLPNorm, H, ref.UnitScale)
 		}
 		weight(l, ref.TensorQKV, (qd+2*kvd)*H, lws(H))
 		if s.AttnBias {
@@ -262,9 +257,17 @@ func New(c Config) (*Program, error) {
 			}
 			weight(l, ref.TensorExpertUp, E*2*ef*H, lws(H))
 			weight(l, ref.TensorExpertDown, E*H*ef, lws(ef))
+			if s.MLPBias {
+				weight(l, ref.TensorExpertUpBias, E*2*ef, ref.BiasScale)
+				weight(l, ref.TensorExpertDownBias, E*H, ref.BiasScale)
+			}
 			if f > 0 {
 				weight(l, ref.TensorSharedUp, 2*f*H, lws(H))
 				weight(l, ref.TensorSharedDown, H*f, lws(f))
+				if s.MLPBias {
+					weight(l, ref.TensorSharedUpBias, 2*f, ref.BiasScale)
+					weight(l, ref.TensorSharedDownBias, H, ref.BiasScale)
+				}
 			}
 		}
 		cache := B * kvd * capacity
