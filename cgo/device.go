@@ -87,6 +87,8 @@ type Device struct {
 	closed  bool
 	live    map[closer]struct{} // buffers and timers to release on Close
 	closing sync.Once
+
+	capturing bool // between a BeginGraph and its EndGraph (device thread only)
 }
 
 // closer is a resource of the device that Close releases if its owner did not.
@@ -215,6 +217,10 @@ func (d *Device) Close() error {
 			live := d.live
 			d.live = nil
 			d.mu.Unlock()
+			if d.capturing {
+				// A capture left open refuses the frees below: end it first.
+				d.abandonCapture()
+			}
 			for r := range live {
 				r.release()
 			}

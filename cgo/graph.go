@@ -49,7 +49,28 @@ func (d *Device) BeginGraph() error {
 	if err != nil {
 		return err
 	}
-	return d.Do(func() error { return d.check(op, C.dbshim_call_graph_begin(fn, d.ctx)) })
+	return d.Do(func() error {
+		if err := d.check(op, C.dbshim_call_graph_begin(fn, d.ctx)); err != nil {
+			return err
+		}
+		d.capturing = true
+		return nil
+	})
+}
+
+// abandonCapture ends an open capture and frees what it recorded (Close, on the device thread).
+func (d *Device) abandonCapture() {
+	d.capturing = false
+	end, err := d.lib.symbol("db_graph_end")
+	if err != nil {
+		return
+	}
+	var g *C.db_graph
+	if C.dbshim_call_graph_end(end, d.ctx, &g) == C.DB_OK && g != nil {
+		if destroy, err := d.lib.symbol("db_graph_destroy"); err == nil {
+			C.dbshim_call_graph_destroy(destroy, d.ctx, g)
+		}
+	}
 }
 
 // EndGraph ends the capture BeginGraph started and instantiates what it recorded.
@@ -60,7 +81,10 @@ func (d *Device) EndGraph() (*Graph, error) {
 		return nil, err
 	}
 	g := &Graph{d: d}
-	err = d.Do(func() error { return d.check(op, C.dbshim_call_graph_end(fn, d.ctx, &g.g)) })
+	err = d.Do(func() error {
+		d.capturing = false
+		return d.check(op, C.dbshim_call_graph_end(fn, d.ctx, &g.g))
+	})
 	if err != nil {
 		return nil, err
 	}

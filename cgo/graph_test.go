@@ -100,12 +100,23 @@ func TestGraphMisuseIsAnError(t *testing.T) {
 	mustGraph(t, g3.Close())
 	mustGraph(t, g2.Launch()) // an empty graph replays nothing
 
-	// A device closed mid-capture drops the capture.
-	dev2, err := cgotest.Emu(t).OpenDevice(0)
+	// A device closed mid-capture drops the capture and still frees its buffers.
+	lib := cgotest.Emu(t)
+	before, err := lib.DeviceProps(0)
 	mustGraph(t, err)
+	dev2, err := lib.OpenDevice(0)
+	mustGraph(t, err)
+	if _, err := dev2.Alloc(64 << 20); err != nil {
+		t.Fatal(err)
+	}
 	mustGraph(t, dev2.BeginGraph())
 	mustGraph(t, dev2.AddInt32(buf.Ptr, 1, 1))
 	mustGraph(t, dev2.Close())
+	after, err := lib.DeviceProps(0)
+	mustGraph(t, err)
+	if after.MemFreeBytes < before.MemFreeBytes {
+		t.Errorf("closing a device mid-capture leaked %d bytes", before.MemFreeBytes-after.MemFreeBytes)
+	}
 
 }
 
