@@ -95,7 +95,7 @@ type Rope struct {
 	Factor                        float32
 	LowFreqFactor, HighFreqFactor float32 // Llama 3
 	OriginalMaxPositions          int     // dynamic NTK, Llama 3
-	RotaryDim                     int     // even, 2..head dim
+	RotaryDim                     int     // even, 0..head dim (0: no rotation, a copy)
 }
 
 // RopeAppendParams mirrors db_rope_append_params: Q rotated in place, KNew rotated into the
@@ -106,6 +106,10 @@ type RopeAppendParams struct {
 	Cache         KVCache
 	Rope          Rope
 	Batch, QHeads int
+	// RowStride > 0 reads the fused QKV projection's output where it lies: elements from one
+	// sequence's Q (and KNew, VNew) to the next's; 0: each packed as above.
+	RowStride int
+	QOut      uint64 // 0: Q rotated in place; else the rotated q, packed [Batch, QHeads, HeadDim]
 }
 
 // RopeKVAppend rotates q and k and appends k and v to the cache.
@@ -121,9 +125,11 @@ func (d *Device) RopeKVAppend(p RopeAppendParams) error {
 	c.rope.theta, c.rope.scaling, c.rope.factor = C.float(r.Theta), C.int32_t(r.Scaling), C.float(r.Factor)
 	c.rope.low_freq_factor, c.rope.high_freq_factor = C.float(r.LowFreqFactor), C.float(r.HighFreqFactor)
 	if err := int32s(op, "rope.original_max_positions", r.OriginalMaxPositions, &c.rope.original_max_positions,
-		"rope.rotary_dim", r.RotaryDim, &c.rope.rotary_dim, "batch", p.Batch, &c.batch, "q_heads", p.QHeads, &c.q_heads); err != nil {
+		"rope.rotary_dim", r.RotaryDim, &c.rope.rotary_dim, "batch", p.Batch, &c.batch, "q_heads", p.QHeads, &c.q_heads,
+		"row_stride", p.RowStride, &c.row_stride); err != nil {
 		return err
 	}
+	c.q_out = C.uint64_t(p.QOut)
 	return d.Do(func() error { return d.check(op, C.dbshim_rope_kv_append(d.lib.api, d.ctx, &c)) })
 }
 

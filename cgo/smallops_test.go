@@ -376,6 +376,88 @@ func TestSmallOpRopeKVAppend(t *testing.T) {
 	}
 }
 
+// The fused QKV projection's output read in place (RowStride), the rotated q written packed to
+// QOut, and a layer without rotary (RotaryDim 0): q copied, k and v appended.
+func TestSmallOpRopeKVAppendFused(t *testing.T) {
+	dev := cgotest.EmuDevice(t)
+	for _, tc := range []struct {
+		name                     string
+		rope                     ref.Rope
+		qHeads, kvHeads, headDim int
+		d                        ref.DType
+		inPlace                  bool
+	}{
+		{"gqa 3 rotary full into q_out", ref.Rope{Theta: 10000, RotaryDim: 64}, 6, 2, 64, ref.BF16, false},
+		{"partial 20 of 80 into q_out", ref.Rope{Theta: 10000, RotaryDim: 20}, 4, 1, 80, ref.FP16, false},
+		{"no rotary into q_out", ref.Rope{Theta: 10000}, 4, 2, 128, ref.BF16, false},
+		{"strided in place", ref.Rope{Theta: 500000, RotaryDim: 128}, 2, 2, 128, ref.FP16, true},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			D, qh, kvh, d := tc.headDim, tc.qHeads, tc.kvHeads, tc.d
+			positions := []int{0, 37, 5, 99, 12}
+			batch, row := len(positions), (qh+2*kvh)*D
+			s := ref.AttentionShape{Batch: batch, QHeads: qh, KVHeads: kvh, HeadDim: D, Layout: ref.KVContiguous, Capacity: 128}
+			c := newSoCache(t, dev, d, s)
+			s = c.shape
+			qkv, vals := soFilled(t, dev, d, batch*row, 91)
+			qOut := soPoisoned(t, dev, batch*qh*D*2)
+			pos := make([]int32, batch)
+			for b, p := range positions {
+				pos[b] = int32(p)
+			}
+			pb := soInts(t, dev, pos)
+			el := uint64(2)
+			p := cgo.RopeAppendParams{Q: qkv.Ptr, KNew: qkv.Ptr + uint64(qh*D)*el, VNew: qkv.Ptr + uint64((qh+kvh)*D)*el,
+				Positions: pb.Ptr, Cache: c.cache, Rope: cgo.Rope{Theta: float32(tc.rope.Theta), RotaryDim: tc.rope.RotaryDim},
+				Batch: batch, QHeads: qh, RowStride: row}
+			if !tc.inPlace {
+				p.QOut = qOut.Ptr
+			}
+			if err := dev.RopeKVAppend(p); err != nil {
+				t.Fatal(err)
+			}
+			gotIn := soReadFloats(t, qkv, d, batch*row)
+			gotOut := soReadFloats(t, qOut, d, batch*qh*D)
+			gotK := soReadFloats(t, c.k, d, s.CacheElements())
+			gotV := soReadFloats(t, c.v, d, s.CacheElements())
+			rotate := func(head []float32, p int) ([]float64, []float64) {
+				if tc.rope.RotaryDim == 0 {
+					return ref.RopeHead(ref.Rope{RotaryDim: 2}, d, head, 0) // a copy
+				}
+				return ref.RopeHead(tc.rope, d, head, p)
+			}
+			for b, p := range positions {
+				for h := 0; h < qh; h++ {
+					src := b*row + h*D
+					want, bounds := rotate(vals[src:src+D], p)
+					got := gotOut[(b*qh+h)*D:][:D]
+					if tc.inPlace {
+						got = gotIn[src : src+D]
+					} else {
+						same, none := ref.RopeHead(ref.Rope{RotaryDim: 2}, d, vals[src:src+D], 0)
+						soCheck(t, fmt.Sprintf("q of sequence %d head %d left in place", b, h), gotIn[src:src+D], same, none)
+					}
+					soCheck(t, fmt.Sprintf("q of sequence %d head %d at %d", b, h, p), got, want, bounds)
+				}
+				for h := 0; h < kvh; h++ {
+					k, v := b*row+(qh+h)*D, b*row+(qh+kvh+h)*D
+					at := s.KVOffset(nil, b, h, p)
+					want, bounds := rotate(vals[k:k+D], p)
+					soCheck(t, fmt.Sprintf("k of sequence %d head %d at %d", b, h, p), gotK[at:at+D], want, bounds)
+					wantV, zero := ref.RopeHead(ref.Rope{RotaryDim: 2}, d, vals[v:v+D], 0)
+					soCheck(t, fmt.Sprintf("v of sequence %d head %d at %d", b, h, p), gotV[at:at+D], wantV, zero)
+				}
+			}
+		})
+	}
+	bad := cgo.RopeAppendParams{Q: 256, KNew: 256, VNew: 256, Positions: 256, Batch: 1, QHeads: 4, RowStride: 12,
+		Rope: cgo.Rope{Theta: 10000, RotaryDim: 64},
+		Cache: cgo.KVCache{K: 256, V: 256, Layout: cgo.KVContiguous, DType: cgo.DTypeBF16, KVHeads: 1, HeadDim: 64, Capacity: 8}}
+	if err := dev.RopeKVAppend(bad); err == nil || !strings.Contains(err.Error(), "row_stride 12") {
+		t.Errorf("row_stride 12 (under a row of q): %v", err)
+	}
+}
+
 func TestSmallOpMoE(t *testing.T) {
 	dev := cgotest.EmuDevice(t)
 	for _, tc := range []struct {

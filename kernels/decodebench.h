@@ -363,8 +363,9 @@ typedef struct {
   float factor;           /* LINEAR, DYNAMIC_NTK, LLAMA3: >= 1 */
   float low_freq_factor, high_freq_factor; /* LLAMA3: low < high */
   int32_t original_max_positions;          /* DYNAMIC_NTK, LLAMA3: >= 1 */
-  int32_t rotary_dim;     /* even, 2..head_dim: the first rotary_dim elements of each head
-                             rotate, the rest pass through (partial rotary) */
+  int32_t rotary_dim;     /* even, 0..head_dim: the first rotary_dim elements of each head
+                             rotate, the rest pass through (partial rotary; 0 rotates nothing:
+                             a layer without rotary, whose q and k are copied) */
 } db_rope;
 
 /*
@@ -383,6 +384,14 @@ typedef struct {
   db_rope rope;
   int32_t batch;          /* 1..DB_MAX_BATCH */
   int32_t q_heads;        /* >= 1 */
+  /* The fused QKV projection's output read where it lies: row_stride > 0 is the number of
+   * elements from one sequence's q, k_new and v_new to the next's (the projection's row,
+   * (q_heads + 2 kv_heads) head_dim, with k_new = q + q_heads head_dim and v_new after it); 0:
+   * each packed as above. A multiple of 8. */
+  int32_t row_stride;
+  uint64_t q_out;         /* 0: q is rotated in place; else the rotated q is written here, packed
+                             [batch, q_heads, head_dim] (what the attention reads), and q is
+                             left as it was. A skipped sequence's q_out is not written */
 } db_rope_append_params;
 int db_rope_kv_append(db_context *ctx, const db_rope_append_params *p);
 

@@ -20,7 +20,8 @@ constexpr int kRopeHeadsPerBlock = 4;
 constexpr int kMaxHalf = 128; /* head_dim 256 */
 
 struct RopeArgs {
-  uint16_t *q;
+  uint16_t *q, *q_out; /* q_out: where the rotated q goes, packed; null: in place */
+  long long q_stride, kv_stride; /* elements from one sequence's q (k_new, v_new) to the next's */
   const uint16_t *k_new, *v_new;
   uint16_t *k_cache, *v_cache;
   const int32_t *positions, *page_table;
@@ -96,17 +97,18 @@ __global__ void __launch_bounds__(kRopeThreads) rope_append_kernel(const RopeArg
   for (int h = h0; h < h1; ++h) {
     const bool is_q = h < a.q_heads, is_v = h >= a.q_heads + a.kv_heads;
     const int kvh = is_q ? 0 : (is_v ? h - a.q_heads - a.kv_heads : h - a.q_heads);
-    const uint16_t *src = is_q ? a.q + ((long long)b * a.q_heads + h) * D
-                               : (is_v ? a.v_new : a.k_new) + ((long long)b * a.kv_heads + kvh) * D;
-    uint16_t *dst = is_q ? a.q + ((long long)b * a.q_heads + h) * D
+    const uint16_t *src = is_q ? a.q + b * a.q_stride + (long long)h * D
+                               : (is_v ? a.v_new : a.k_new) + b * a.kv_stride + (long long)kvh * D;
+    uint16_t *dst = is_q ? (a.q_out ? a.q_out + ((long long)b * a.q_heads + h) * D : const_cast<uint16_t *>(src))
                          : (is_v ? a.v_cache : a.k_cache) + rope_cache_row(a, b, kvh, pos) * D;
+    const bool moved = !is_q || dst != src; /* the part past the rotary dims goes with it */
     if (is_v) {
       for (int c = tid; c < D / kVec; c += kRopeThreads)
         db_st_v4(reinterpret_cast<uint4 *>(dst) + c, db_ld_stream_v4(reinterpret_cast<const uint4 *>(src) + c));
       continue;
     }
-    /* k past the rotary part is copied into the cache; q's stays where it is */
-    if (!is_q) {
+    /* k past the rotary part is copied into the cache (q's, to q_out; in place it stays) */
+    if (moved) {
       if (Vec) {
         for (int c = tid; c < tail_chunks; c += kRopeThreads) {
           const int off = a.rotary_dim / kVec + c;
@@ -152,15 +154,23 @@ int rope_validate(const char *fn, const db_rope_append_params &p) {
                      c.head_dim);
   }
   const db_rope &r = p.rope;
-  if (r.rotary_dim < 2 || r.rotary_dim > c.head_dim || r.rotary_dim % 2 != 0)
-    return db_fail(DB_ERR_UNSUPPORTED_SHAPE, "%s: rotary_dim %d unsupported (want an even number from 2 to head_dim %d)",
-                   fn, r.rotary_dim, c.head_dim);
+  if (r.rotary_dim < 0 || r.rotary_dim > c.head_dim || r.rotary_dim % 2 != 0)
+    return db_fail(DB_ERR_UNSUPPORTED_SHAPE,
+                   "%s: rotary_dim %d unsupported (want an even number from 0 (none) to head_dim %d)", fn,
+                   r.rotary_dim, c.head_dim);
+  if (p.row_stride != 0 &&
+      (p.row_stride < 0 || p.row_stride % kVec != 0 || p.row_stride < p.q_heads * c.head_dim ||
+       p.row_stride < c.kv_heads * c.head_dim))
+    return db_fail(DB_ERR_INVALID_ARGUMENT,
+                   "%s: row_stride %d must be 0 (packed) or a multiple of %d of at least q_heads %d x head_dim %d",
+                   fn, p.row_stride, kVec, p.q_heads, c.head_dim);
+  if (p.q_out != 0) DB_CHECK(so_check_ptr(fn, "q_out", p.q_out, 16));
   if (!(r.theta > 1.0f) || !std::isfinite(r.theta))
     return db_fail(DB_ERR_INVALID_ARGUMENT, "%s: rope theta %g must be finite and > 1", fn, (double)r.theta);
   switch (r.scaling) {
     case DB_ROPE_DEFAULT: break;
     case DB_ROPE_DYNAMIC_NTK:
-      if (r.rotary_dim < 4)
+      if (r.rotary_dim != 0 && r.rotary_dim < 4)
         return db_fail(DB_ERR_UNSUPPORTED_SHAPE, "%s: dynamic NTK scaling needs rotary_dim >= 4, got %d", fn,
                        r.rotary_dim);
       [[fallthrough]];
@@ -219,6 +229,9 @@ extern "C" int db_rope_kv_append(db_context *ctx, const db_rope_append_params *p
     const db_kv_cache &c = p->cache;
     RopeArgs a;
     a.q = reinterpret_cast<uint16_t *>(p->q);
+    a.q_out = reinterpret_cast<uint16_t *>(p->q_out);
+    a.q_stride = p->row_stride != 0 ? p->row_stride : (long long)p->q_heads * c.head_dim;
+    a.kv_stride = p->row_stride != 0 ? p->row_stride : (long long)c.kv_heads * c.head_dim;
     a.k_new = reinterpret_cast<const uint16_t *>(p->k_new);
     a.v_new = reinterpret_cast<const uint16_t *>(p->v_new);
     a.k_cache = reinterpret_cast<uint16_t *>(c.k);

@@ -266,9 +266,12 @@ func (p *Program) Ops(addr func(name string) uint64) []Op {
 	positions, lens := posLens, posLens+4*uint64(B)
 	residual, normed, attnProj, mlpOut := addr(bufResidual), addr(bufNormed), addr(bufAttnProj), addr(bufMLPOut)
 	qkv, attnOut := addr(bufQKV), addr(bufAttnOut)
-	q := qkv
-	k := qkv + uint64(B*qd)*el
-	v := k + uint64(B*kvd)*el
+	// Where each sequence's q, k and v lie: the fused projection's [batch, q | k | v] rows, or
+	// the three split projections' packed blocks.
+	q, k, v, rowStride, qOut := qkv, qkv+uint64(qd)*el, qkv+uint64(qd+kvd)*el, qd+2*kvd, addr(bufQ)
+	if p.splitQKV {
+		q, k, v, rowStride, qOut = qkv, qkv+uint64(B*qd)*el, qkv+uint64(B*(qd+kvd))*el, 0, qkv
+	}
 
 	scale := float32(0)
 	if gemma {
@@ -312,13 +315,23 @@ func (p *Program) Ops(addr func(name string) uint64) []Op {
 		}
 		cache := cgo.KVCache{K: w(l, ref.TensorKCache), V: w(l, ref.TensorVCache), Layout: cgo.KVContiguous, DType: dt,
 			KVHeads: s.KVHeads, HeadDim: hd, Capacity: capacity}
-		if ly.RoPE {
-			emit(l, "rope_kv_append", Op{RopeKVAppend: &cgo.RopeAppendParams{Q: q, KNew: k, VNew: v, Positions: positions,
-				Cache: cache, Rope: rope, Batch: B, QHeads: s.QHeads}})
-		} else {
+		switch {
+		case p.splitQKV && !ly.RoPE:
 			emit(l, "kv_append", Op{KVAppend: &cgo.KVAppendParams{KNew: k, VNew: v, Positions: positions, Cache: cache, Batch: B}})
+		default:
+			// Rotary dims 0 in a layer without rotary: q copied to q_out, k and v appended.
+			r, name := rope, "rope_kv_append"
+			if !ly.RoPE {
+				r.RotaryDim, name = 0, "kv_append"
+			}
+			rp := &cgo.RopeAppendParams{Q: q, KNew: k, VNew: v, Positions: positions, Cache: cache, Rope: r, Batch: B,
+				QHeads: s.QHeads, RowStride: rowStride}
+			if qOut != q {
+				rp.QOut = qOut
+			}
+			emit(l, name, Op{RopeKVAppend: rp})
 		}
-		at := &cgo.AttentionParams{Q: q, Out: attnOut, ContextLens: lens, Cache: cache, Batch: B, QHeads: s.QHeads,
+		at := &cgo.AttentionParams{Q: qOut, Out: attnOut, ContextLens: lens, Cache: cache, Batch: B, QHeads: s.QHeads,
 			MaxContext: capacity, Window: ly.Window, Chunk: ly.Chunk}
 		if s.AttentionSinks {
 			at.Sinks = w(l, ref.TensorSinks)

@@ -284,6 +284,7 @@ func New(c Config) (*Program, error) {
 		p.add(Buffer{Name: name, Bytes: B * H * el})
 	}
 	p.add(Buffer{Name: bufQKV, Bytes: B * (qd + 2*kvd) * el})
+	p.add(Buffer{Name: bufQ, Bytes: B * qd * el})
 	p.add(Buffer{Name: bufAttnOut, Bytes: B * qd * el})
 	if maxFFN > 0 {
 		p.add(Buffer{Name: bufGateUp, Bytes: B * 2 * maxFFN * el})
@@ -310,12 +311,14 @@ func New(c Config) (*Program, error) {
 	}
 	p.add(Buffer{Name: bufLogits, Bytes: B * V * el})
 
-	// The small ops take each sequence's q, k and v as [batch, heads, head_dim] rows, so past
-	// batch 1 (where the fused [q|k|v] row is those rows) the projection runs as three
-	// linears over the row blocks of the one qkv weight.
-	p.splitQKV = c.Batch > 1
+	// One fused qkv projection, whose rows the rotary-and-append kernel reads where they lie
+	// (row_stride) and whose rotated q it writes packed for the attention (q_out). QK-norm
+	// normalises rows of head_dim that must be contiguous, so past batch 1 (where the fused
+	// row is those rows) a QK-norm model runs the projection as three linears over the row
+	// blocks of the one qkv weight.
+	p.splitQKV = c.Batch > 1 && s.QKNorm != ""
 	if p.splitQKV {
-		p.Notes = append(p.Notes, "qkv_proj runs as three linears (q, k, v) past batch 1: the rotary and append kernels take contiguous per-sequence q, k and v")
+		p.Notes = append(p.Notes, "qkv_proj runs as three linears (q, k, v) past batch 1: QK-norm takes contiguous per-sequence q and k")
 	}
 	p.Notes = append(p.Notes, fmt.Sprintf("attention is planned for the cache's %d tokens (context + steps), the lengths read on the device", c.Capacity()))
 	return p, nil
@@ -341,7 +344,8 @@ const (
 	bufAttnProj      = "attn_proj" // o_proj's output
 	bufMLPOut        = "mlp_out"
 	bufFinal         = "final"
-	bufQKV           = "qkv" // [q for every sequence | k | v]
+	bufQKV           = "qkv" // fused: [batch, q | k | v]; split (QK-norm past batch 1): [q for every sequence | k | v]
+	bufQ             = "q"   // the rotated q, [batch, q_heads, head_dim] (fused)
 	bufAttnOut       = "attn_out"
 	bufGateUp        = "gate_up"
 	bufAct           = "act"

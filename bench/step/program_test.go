@@ -55,20 +55,30 @@ func count(ops []Op, kernel string) int {
 // TestProgramOps: the calls of a tiny step in order, per layer and around the layers.
 func TestProgramOps(t *testing.T) {
 	s := Tiny()[0] // 3 layers
-	for _, batch := range []int{1, 4} {
+	qkNorm := s
+	qkNorm.QKNorm = "rms"
+	for _, tc := range []struct {
+		s     model.Shape
+		batch int
+	}{{s, 1}, {s, 4}, {qkNorm, 4}} {
+		s, batch := tc.s, tc.batch
 		p, err := New(Config{Model: s, Batch: batch, Context: 10, Steps: 2})
 		if err != nil {
 			t.Fatal(err)
 		}
 		ops := p.Ops(func(string) uint64 { return planAddress })
 		linearsPerLayer := 4 // qkv, o, gate_up, down
-		if batch > 1 {
-			linearsPerLayer = 6 // q, k and v apart
+		if batch > 1 && s.QKNorm != "" {
+			linearsPerLayer = 6 // q, k and v apart: QK-norm normalises contiguous rows
 		}
 		if got, want := count(ops, "linear"), s.Layers*linearsPerLayer+1; got != want {
 			t.Errorf("batch %d: %d linears, want %d: %v", batch, got, want, names(ops))
 		}
-		if got, want := count(ops, "rmsnorm"), 2*s.Layers+1; got != want {
+		norms := 2*s.Layers + 1
+		if s.QKNorm != "" {
+			norms += 2 * s.Layers
+		}
+		if got, want := count(ops, "rmsnorm"), norms; got != want {
 			t.Errorf("batch %d: %d norms, want %d", batch, got, want)
 		}
 		for _, k := range []string{"attention", "rope_kv_append", "gated_act"} {
