@@ -451,7 +451,7 @@ func TestSmallOpRopeKVAppendFused(t *testing.T) {
 		})
 	}
 	bad := cgo.RopeAppendParams{Q: 256, KNew: 256, VNew: 256, Positions: 256, Batch: 1, QHeads: 4, RowStride: 12,
-		Rope: cgo.Rope{Theta: 10000, RotaryDim: 64},
+		Rope:  cgo.Rope{Theta: 10000, RotaryDim: 64},
 		Cache: cgo.KVCache{K: 256, V: 256, Layout: cgo.KVContiguous, DType: cgo.DTypeBF16, KVHeads: 1, HeadDim: 64, Capacity: 8}}
 	if err := dev.RopeKVAppend(bad); err == nil || !strings.Contains(err.Error(), "row_stride 12") {
 		t.Errorf("row_stride 12 (under a row of q): %v", err)
