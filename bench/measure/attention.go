@@ -433,7 +433,7 @@ func attentionReferencePairs(shape ref.AttentionShape, dtype ref.DType, seeds re
 		}
 	}
 	in := ref.AttentionInputs{
-		Q: func(row int, dst []float64) { fill(seeds.Q, uint64(row*d), dst) },
+		Q:     func(row int, dst []float64) { fill(seeds.Q, uint64(row*d), dst) },
 		K:     cached(seeds.K, seeds.KNew),
 		V:     cached(seeds.V, seeds.VNew),
 		Sinks: sinks,

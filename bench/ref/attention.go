@@ -345,9 +345,9 @@ func AttentionWithSinks(s AttentionShape, pageTable []int32, q, k, v []float32, 
 	}
 	d := s.HeadDim
 	in := AttentionInputs{
-		Q: func(row int, dst []float64) { widen(q[row*d:][:d], dst) },
-		K: func(b, h, t int, dst []float64) { widen(k[s.KVOffset(pageTable, b, h, t):][:d], dst) },
-		V: func(b, h, t int, dst []float64) { widen(v[s.KVOffset(pageTable, b, h, t):][:d], dst) },
+		Q:     func(row int, dst []float64) { widen(q[row*d:][:d], dst) },
+		K:     func(b, h, t int, dst []float64) { widen(k[s.KVOffset(pageTable, b, h, t):][:d], dst) },
+		V:     func(b, h, t int, dst []float64) { widen(v[s.KVOffset(pageTable, b, h, t):][:d], dst) },
 		Sinks: sinks,
 	}
 	pairs := make([]int, s.Batch*s.KVHeads)
