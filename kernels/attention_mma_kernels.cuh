@@ -155,7 +155,7 @@ __global__ void __launch_bounds__(AttnMmaConfig<D, GP>::kThreads, attn_mma_min_b
     const int next_pages = tiles.fetch_pages(a, k, it + 2);
     const E *k_tile = tiles.k_tile(it & 1) + row0 * C::kRow;
     const E *v_tile = tiles.v_tile(it & 1) + row0 * C::kRow;
-    if (valid > imax(first, 0)) { /* warp-uniform */
+    if (imax(first, 0) < imin(valid, 16)) { /* warp-uniform: one of its 16 rows is the span's */
       /* 1. S^T = K . Q^T */
       float s[C::kNT][4];
       DB_UNROLL
