@@ -240,4 +240,3 @@ func TestAttentionSpanPlan(t *testing.T) {
 		})
 	}
 }
-
