@@ -170,7 +170,7 @@ func benchAttentionAction(c *cli.Context) error {
 	if err := s.launchBaseline(); err != nil {
 		return err
 	}
-	s.say("%-38s %-20s %10s %11s %7s %9s %7s  %s\n", "SHAPE", "LAYOUT, KERNEL", "KV", "MEDIAN", "SPREAD", "GB/s", "% READ", "NOTE")
+	s.say("%-46s %-20s %10s %11s %7s %9s %7s  %s\n", "SHAPE", "LAYOUT, KERNEL", "KV", "MEDIAN", "SPREAD", "GB/s", "% READ", "NOTE")
 	for i, j := range jobs {
 		a := j.spec
 		shape := fmt.Sprintf("B=%d Hq=%d Hkv=%d D=%d S=%d%s", a.Batch, a.QHeads, a.KVHeads, a.HeadDim, j.context, spanLabel(a))
@@ -210,7 +210,7 @@ func benchAttentionAction(c *cli.Context) error {
 			layout += fmt.Sprintf(" /%d", r.Splits)
 		}
 		layout += " " + r.Variant
-		s.say("%-38s %-20s %10s %11s %6.2f%% %9.0f %7s  %s\n", shape, layout, units.Bytes(a.KVBytes()), micros(o.Stats.Median),
+		s.say("%-46s %-20s %10s %11s %6.2f%% %9.0f %7s  %s\n", shape, layout, units.Bytes(a.KVBytes()), micros(o.Stats.Median),
 			100*o.Stats.Spread, o.AchievedBytesPerSec/1e9, percent(r.FractionOfRead), note(o, tel))
 	}
 	return s.finish()
