@@ -34,7 +34,6 @@ constexpr int kMinSplitTokens = 256;   /* auto splits never cut finer: each spli
                                           several tiles, so the pipeline pays off and the merge
                                           reads at most 1/32 of the bytes its splits read */
 constexpr int kMaxContext = 1 << 30;   /* keeps split * split_tokens + a tile inside int32 */
-constexpr float kLog2e = 1.4426950408889634f;
 
 /* ---- host side: validation, planning, launch -------------------------------------------------- */
 
@@ -112,8 +111,8 @@ struct AttnPlan {
 /*
  * The split count of an automatic plan: the one whose launch is closest to whole waves. With
  * `blocks` blocks a split, `slots` resident blocks on the card (occupancy x SMs) and `tiles` tiles
- * of context, s splits of k = ceil(tiles / s) tiles run in ceil(blocks * s / slots) waves; a
- * wave lasts about k tiles plus a block's fixed cost (the queries, the pipeline's first tile,
+ * of span (the context, or the most a window or chunk reads), s splits of k = ceil(tiles / s)
+ * tiles run in ceil(blocks * s / slots) waves; a wave lasts about k tiles plus a block's fixed cost (the queries, the pipeline's first tile,
  * the partials and the merge: kBlockOverheadTokens), the time of a memory-bound launch whose
  * resident blocks share the card's bandwidth evenly. The plan takes the s of least time (a
  * split count must beat the best so far by 2%: each split adds partials to write and merge), and
@@ -124,9 +123,9 @@ struct AttnPlan {
  */
 constexpr int kBlockOverheadTokens = 64; /* about 2 us of latency at a block's share of HBM on an
                                             H200: a guess until a card measures it */
-int attn_auto_splits(int64_t blocks, int64_t slots, int max_context, int tile) {
-  const int64_t tiles = (max_context + tile - 1) / tile;
-  const int64_t most = std::min<int64_t>(kMaxSplits, max_context / kMinSplitTokens);
+int attn_auto_splits(int64_t blocks, int64_t slots, int tokens, int tile) {
+  const int64_t tiles = (tokens + tile - 1) / tile;
+  const int64_t most = std::min<int64_t>(kMaxSplits, tokens / kMinSplitTokens);
   auto cost = [&](int64_t s, int64_t k) { return (blocks * s + slots - 1) / slots * (k * tile + kBlockOverheadTokens); };
   int best = 1;
   int64_t best_cost = cost(1, tiles);
@@ -168,10 +167,14 @@ int attn_plan(const char *fn, db_context *ctx, const db_attention_params *p, Att
     return db_fail(DB_ERR_INVALID_ARGUMENT,
                    "%s: variant %d is not a DB_ATTENTION_* (0 auto, 1 simt, 2 mma)", fn, p->variant);
 
-  if (p->window != 0 || p->chunk != 0 || p->sinks != 0)
-    return db_fail(DB_ERR_UNSUPPORTED_SHAPE,
-                   "%s: window %d, chunk %d, sinks %s: attention spans and sinks are not built into this library",
-                   fn, p->window, p->chunk, p->sinks ? "set" : "none");
+  if (p->window < 0 || p->chunk < 0)
+    return db_fail(DB_ERR_INVALID_ARGUMENT, "%s: window %d and chunk %d must be >= 0 (0 = the whole context)", fn,
+                   p->window, p->chunk);
+  if (p->window > 0 && p->chunk > 0)
+    return db_fail(DB_ERR_INVALID_ARGUMENT, "%s: window %d and chunk %d are both set: a layer has one span or none",
+                   fn, p->window, p->chunk);
+  if (p->sinks % 4 != 0)
+    return db_fail(DB_ERR_INVALID_ARGUMENT, "%s: sinks must be 4-byte aligned (f32 [q_heads])", fn);
 
   const int group = p->q_heads / c.kv_heads;
   plan->variant = p->variant == DB_ATTENTION_AUTO ? DB_ATTENTION_SIMT : p->variant;
@@ -191,14 +194,21 @@ int attn_plan(const char *fn, db_context *ctx, const db_attention_params *p, Att
     return db_fail(DB_ERR_UNSUPPORTED_SHAPE, "%s: %lld blocks per split exceed the grid", fn, (long long)blocks);
   DB_CHECK(plan->kernel.occupancy(ctx, &plan->blocks_per_sm));
 
+  /* The splits cover a span, not the context: a window or chunk of n tokens is read from the
+   * tile that holds its first token, n + tile - 1 tokens at most (n when a chunk's starts are
+   * tile-aligned), and never more than max_context. So the plan knows the most any sequence
+   * reads without reading the lengths. */
+  int64_t span = p->max_context;
+  if (p->window > 0) span = std::min<int64_t>(span, (int64_t)p->window + tile - 1);
+  if (p->chunk > 0) span = std::min<int64_t>(span, (int64_t)p->chunk + (p->chunk % tile != 0 ? tile - 1 : 0));
   int splits = p->num_splits;
   if (splits == 0) {
     const int64_t slots = (int64_t)plan->blocks_per_sm * (ctx->sm_count > 0 ? ctx->sm_count : 1);
-    splits = attn_auto_splits(blocks, slots, p->max_context, tile);
+    splits = attn_auto_splits(blocks, slots, (int)span, tile);
   }
-  int64_t per_split = (p->max_context + splits - 1) / splits;
+  int64_t per_split = (span + splits - 1) / splits;
   per_split = (per_split + tile - 1) / tile * tile;
-  if (p->num_splits == 0) splits = (int)((p->max_context + per_split - 1) / per_split);
+  if (p->num_splits == 0) splits = (int)((span + per_split - 1) / per_split);
   plan->num_splits = splits;
   plan->split_tokens = (int)per_split;
   plan->grid = dim3((unsigned)blocks, (unsigned)splits);
@@ -229,6 +239,9 @@ int attn_run(db_context *ctx, const db_attention_params &p, const AttnPlan &plan
   args.q = reinterpret_cast<const uint4 *>(p.q);
   args.out = reinterpret_cast<void *>(p.out);
   args.context_lens = reinterpret_cast<const int32_t *>(p.context_lens);
+  args.sinks = reinterpret_cast<const float *>(p.sinks);
+  args.window = p.window;
+  args.chunk = p.chunk;
   args.page_table = reinterpret_cast<const int32_t *>(c.page_table);
   args.k = reinterpret_cast<const unsigned char *>(c.k);
   args.v = reinterpret_cast<const unsigned char *>(c.v);
@@ -249,7 +262,7 @@ int attn_run(db_context *ctx, const db_attention_params &p, const AttnPlan &plan
   args.num_pages = c.num_pages;
   args.pages_per_seq = c.pages_per_seq;
   const float scale = p.scale > 0.0f ? p.scale : 1.0f / std::sqrt((float)c.head_dim);
-  args.q_scale = scale * kLog2e;
+  args.q_scale = scale * db_attn::kLog2e;
   return plan.kernel.launch(ctx, plan.grid, args);
 }
 

@@ -28,13 +28,20 @@
  * an LDS.128 land on distinct banks for every supported head dim (row strides of 36, 44, 52, 68
  * and 132 words).
  *
+ * Spans and sinks: a sliding window or a chunk (db_attention_params.window, .chunk) makes the
+ * sequence attend to the tokens start..len-1 only; the splits cover those, from the tile that
+ * holds `start`, and nothing before it is read (attn_block, AttnTiles). A sink logit per query
+ * head joins the softmax denominator once, where the output is normalised (attn_finish for one
+ * split, attn_merge for several), and adds no value.
+ *
  * Split-KV, fused: when batch * kv_heads * head_chunks blocks cannot fill the card, each
- * sequence's context is cut into num_splits chunks of split_tokens (a multiple of T). A sequence
- * of len tokens has active = ceil(len / split_tokens) splits that see a token; the others exit at
- * once. With one active split the block writes the normalised output itself. Otherwise every
+ * sequence's span is cut into num_splits chunks of split_tokens (a multiple of T). A span of n
+ * tokens (from its first tile) has active = ceil(n / split_tokens) splits that see a token; the
+ * others exit at once. With one active split the block writes the normalised output itself. Otherwise every
  * active split writes its unnormalised fp32 accumulator and (m, l) to the workspace and arrives
  * at its (sequence, KV head, head chunk)'s counter (attn_arrive); the last to arrive merges all
- * of them (attn_merge): out = sum_s 2^(m_s - M) acc_s / sum_s 2^(m_s - M) l_s, M = max_s m_s, in
+ * of them (attn_merge): out = sum_s 2^(m_s - M) acc_s / (sum_s 2^(m_s - M) l_s + 2^(sink - M)),
+ * M = max_s m_s (no sink term without sinks), in
  * split order whatever the order of arrival, so the result is deterministic. No second kernel,
  * and no launch waits for the slowest split of another sequence.
  *
@@ -57,6 +64,7 @@ namespace db_attn {
 
 constexpr int kMaxSplits = 1024; /* db_attention_params.num_splits */
 constexpr int kMinPageTokens = 16; /* the smallest page (DB_KV_PAGED) */
+constexpr float kLog2e = 1.4426950408889634f;
 
 /* Everything a decode launch needs; passed by value. */
 struct AttnArgs {
@@ -64,6 +72,7 @@ struct AttnArgs {
   void *out;                /* [batch, q_heads, D] */
   const int32_t *context_lens;
   const int32_t *page_table;
+  const float *sinks;       /* [q_heads] sink logits (natural-log units), or null */
   const unsigned char *k, *v; /* byte addresses of the caches */
   float *ws_acc;            /* [batch * q_heads][num_splits][D] */
   float2 *ws_ml;            /* [batch * q_heads][num_splits]: (m in log2 units, l) */
@@ -71,6 +80,7 @@ struct AttnArgs {
   uint32_t epoch;           /* this call's tag for the counters: never 0 or 0xffffffff */
   int32_t q_heads, kv_heads, group, head_chunks;
   int32_t max_context, num_splits, split_tokens;
+  int32_t window, chunk;    /* the span: 0 = none (db_attention_params) */
   int32_t paged, capacity, page_shift, num_pages, pages_per_seq;
   float q_scale;            /* softmax scale * log2(e) */
 };
@@ -119,6 +129,7 @@ struct AttnBlock {
   int heads;  /* real query heads in this block (a partial last chunk has fewer than GP) */
   int hq0;    /* its first query head */
   int len;    /* the sequence's tokens, clamped to 0..max_context */
+  int start;  /* the span's first token: 0, or where a window or chunk begins */
   int active; /* splits of this sequence that see a token (1 for an empty sequence) */
   int t_begin, t_end, ntiles;
   const int32_t *table; /* the sequence's page-table row (paged) */
@@ -135,8 +146,16 @@ DB_DEVICE AttnBlock attn_block(const AttnArgs &a) {
   k.hq0 = k.h * a.group + head_chunk * GP;
   /* A length outside 0..max_context is the caller's bug; clamping keeps reads inside the cache. */
   k.len = imax(0, imin(a.context_lens[k.b], a.max_context));
-  k.active = imax(1, imin(a.num_splits, (k.len + a.split_tokens - 1) / a.split_tokens));
-  k.t_begin = k.split * a.split_tokens;
+  /* The span (db_attention_params): a window's last tokens, or the current chunk. The splits
+   * start at the tile that holds its first token, so that every tile begins on a multiple of
+   * Tile (and spans at most Tile / 16 pages) whatever the span's start; the tokens of that tile
+   * before the start are masked, never copied. */
+  k.start = 0;
+  if (a.window > 0) k.start = imax(0, k.len - a.window);
+  else if (a.chunk > 0 && k.len > 0) k.start = (k.len - 1) / a.chunk * a.chunk;
+  const int base = k.start & ~(Tile - 1);
+  k.active = imax(1, imin(a.num_splits, (k.len - base + a.split_tokens - 1) / a.split_tokens));
+  k.t_begin = base + k.split * a.split_tokens;
   k.t_end = imin(k.t_begin + a.split_tokens, k.len);
   k.ntiles = k.t_end > k.t_begin ? (k.t_end - k.t_begin + Tile - 1) / Tile : 0;
   k.table = a.paged ? a.page_table + (size_t)k.b * a.pages_per_seq : nullptr;
@@ -165,9 +184,10 @@ DB_DEVICE void attn_load_queries(const AttnArgs &a, const AttnBlock &k, Store st
  * ahead into a register (fetch_pages), stored to shared memory at the end of the iteration
  * (store_pages) and published by its closing barrier, so issuing a tile's copies never waits on
  * a global load. A tile spans at most Tile / 16 pages (tiles start on multiples of Tile, pages
- * are powers of two of at least 16 tokens). Rows past the tile's valid tokens (or behind a page
- * id outside the cache) are not copied; their V rows are zeroed, since the MMA kernel multiplies
- * p = 0 by them and 0 * NaN would be NaN.
+ * are powers of two of at least 16 tokens). Rows outside the tile's valid tokens (past the
+ * split, before the span's start, or behind a page id outside the cache) are not copied, nor
+ * are the page ids of pages wholly before the span read; their V rows are zeroed, since P.V
+ * multiplies p = 0 by them and 0 * NaN would be NaN.
  */
 template <class E, int D, int Tile, int Threads>
 struct AttnTiles {
@@ -195,6 +215,7 @@ struct AttnTiles {
     if (!a.paged || p >= kMaxPages || it >= k.ntiles) return -1;
     const int t = k.t_begin + it * Tile + (p << a.page_shift);
     if (p > 0 && ((p << a.page_shift) >= Tile || t >= k.t_end)) return -1;
+    if ((((t >> a.page_shift) + 1) << a.page_shift) <= k.start) return -1; /* before the span */
     const int page = k.table[t >> a.page_shift];
     return page >= 0 && page < a.num_pages ? page : -1;
   }
@@ -208,6 +229,7 @@ struct AttnTiles {
     E *v_dst = k_dst + kTileElems;
     const int tile_start = k.t_begin + it * Tile;
     const int n = imin(Tile, k.t_end - tile_start);
+    const int lo = imax(0, k.start - tile_start); /* rows lo..n-1 are the span's */
     const int32_t *pages = page_s + (it & 1) * kMaxPages;
     const int first_page = tile_start >> a.page_shift;
     const long long seq_row = (long long)k.seq_head * a.capacity + tile_start;
@@ -222,7 +244,7 @@ struct AttnTiles {
       if (kCopies % Threads != 0 && i >= kCopies) break;
       const int tok = i / kChunks, c = i % kChunks;
       long long row = -1;
-      if (tok < n) {
+      if (tok < n && tok >= lo) {
         if (a.paged) {
           const int t = tile_start + tok;
           const int page = pages[(t >> a.page_shift) - first_page];
@@ -342,6 +364,7 @@ DB_DEVICE void attn_merge(const AttnArgs &a, const AttnBlock &k, float *M_s, flo
       l += exp2f(x.x - m) * x.y;
     }
     l = db_warp_sum(l);
+    if (a.sinks != nullptr) l += exp2f(a.sinks[k.hq0 + g] * db_attn::kLog2e - m); /* once, not per split */
     if (lane == 0) M_s[g] = m, inv_l_s[g] = l > 0.0f ? 1.0f / l : 0.0f;
   }
   __syncthreads(); /* M and 1/L of every head */
@@ -379,27 +402,47 @@ DB_DEVICE void attn_merge(const AttnArgs &a, const AttnBlock &k, float *M_s, flo
 }
 
 /*
+ * The sink's share of head g's softmax denominator, 2^(sink - m) with m the block's running max
+ * (log2 units), when this block normalises the output itself (one active split); else 0. The
+ * kernels add it to the l they give attn_finish, so that the sink joins the denominator once:
+ * here, or in the merge of several splits (attn_merge), never in a split's partial sum.
+ */
+DB_DEVICE float attn_direct_sink(const AttnArgs &a, const AttnBlock &k, int g, float m) {
+  if (k.active != 1 || a.sinks == nullptr) return 0.0f;
+  return exp2f(a.sinks[k.hq0 + g] * db_attn::kLog2e - m);
+}
+
+/*
  * Both decode kernels end here. red_s is [Lanes][GP][D] fp32 partial sums of the block's
  * unnormalised output (the token lanes or warps of the block), m_s and l_s the block's [GP]
- * running max and sum. One active split: the normalised output. Otherwise this split's partials
- * to the workspace, the arrival, and for the last arrival the merge (which reuses m_s and l_s).
+ * running max and sum (with attn_direct_sink added). One active split: the normalised output.
+ * Otherwise this split's partials to the workspace, the arrival, and for the last arrival the
+ * merge (which reuses m_s and l_s).
  */
 template <class E, int D, int GP, int Threads, int Lanes>
 DB_DEVICE void attn_finish(const AttnArgs &a, const AttnBlock &k, const float *red_s, float *m_s,
                            float *l_s, int *last_s) {
-  const bool direct = k.active == 1;
-  for (int i = threadIdx.x; i < k.heads * D; i += Threads) {
-    const int g = i / D, d = i % D;
+  auto lanes_sum = [&](int g, int d) {
     float o = 0.0f;
     DB_UNROLL
     for (int r = 0; r < Lanes; ++r) o += red_s[((size_t)r * GP + g) * D + d];
-    const size_t row = (size_t)k.b * a.q_heads + k.hq0 + g;
-    if (direct) {
-      const float l = l_s[g];
-      static_cast<E *>(a.out)[row * D + d] = db_dtype<E>::from_float(l > 0.0f ? o / l : 0.0f);
-    } else {
-      const size_t at = row * a.num_splits + k.split;
-      a.ws_acc[at * D + d] = o;
+    return o;
+  };
+  const size_t row0 = (size_t)k.b * a.q_heads + k.hq0;
+  /* Two loops, not one with the branch inside: that is what ptxas made of the one loop until
+   * the sinks came, and the static gate counts loops by address. */
+  const bool direct = k.active == 1;
+  if (direct) {
+    for (int i = threadIdx.x; i < k.heads * D; i += Threads) {
+      const int g = i / D, d = i % D;
+      const float o = lanes_sum(g, d), l = l_s[g];
+      static_cast<E *>(a.out)[(row0 + g) * D + d] = db_dtype<E>::from_float(l > 0.0f ? o / l : 0.0f);
+    }
+  } else {
+    for (int i = threadIdx.x; i < k.heads * D; i += Threads) {
+      const int g = i / D, d = i % D;
+      const size_t at = (row0 + g) * a.num_splits + k.split;
+      a.ws_acc[at * D + d] = lanes_sum(g, d);
       if (d == 0) a.ws_ml[at] = make_float2(m_s[g], l_s[g]);
     }
   }
@@ -514,7 +557,9 @@ __global__ void __launch_bounds__(AttnConfig<D, GP>::kThreads, attn_min_blocks<G
 
   if (k.ntiles > 0) tiles.start(a, k);
   for (int it = 0; it < k.ntiles; ++it) {
-    const int n = imin(C::kTile, k.t_end - (k.t_begin + it * C::kTile)); /* valid tokens: a prefix */
+    const int tile_start = k.t_begin + it * C::kTile;
+    const int n = imin(C::kTile, k.t_end - tile_start); /* valid tokens: lo..n-1 */
+    const int lo = imax(0, k.start - tile_start);      /* > 0 only in a span's first tile */
     tiles.next(a, k, it);
     __syncthreads(); /* this tile's rows (and, the first time, the queries) are visible */
     const int next_pages = tiles.fetch_pages(a, k, it + 2);
@@ -522,7 +567,7 @@ __global__ void __launch_bounds__(AttnConfig<D, GP>::kThreads, attn_min_blocks<G
     const E *v_tile = tiles.v_tile(it & 1);
 
     /* 2. partial scores over this thread's chunks of the head dim */
-    if (qk_tok < n) {
+    if (qk_tok < n && qk_tok >= lo) {
       float s[GP];
       DB_UNROLL
       for (int g = 0; g < GP; ++g) s[g] = 0.0f;
@@ -559,7 +604,7 @@ __global__ void __launch_bounds__(AttnConfig<D, GP>::kThreads, attn_min_blocks<G
         for (int u = 0; u < C::kTokensPerLane; ++u) {
           const int tok = lane + 32 * u;
           float x = -INFINITY;
-          if (tok < n) {
+          if (tok < n && tok >= lo) {
             x = 0.0f;
             DB_UNROLL
             for (int p = 0; p < C::kParts; ++p) x += score_s[(p * GP + g) * C::kTile + tok];
@@ -626,7 +671,7 @@ __global__ void __launch_bounds__(AttnConfig<D, GP>::kThreads, attn_min_blocks<G
   DB_UNROLL
   for (int j = 0; j < C::kHeadsPerWarp; ++j) {
     const int g = warp + j * C::kWarps;
-    if (g < GP && lane == 0) m_s[g] = m_r[j], l_s[g] = l_r[j];
+    if (g < GP && lane == 0) m_s[g] = m_r[j], l_s[g] = l_r[j] + (g < k.heads ? attn_direct_sink(a, k, g, m_r[j]) : 0.0f);
   }
   if (pv_active) {
     DB_UNROLL

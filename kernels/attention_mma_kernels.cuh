@@ -146,13 +146,16 @@ __global__ void __launch_bounds__(AttnMmaConfig<D, GP>::kThreads, attn_mma_min_b
   const int row0 = warp * 16; /* this warp's first row of every tile */
   if (k.ntiles > 0) tiles.start(a, k);
   for (int it = 0; it < k.ntiles; ++it) {
-    const int valid = imin(C::kTile, k.t_end - (k.t_begin + it * C::kTile)) - row0; /* this warp's rows */
+    const int tile_start = k.t_begin + it * C::kTile;
+    /* this warp's rows first..valid-1 are the span's (first > 0 only in a span's first tile) */
+    const int valid = imin(C::kTile, k.t_end - tile_start) - row0;
+    const int first = imax(0, k.start - tile_start) - row0;
     tiles.next(a, k, it);
     __syncthreads(); /* this tile's rows (and, the first time, the queries) are visible */
     const int next_pages = tiles.fetch_pages(a, k, it + 2);
     const E *k_tile = tiles.k_tile(it & 1) + row0 * C::kRow;
     const E *v_tile = tiles.v_tile(it & 1) + row0 * C::kRow;
-    if (valid > 0) { /* warp-uniform */
+    if (imax(first, 0) < imin(valid, 16)) { /* warp-uniform: one of its 16 rows is the span's */
       /* 1. S^T = K . Q^T */
       float s[C::kNT][4];
       DB_UNROLL
@@ -176,7 +179,10 @@ __global__ void __launch_bounds__(AttnMmaConfig<D, GP>::kThreads, attn_mma_min_b
       DB_UNROLL
       for (int n = 0; n < C::kNT; ++n) {
         DB_UNROLL
-        for (int i = 0; i < 4; ++i) s[n][i] = g8 + 8 * (i >> 1) < valid ? s[n][i] * a.q_scale : -INFINITY;
+        for (int i = 0; i < 4; ++i) {
+          const int r = g8 + 8 * (i >> 1);
+          s[n][i] = r < valid && r >= first ? s[n][i] * a.q_scale : -INFINITY;
+        }
         float alpha[2];
         DB_UNROLL
         for (int j = 0; j < 2; ++j) {
@@ -184,7 +190,7 @@ __global__ void __launch_bounds__(AttnMmaConfig<D, GP>::kThreads, attn_mma_min_b
           tile_max = fmaxf(tile_max, __shfl_xor_sync(0xffffffffu, tile_max, 4));
           tile_max = fmaxf(tile_max, __shfl_xor_sync(0xffffffffu, tile_max, 8));
           tile_max = fmaxf(tile_max, __shfl_xor_sync(0xffffffffu, tile_max, 16));
-          const float m_new = fmaxf(m_r[n][j], tile_max); /* finite: row 0 of the warp is valid */
+          const float m_new = fmaxf(m_r[n][j], tile_max); /* finite: the warp has a valid row */
           alpha[j] = exp2f(m_r[n][j] - m_new);             /* 0 on the first tile */
           m_r[n][j] = m_new;
           const float p0 = exp2f(s[n][j] - m_new), p1 = exp2f(s[n][j + 2] - m_new);
@@ -256,7 +262,7 @@ __global__ void __launch_bounds__(AttnMmaConfig<D, GP>::kThreads, attn_mma_min_b
       wf_s[w * GP + tid] = f;
       l += f * lw;
     }
-    m_s[tid] = m, l_s[tid] = l;
+    m_s[tid] = m, l_s[tid] = l + (tid < k.heads ? attn_direct_sink(a, k, tid, m) : 0.0f);
   }
   __syncthreads();
   DB_UNROLL

@@ -8,7 +8,11 @@
 //   - splits of at least 256 tokens (or one split) covering the context;
 //   - whole waves: under two waves, the launch fills at least 90% of its waves' slots, unless
 //     the context is too short to cut it finer (at most one split per 256 tokens);
-// and prints the predicted waves (make emu-test's log; kernels/README.md quotes it).
+// and prints the predicted waves (make emu-test's log; kernels/README.md quotes it). Then the
+// span layers (gpt-oss-120b's 128-token window, Gemma-3-27B's 1024, Llama-4-Scout's 8192-token
+// chunk): the splits cover the span from its first tile, never the context, and are never more
+// than the whole context's.
+#include <algorithm>
 #include <cmath>
 #include <cstdio>
 #include <cstdlib>
@@ -90,7 +94,7 @@ int main() {
                  (unsigned long long)workspace, p.num_splits);
 
           /* sm_90's blocks per SM for this kernel: what the emulated occupancy answered */
-          const int regs = variant == DB_ATTENTION_MMA ? 112 : (gp == 4 ? 126 : 168); /* ptxas, sm_90 */
+          const int regs = variant == DB_ATTENTION_MMA ? 102 : (gp == 4 ? 126 : 168); /* ptxas, sm_90 */
           const int per_sm = db_sm90_blocks_per_sm(l[0].block_threads, regs, l[0].smem_bytes);
           const double slots = per_sm * 132.0;
           const double blocks = (double)l[0].grid_x * l[0].grid_y;
@@ -104,6 +108,35 @@ int main() {
                       variant == DB_ATTENTION_MMA ? "mma" : "simt", batch, context, l[0].kernel,
                       l[0].smem_bytes, per_sm, blocks, p.num_splits, waves);
         }
+
+  std::printf("\nspan layers (window or chunk; the splits cover the span, not the context):\n");
+  const struct {
+    const char *name;
+    int q_heads, kv_heads, head_dim, window, chunk;
+  } spans[] = {{"gpt-oss-120b local", 64, 8, 64, 128, 0}, {"gemma-3-27b local", 32, 16, 128, 1024, 0},
+               {"llama-4-scout chunked", 40, 8, 128, 0, 8192}};
+  for (const auto &m : spans)
+    for (int batch : {1, 16, 256})
+      for (int context : {8192, 32768}) {
+        db_attention_params p = llama_params(m.q_heads, batch, context, DB_ATTENTION_SIMT);
+        p.cache.kv_heads = m.kv_heads, p.cache.head_dim = m.head_dim;
+        db_attention_params full = p;
+        p.window = m.window, p.chunk = m.chunk;
+        uint64_t workspace = 0;
+        if (db_attention_plan(ctx, &p, &workspace) != DB_OK || db_attention_plan(ctx, &full, &workspace) != DB_OK) {
+          EXPECT(false, "plan %s b%d c%d: %s", m.name, batch, context, last_error().c_str());
+          continue;
+        }
+        const int tile = m.head_dim <= 64 ? 64 : 32; /* the SIMT kernel's */
+        const int limit = m.window > 0 ? m.window + tile - 1 : m.chunk + (m.chunk % tile ? tile - 1 : 0);
+        const int64_t covered = (int64_t)p.num_splits * p.split_tokens;
+        EXPECT(covered >= std::min(context, limit) && covered < std::min(context, limit) + (int64_t)p.num_splits * tile &&
+                   p.num_splits <= full.num_splits,
+               "%s b%d c%d: %d splits of %d tokens for a span of at most %d (the context: %d splits)", m.name, batch,
+               context, p.num_splits, p.split_tokens, limit, full.num_splits);
+        std::printf("%-22s %5d %6d  %4d splits of %5d tokens (whole context: %4d of %5d)\n", m.name, batch, context,
+                    p.num_splits, p.split_tokens, full.num_splits, full.split_tokens);
+      }
 
   /* the count alone; too little room is an error that says so */
   {

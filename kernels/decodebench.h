@@ -255,6 +255,9 @@ typedef struct {
  * split_tokens), and gives the workspace the call needs. Auto splits come from the shape, the
  * device's SM count and the occupancy of the kernel the call launches (blocks per SM), so that
  * the launch is as close to whole waves as the context allows, never under 256 tokens a split.
+ * With a window or chunk the splits cover the span instead of max_context: at most window (or
+ * chunk) tokens plus the kernel's tile less one, since a span is read from the tile holding its
+ * first token.
  * Workspace: 0 for one split, else batch * q_heads * num_splits * (head_dim + 2) * 4 bytes of
  * partials and 8 bytes per (sequence, KV head, block of up to 16 query heads) of counters. Its
  * contents need no initialisation (every call tags the counters with its own epoch), and no two

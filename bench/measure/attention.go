@@ -24,7 +24,19 @@ type AttentionSpec struct {
 	// Append writes each sequence's last token with the KV append kernel first (new K and V
 	// from the hash), as a decode step does, so that the verification covers the append too.
 	Append bool `json:"append,omitempty"`
+	// The span each sequence attends to (at most one of them; 0 = the whole context): its last
+	// Window tokens (a sliding window), or the tokens of its own chunk of Chunk. The cache holds
+	// every token of Contexts; only the span's are read, and Bytes and FLOPs count those.
+	Window int `json:"window,omitempty"`
+	Chunk  int `json:"chunk,omitempty"`
+	// Sinks: a sink logit per query head (f32, from the hash, within ±sinkScale) joins the
+	// softmax's denominator, as gpt-oss's attention has.
+	Sinks bool `json:"sinks,omitempty"`
 }
+
+// sinkScale bounds the sink logits the hash gives: ±4 is the order of a scaled score here, so
+// the sink takes a real share of every denominator.
+const sinkScale = 4
 
 // The float64 reference of a large attention call is computed for a sample of (sequence, KV
 // head) pairs, each with every query head of its group: at most maxAttentionRefPairs pairs,
@@ -49,43 +61,53 @@ func (s AttentionSpec) contexts() []int {
 
 // shape is the spec as bench/ref describes it, with the cache sized for the longest sequence.
 func (s AttentionSpec) shape() ref.AttentionShape {
-	shape := ref.AttentionShape{Batch: s.Batch, QHeads: s.QHeads, KVHeads: s.KVHeads, HeadDim: s.HeadDim, Context: s.contexts(), Scale: s.Scale}
+	shape := ref.AttentionShape{Batch: s.Batch, QHeads: s.QHeads, KVHeads: s.KVHeads, HeadDim: s.HeadDim, Context: s.contexts(), Scale: s.Scale,
+		Window: s.Window, Chunk: s.Chunk}
 	if s.PageSize != 0 {
 		shape.Layout, shape.PageSize = ref.KVPaged, s.PageSize
 	}
 	return shape.WithDefaults()
 }
 
-func (s AttentionSpec) totalContext() float64 {
+// attendedTokens is the tokens every sequence's span holds, summed: what a call reads.
+func (s AttentionSpec) attendedTokens() float64 {
+	shape := ref.AttentionShape{Window: max(s.Window, 0), Chunk: max(s.Chunk, 0)}
 	total := 0.0
 	for _, n := range s.contexts() {
-		total += float64(n)
+		total += float64(n - shape.SpanStart(n))
 	}
 	return total
 }
 
-// KVBytes is the KV cache a call reads: every token of every sequence, K and V, each KV head.
+// KVBytes is the KV cache a call reads: every token of every sequence's span, K and V, each
+// KV head.
 func (s AttentionSpec) KVBytes() float64 {
-	return 2 * s.totalContext() * float64(s.KVHeads) * float64(s.HeadDim) * float64(s.DType.Bytes())
+	return 2 * s.attendedTokens() * float64(s.KVHeads) * float64(s.HeadDim) * float64(s.DType.Bytes())
 }
 
-// Bytes is the least a call moves: the KV cache it reads, Q, the output, the context lengths
-// and the page-table entries it follows.
+// Bytes is the least a call moves: the KV cache it reads, Q, the output, the context lengths,
+// the page-table entries it follows (those of the pages its spans touch) and the sinks.
 func (s AttentionSpec) Bytes() float64 {
 	e := float64(s.DType.Bytes())
 	qo := 2 * float64(s.Batch) * float64(s.QHeads) * float64(s.HeadDim) * e
 	meta := 4 * float64(s.Batch)
 	if s.PageSize > 0 {
+		shape := ref.AttentionShape{Window: max(s.Window, 0), Chunk: max(s.Chunk, 0)}
 		for _, n := range s.contexts() {
-			meta += 4 * math.Ceil(float64(n)/float64(s.PageSize))
+			if n > 0 {
+				meta += 4 * float64((n-1)/s.PageSize-shape.SpanStart(n)/s.PageSize+1)
+			}
 		}
+	}
+	if s.Sinks {
+		meta += 4 * float64(s.QHeads)
 	}
 	return s.KVBytes() + qo + meta
 }
 
-// FLOPs of a call: Q·Kᵀ and P·V, 2·HeadDim each per query head and token.
+// FLOPs of a call: Q·Kᵀ and P·V, 2·HeadDim each per query head and attended token.
 func (s AttentionSpec) FLOPs() float64 {
-	return 4 * s.totalContext() * float64(s.QHeads) * float64(s.HeadDim)
+	return 4 * s.attendedTokens() * float64(s.QHeads) * float64(s.HeadDim)
 }
 
 // MinDeviceBytes is the device memory the measurement needs with one copy of the caches (the
@@ -98,7 +120,15 @@ func (s AttentionSpec) MinDeviceBytes() uint64 {
 	e := s.DType.Bytes()
 	q := uint64(shape.QElements()) * e
 	cache := roundUp(uint64(shape.CacheElements())*e, copyAlign)
-	return 2*cache + 2*q + 4*uint64(s.Batch) + 4*uint64(s.Batch)*uint64(shape.PagesPerSeq)
+	return 2*cache + 2*q + 4*uint64(s.Batch) + 4*uint64(s.Batch)*uint64(shape.PagesPerSeq) + s.sinkBytes()
+}
+
+// sinkBytes is the sink buffer: f32 [q_heads], or none.
+func (s AttentionSpec) sinkBytes() uint64 {
+	if !s.Sinks {
+		return 0
+	}
+	return 4 * uint64(s.QHeads)
 }
 
 // check reports a spec that cannot run: invalid values fail, shapes the kernels do not take
@@ -116,6 +146,10 @@ func (s AttentionSpec) check() (status, reason string) {
 		return StatusFailed, fmt.Sprintf("invalid variant %v", s.Variant)
 	case s.Splits < 0 || s.PageSize < 0:
 		return StatusFailed, fmt.Sprintf("invalid splits %d or page size %d: want 0 (auto, contiguous) or more", s.Splits, s.PageSize)
+	case s.Window < 0 || s.Chunk < 0:
+		return StatusFailed, fmt.Sprintf("invalid window %d or chunk %d: want 0 (the whole context) or more", s.Window, s.Chunk)
+	case s.Window > 0 && s.Chunk > 0:
+		return StatusFailed, fmt.Sprintf("invalid span: window %d and chunk %d are both set (a layer has one span or none)", s.Window, s.Chunk)
 	case s.DType != cgo.DTypeBF16 && s.DType != cgo.DTypeFP16:
 		return StatusSkipped, fmt.Sprintf("unsupported: dtype %v (the attention kernels take bf16 or fp16)", s.DType)
 	case s.Batch > cgo.MaxBatch:
@@ -185,8 +219,13 @@ func attentionRun(dev *cgo.Device, s AttentionSpec, o Options) (Outcome, Check) 
 	if shape.Layout == ref.KVPaged {
 		cache.PageTable, cache.PageSize, cache.NumPages, cache.PagesPerSeq = planAddress, shape.PageSize, shape.NumPages, shape.PagesPerSeq
 	}
+	var sinkAddress uint64
+	if s.Sinks {
+		sinkAddress = planAddress
+	}
 	plan, workspace, err := dev.AttentionPlan(cgo.AttentionParams{Q: planAddress, Out: planAddress, ContextLens: planAddress,
-		Cache: cache, Batch: s.Batch, QHeads: s.QHeads, MaxContext: shape.MaxContext(), Scale: float32(s.Scale), NumSplits: s.Splits, Variant: s.Variant})
+		Cache: cache, Batch: s.Batch, QHeads: s.QHeads, MaxContext: shape.MaxContext(), Scale: float32(s.Scale), NumSplits: s.Splits, Variant: s.Variant,
+		Window: s.Window, Chunk: s.Chunk, Sinks: sinkAddress})
 	if err != nil {
 		return merge(out, fromError(kernel, "planning", err)), noCheck
 	}
@@ -200,7 +239,7 @@ func attentionRun(dev *cgo.Device, s AttentionSpec, o Options) (Outcome, Check) 
 	qBytes := uint64(shape.QElements()) * elem
 	cacheBytes := uint64(shape.CacheElements()) * elem
 	cacheStride := roundUp(cacheBytes, copyAlign)
-	other := 2*qBytes + 4*uint64(s.Batch) + 4*uint64(s.Batch)*uint64(shape.PagesPerSeq) + workspace
+	other := 2*qBytes + 4*uint64(s.Batch) + 4*uint64(s.Batch)*uint64(shape.PagesPerSeq) + s.sinkBytes() + workspace
 	if ok, why := Fits(dev, 2*cacheStride+other); !ok {
 		return merge(out, skipped(kernel, "does not fit: %s", why)), noCheck
 	}
@@ -258,6 +297,17 @@ func attentionRun(dev *cgo.Device, s AttentionSpec, o Options) (Outcome, Check) 
 		}
 	}
 	plan.Q, plan.Out, plan.ContextLens, plan.Cache = q.Ptr, o0.Ptr, lens.Ptr, cache
+	var sinks []float64
+	if s.Sinks {
+		b, err := bufs.alloc("the sinks", s.sinkBytes())
+		if err != nil {
+			return merge(out, fromError(kernel, "sinks", err)), noCheck
+		}
+		if err := b.FillHash(cgo.DTypeF32, uint64(s.QHeads), seeds.Sinks, sinkScale); err != nil {
+			return merge(out, failed(kernel, "filling the sinks: %v", err)), noCheck
+		}
+		plan.Sinks, sinks = b.Ptr, attentionSinks(s.QHeads, seeds)
+	}
 	var ws *cgo.Buffer
 	if workspace > 0 {
 		if ws, err = bufs.alloc("the split workspace", workspace); err != nil {
@@ -268,7 +318,7 @@ func attentionRun(dev *cgo.Device, s AttentionSpec, o Options) (Outcome, Check) 
 
 	return verifyThenTime(dev, o, out, kernel,
 		func() Check {
-			return verifyAttention(dev, plan, o0, ws, shape, ref.DType(s.DType), seeds, table, s.Append, o.Seed, o.checkOnly)
+			return verifyAttention(dev, plan, o0, ws, shape, ref.DType(s.DType), seeds, table, sinks, s.Append, o.Seed, o.checkOnly)
 		},
 		func(call int) error {
 			p := plan
@@ -290,7 +340,7 @@ func int32s(xs []int) []int32 {
 // of the caches, checks every output for NaN and (sequence, KV head) pairs against the float64
 // reference: a sample of them, or with every set all of them.
 func verifyAttention(dev *cgo.Device, plan cgo.AttentionParams, outBuf, ws *cgo.Buffer, shape ref.AttentionShape,
-	dtype ref.DType, seeds ref.AttentionSeeds, table []int32, appended bool, seed uint64, every bool) Check {
+	dtype ref.DType, seeds ref.AttentionSeeds, table []int32, sinks []float64, appended bool, seed uint64, every bool) Check {
 	c := checkOf(Verification{Tolerance: ref.AttentionTolerance(dtype)})
 	// The workspace is poisoned too: a partial the split merge reads unwritten is NaN.
 	got, reason := runPoisoned(dev, func() error { return dev.Attention(plan) }, outBuf, dtype, ws)
@@ -302,13 +352,22 @@ func verifyAttention(dev *cgo.Device, plan cgo.AttentionParams, outBuf, ws *cgo.
 	if every {
 		pairs = sampleIndices(shape.Batch*shape.KVHeads, shape.Batch*shape.KVHeads, seed)
 	}
-	return compareAttention(got, shape, dtype, seeds, table, appended, plan.NumSplits, plan.Variant == cgo.AttentionMMA, pairs)
+	return compareAttention(got, shape, dtype, seeds, table, sinks, appended, plan.NumSplits, plan.Variant == cgo.AttentionMMA, pairs)
+}
+
+// attentionSinks are the sink logits the device holds: f32 from seeds.Sinks, widened.
+func attentionSinks(qHeads int, seeds ref.AttentionSeeds) []float64 {
+	out := make([]float64, qHeads)
+	for i := range out {
+		out[i] = float64(ref.FillValue(ref.F32, seeds.Sinks, sinkScale, uint64(i)))
+	}
+	return out
 }
 
 // attentionPairs picks the (sequence, KV head) pairs, as b*KVHeads+h, whose query heads the
 // reference computes, within the work budget.
 func attentionPairs(shape ref.AttentionShape, seed uint64) []int {
-	perPair := 2 * float64(shape.MaxContext()) * float64(shape.HeadDim)
+	perPair := 2 * float64(shape.MaxSpan()) * float64(shape.HeadDim)
 	budget := int(math.Max(1, math.Floor(maxAttentionRefElements/perPair)))
 	return sampleIndices(shape.Batch*shape.KVHeads, min(budget, maxAttentionRefPairs), seed)
 }
@@ -316,9 +375,9 @@ func attentionPairs(shape ref.AttentionShape, seed uint64) []int {
 // compareAttention checks got (the whole output) for NaN, and the query heads of the chosen
 // pairs against the reference, within the tensor-core kernel's bounds where mma is set.
 func compareAttention(got []float32, shape ref.AttentionShape, dtype ref.DType, seeds ref.AttentionSeeds,
-	table []int32, appended bool, splits int, mma bool, pairs []int) Check {
+	table []int32, sinks []float64, appended bool, splits int, mma bool, pairs []int) Check {
 	d := shape.HeadDim
-	want, elems := attentionReferencePairs(shape, dtype, seeds, table, appended, pairs)
+	want, elems := attentionReferencePairs(shape, dtype, seeds, table, sinks, appended, pairs)
 	sub := make([]float32, len(elems))
 	for i, e := range elems {
 		sub[i] = got[e]
@@ -357,7 +416,7 @@ func compareAttention(got []float32, shape ref.AttentionShape, dtype ref.DType, 
 // sequence's last token is the one the KV append wrote: new K and V rows of [batch, kv_heads,
 // head_dim] from seeds.KNew and seeds.VNew.
 func attentionReferencePairs(shape ref.AttentionShape, dtype ref.DType, seeds ref.AttentionSeeds,
-	table []int32, appended bool, pairs []int) (ref.AttentionReference, []int) {
+	table []int32, sinks []float64, appended bool, pairs []int) (ref.AttentionReference, []int) {
 	d := shape.HeadDim
 	fill := func(seed, off uint64, dst []float64) {
 		for i := range dst {
@@ -374,9 +433,10 @@ func attentionReferencePairs(shape ref.AttentionShape, dtype ref.DType, seeds re
 		}
 	}
 	in := ref.AttentionInputs{
-		Q: func(row int, dst []float64) { fill(seeds.Q, uint64(row*d), dst) },
-		K: cached(seeds.K, seeds.KNew),
-		V: cached(seeds.V, seeds.VNew),
+		Q:     func(row int, dst []float64) { fill(seeds.Q, uint64(row*d), dst) },
+		K:     cached(seeds.K, seeds.KNew),
+		V:     cached(seeds.V, seeds.VNew),
+		Sinks: sinks,
 	}
 	return ref.AttentionPairs(shape, in, pairs)
 }

@@ -103,6 +103,15 @@ func (s Spec) Key() string {
 		if a.Append {
 			b.WriteString(" append")
 		}
+		if a.Window != 0 {
+			fmt.Fprintf(&b, " window=%d", a.Window)
+		}
+		if a.Chunk != 0 {
+			fmt.Fprintf(&b, " chunk=%d", a.Chunk)
+		}
+		if a.Sinks {
+			b.WriteString(" sinks")
+		}
 	case KindProbe:
 		p := s.Probe
 		fmt.Fprintf(&b, "probe %s", p.Kind)

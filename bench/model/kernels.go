@@ -48,6 +48,11 @@ type Kernel struct {
 	VHeadDim int  `json:"v_head_dim,omitempty"`
 	Context  int  `json:"context,omitempty"`
 	Sinks    bool `json:"sinks,omitempty"` // a learned logit per query head joins the softmax
+	// A span's kernel (attention_local, attention_chunked): the layer's Window or Chunk and
+	// the tokens each sequence has cached, of which the call reads Context (its span).
+	Window        int `json:"window,omitempty"`
+	Chunk         int `json:"chunk,omitempty"`
+	CachedContext int `json:"cached_context,omitempty"`
 
 	Bytes float64 `json:"bytes"` // minimum bytes one call moves: weights (and bias) + activations in + out, or K and V + Q + O (+ sinks)
 	FLOPs float64 `json:"flops"` // per call: 2*Groups*M*N*K, or 2*Batch*QHeads*(HeadDim+VHeadDim)*Context
@@ -117,7 +122,14 @@ func (s Shape) Kernels(batch, context int) []Kernel {
 	// Layers that attend to fewer tokens than the context (sliding windows past
 	// the window, chunks past the chunk) have their own attention shape.
 	for _, g := range s.spans(context) {
-		kernels = append(kernels, s.attention(g.name, float64(g.layers), batch, g.context))
+		k := s.attention(g.name, float64(g.layers), batch, g.context)
+		switch g.name {
+		case "attention_local":
+			k.Window, k.CachedContext = s.SlidingWindow, context
+		case "attention_chunked":
+			k.Chunk, k.CachedContext = s.AttentionChunk, context
+		}
+		kernels = append(kernels, k)
 	}
 	if s.IsMLA() {
 		kernels = append(kernels, s.grouped("v_absorb", layers, s.QHeads, batch, s.VHeadDim, s.KVLoRARank))

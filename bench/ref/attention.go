@@ -16,6 +16,14 @@ import (
 //
 // over t < Context[b], where hkv = hq / (QHeads / KVHeads): each KV head serves a group of
 // consecutive query heads (GQA; a group of 1 is multi-head attention, KVHeads = 1 multi-query).
+//
+// Spans and sinks, as db_attention_params defines them: with a sliding Window the sum runs over
+// the last Window tokens only, t >= Context[b] - Window; with a Chunk over the tokens of the
+// query's own chunk, t >= floor((Context[b] - 1) / Chunk) * Chunk (SpanStart). A sink is one
+// logit per query head (AttentionInputs.Sinks, natural-log units like scale * q.k) that joins
+// the softmax's denominator and contributes no value:
+//
+//	w_t = e^(s_t) / (sum_t' e^(s_t') + e^(sink))
 
 // KVLayout is how a KV cache is stored. The values are the DB_KV_* enum of kernels/decodebench.h.
 type KVLayout int32
@@ -54,6 +62,32 @@ type AttentionShape struct {
 
 	// Scale multiplies q.k before the softmax; 0 means 1/sqrt(HeadDim).
 	Scale float64
+
+	// Window > 0: each sequence attends to its last Window tokens only (a sliding window).
+	// Chunk > 0: only to the tokens of its own chunk of Chunk tokens (chunked attention). At
+	// most one of them is set; 0 means the whole context.
+	Window, Chunk int
+}
+
+// SpanStart is the first token a sequence of context tokens attends to: 0, or where its
+// window or chunk begins. The caches keep every token; the span only says which are read.
+func (s AttentionShape) SpanStart(context int) int {
+	switch {
+	case s.Window > 0:
+		return max(0, context-s.Window)
+	case s.Chunk > 0 && context > 0:
+		return (context - 1) / s.Chunk * s.Chunk
+	}
+	return 0
+}
+
+// MaxSpan is the most tokens any sequence of the batch attends to.
+func (s AttentionShape) MaxSpan() int {
+	m := 0
+	for _, c := range s.Context {
+		m = max(m, c-s.SpanStart(c))
+	}
+	return m
 }
 
 // Group is the number of query heads per KV head.
@@ -122,6 +156,10 @@ func (s AttentionShape) Validate() error {
 		return fmt.Errorf("%d context lengths for a batch of %d", len(s.Context), s.Batch)
 	case s.Scale < 0 || math.IsNaN(s.Scale) || math.IsInf(s.Scale, 0):
 		return fmt.Errorf("scale %g must be finite and >= 0 (0 = 1/sqrt(head_dim))", s.Scale)
+	case s.Window < 0 || s.Chunk < 0:
+		return fmt.Errorf("window %d and chunk %d must be >= 0 (0 = the whole context)", s.Window, s.Chunk)
+	case s.Window > 0 && s.Chunk > 0:
+		return fmt.Errorf("window %d and chunk %d are both set: a layer has one span or none", s.Window, s.Chunk)
 	}
 	for b, c := range s.Context {
 		if c < 1 {
@@ -191,6 +229,12 @@ func (s AttentionShape) KVOffset(pageTable []int32, b, h, t int) int {
 // given to two sequences (or twice to one), which would let an append overwrite another
 // sequence's tokens.
 func (s AttentionShape) ValidatePageTable(pageTable []int32, tokens []int) error {
+	return s.validatePages(pageTable, tokens, false)
+}
+
+// validatePages is ValidatePageTable; with spanOnly, only the pages that hold a token of a
+// sequence's span are checked (those before it are never read).
+func (s AttentionShape) validatePages(pageTable []int32, tokens []int, spanOnly bool) error {
 	if len(pageTable) != s.Batch*s.PagesPerSeq {
 		return fmt.Errorf("page table has %d entries, want batch %d x %d pages", len(pageTable), s.Batch, s.PagesPerSeq)
 	}
@@ -200,7 +244,11 @@ func (s AttentionShape) ValidatePageTable(pageTable []int32, tokens []int) error
 		if need > s.PagesPerSeq {
 			return fmt.Errorf("sequence %d needs %d pages, the table has %d", b, need, s.PagesPerSeq)
 		}
-		for i := 0; i < need; i++ {
+		first := 0
+		if spanOnly {
+			first = s.SpanStart(tokens[b]) / s.PageSize
+		}
+		for i := first; i < need; i++ {
 			p := pageTable[b*s.PagesPerSeq+i]
 			if p < 0 || int(p) >= s.NumPages {
 				return fmt.Errorf("page table[%d][%d] = %d out of range 0..%d", b, i, p, s.NumPages-1)
@@ -240,13 +288,13 @@ func (s AttentionShape) ShuffledPageTable(seed uint64) []int32 {
 // AttentionSeeds are the hash seeds of each input of an attention check, all derived from one
 // user seed so that Q, K, V and the appended token are independent streams.
 type AttentionSeeds struct {
-	Q, K, V, KNew, VNew, PageTable uint64
+	Q, K, V, KNew, VNew, PageTable, Sinks uint64
 }
 
 // NewAttentionSeeds derives the input seeds from seed.
 func NewAttentionSeeds(seed uint64) AttentionSeeds {
 	sub := func(tag uint64) uint64 { return Hash64(seed, 0xA77E0000+tag) }
-	return AttentionSeeds{Q: sub(0), K: sub(1), V: sub(2), KNew: sub(3), VNew: sub(4), PageTable: sub(5)}
+	return AttentionSeeds{Q: sub(0), K: sub(1), V: sub(2), KNew: sub(3), VNew: sub(4), PageTable: sub(5), Sinks: sub(6)}
 }
 
 // AttentionReference is the float64 reference of one decode-attention call, with the sums
@@ -259,7 +307,7 @@ type AttentionReference struct {
 	AbsWeighted []float64
 	// ScoreAbs[b*QHeads+hq] = max_t scale * sum_i |q_i k_t[i]|: the scale of a score's error.
 	ScoreAbs []float64
-	// Context is each sequence's length (tokens summed).
+	// Context is each sequence's tokens summed (its span's length).
 	Context []int
 	HeadDim int
 }
@@ -267,8 +315,14 @@ type AttentionReference struct {
 // Attention is the float64 reference of decode attention: q is [Batch, QHeads, HeadDim], k
 // and v are whole caches in s's layout (CacheElements each), pageTable is [Batch,
 // PagesPerSeq] for a paged cache (nil otherwise). The inputs are the values the device holds
-// (bf16 or fp16, widened exactly); every product of two of them is exact in float64.
+// (bf16 or fp16, widened exactly); every product of two of them is exact in float64. Only the
+// tokens of each sequence's span are read.
 func Attention(s AttentionShape, pageTable []int32, q, k, v []float32) (AttentionReference, error) {
+	return AttentionWithSinks(s, pageTable, q, k, v, nil)
+}
+
+// AttentionWithSinks is Attention with a sink logit per query head (len QHeads; nil for none).
+func AttentionWithSinks(s AttentionShape, pageTable []int32, q, k, v []float32, sinks []float64) (AttentionReference, error) {
 	if err := s.Validate(); err != nil {
 		return AttentionReference{}, err
 	}
@@ -276,8 +330,11 @@ func Attention(s AttentionShape, pageTable []int32, q, k, v []float32) (Attentio
 		return AttentionReference{}, fmt.Errorf("input sizes q %d, k %d, v %d do not match the shape (q %d, caches %d)",
 			len(q), len(k), len(v), s.QElements(), s.CacheElements())
 	}
+	if sinks != nil && len(sinks) != s.QHeads {
+		return AttentionReference{}, fmt.Errorf("%d sinks for %d query heads", len(sinks), s.QHeads)
+	}
 	if s.Layout == KVPaged {
-		if err := s.ValidatePageTable(pageTable, s.Context); err != nil {
+		if err := s.validatePages(pageTable, s.Context, true); err != nil {
 			return AttentionReference{}, err
 		}
 	}
@@ -288,26 +345,32 @@ func Attention(s AttentionShape, pageTable []int32, q, k, v []float32) (Attentio
 	}
 	d := s.HeadDim
 	in := AttentionInputs{
-		Q: func(row int, dst []float64) { widen(q[row*d:][:d], dst) },
-		K: func(b, h, t int, dst []float64) { widen(k[s.KVOffset(pageTable, b, h, t):][:d], dst) },
-		V: func(b, h, t int, dst []float64) { widen(v[s.KVOffset(pageTable, b, h, t):][:d], dst) },
+		Q:     func(row int, dst []float64) { widen(q[row*d:][:d], dst) },
+		K:     func(b, h, t int, dst []float64) { widen(k[s.KVOffset(pageTable, b, h, t):][:d], dst) },
+		V:     func(b, h, t int, dst []float64) { widen(v[s.KVOffset(pageTable, b, h, t):][:d], dst) },
+		Sinks: sinks,
 	}
 	pairs := make([]int, s.Batch*s.KVHeads)
 	for p := range pairs {
 		pairs[p] = p
 	}
 	r, _ := AttentionPairs(s, in, pairs)
-	r.Context = append([]int(nil), s.Context...) // every row, in order: one length per sequence
+	r.Context = make([]int, s.Batch) // every row, in order: one span length per sequence
+	for b, c := range s.Context {
+		r.Context[b] = c - s.SpanStart(c)
+	}
 	return r, nil
 }
 
 // AttentionInputs give the reference its inputs one HeadDim-long vector at a time, exactly as
 // the device holds them: Q(row, dst) the query of output row b*QHeads+hq, K(b, h, t, dst) and
-// V(b, h, t, dst) token t of sequence b's KV head h. A caller that generates them from the
-// hash reads only what the chosen pairs need.
+// V(b, h, t, dst) token t of sequence b's KV head h (only tokens of the sequence's span are
+// asked for). A caller that generates them from the hash reads only what the chosen pairs
+// need. Sinks, when not nil, are the QHeads sink logits (the device's f32 values, widened).
 type AttentionInputs struct {
-	Q    func(row int, dst []float64)
-	K, V func(b, h, t int, dst []float64)
+	Q     func(row int, dst []float64)
+	K, V  func(b, h, t int, dst []float64)
+	Sinks []float64
 }
 
 // AttentionPairs is the reference for the query heads of the chosen (sequence, KV head) pairs
@@ -345,13 +408,15 @@ func AttentionPairs(s AttentionShape, in AttentionInputs, pairs []int) (Attentio
 	return r, elems
 }
 
-// attentionPair computes the rows p*group.. of r for pair (sequence b, KV head h): scores in
-// float64 (every product of two inputs is exact), the softmax after subtracting the max, then
-// the weighted sum of V.
+// attentionPair computes the rows p*group.. of r for pair (sequence b, KV head h) over the
+// sequence's span: scores in float64 (every product of two inputs is exact), the softmax
+// (with the sink in its denominator) after subtracting the max, then the weighted sum of V.
+// Context holds the span's length, the tokens a kernel accumulates.
 func attentionPair(s AttentionShape, in AttentionInputs, pair, p int, scale float64, r *AttentionReference, elems []int) {
 	d, group := s.HeadDim, s.Group()
 	b, h := pair/s.KVHeads, pair%s.KVHeads
-	n := s.Context[b]
+	start := s.SpanStart(s.Context[b])
+	n := s.Context[b] - start
 	q := make([][]float64, group)
 	scores := make([][]float64, group)
 	maxScore := make([]float64, group)
@@ -369,7 +434,7 @@ func attentionPair(s AttentionShape, in AttentionInputs, pair, p int, scale floa
 	}
 	kv := make([]float64, d)
 	for t := 0; t < n; t++ {
-		in.K(b, h, t, kv)
+		in.K(b, h, start+t, kv)
 		for g := range group {
 			dot, abs := 0.0, 0.0
 			for i, qi := range q[g] {
@@ -384,14 +449,29 @@ func attentionPair(s AttentionShape, in AttentionInputs, pair, p int, scale floa
 		}
 	}
 	sums := make([]float64, group)
+	sink := make([]float64, group) // e^(sink - max), 0 without sinks
 	for g := range group {
+		if in.Sinks != nil {
+			x := in.Sinks[h*group+g]
+			maxScore[g] = math.Max(maxScore[g], x)
+			// a sink's magnitude scales its weight's error as a score's does
+			local := p*group + g
+			r.ScoreAbs[local] = math.Max(r.ScoreAbs[local], math.Abs(x))
+			sink[g] = x
+		}
+	}
+	for g := range group {
+		if in.Sinks != nil {
+			sink[g] = math.Exp(sink[g] - maxScore[g])
+			sums[g] += sink[g]
+		}
 		for t := 0; t < n; t++ {
 			scores[g][t] = math.Exp(scores[g][t] - maxScore[g]) // the softmax subtracts the max first
 			sums[g] += scores[g][t]
 		}
 	}
 	for t := 0; t < n; t++ {
-		in.V(b, h, t, kv)
+		in.V(b, h, start+t, kv)
 		for g := range group {
 			local := p*group + g
 			want, absw := r.Want[local*d:][:d], r.AbsWeighted[local*d:][:d]

@@ -20,8 +20,14 @@ func SpecOf(k model.Kernel, s model.Shape) measure.Spec {
 	case model.KindLinear:
 		return measure.LinearSpec{Batch: k.M, N: k.N, K: k.K, DType: kernelDType(s.ActivationDType()), Variant: cgo.LinearAuto}.Spec()
 	case model.KindAttention:
+		// A span's kernel runs over the whole cache with its window or chunk, so that the
+		// kernel finds its span as in the step, rather than over a cache cut to the span.
+		context := k.Context
+		if k.CachedContext > 0 {
+			context = k.CachedContext
+		}
 		return measure.AttentionSpec{Batch: k.Batch, QHeads: k.QHeads, KVHeads: k.KVHeads, HeadDim: k.HeadDim,
-			Contexts: []int{k.Context}, DType: kernelDType(s.KVDType)}.Spec()
+			Contexts: []int{context}, DType: kernelDType(s.KVDType), Window: k.Window, Chunk: k.Chunk, Sinks: k.Sinks}.Spec()
 	}
 	return measure.Spec{Kind: k.Kind}
 }
@@ -52,13 +58,13 @@ func stepSpecs(cfg Config, peer cgo.LinearVariant) []measure.Spec {
 }
 
 // MissingKernel names what the kernel library lacks to run k of shape s, "" when it has the
-// kernel: a variant (model.Kernel.Variant: MLA attention, attention with sinks, a grouped
-// linear, a linear with quantized weights), or a linear or attention of a weight or KV dtype
+// kernel: a variant (model.Kernel.Variant: MLA attention, a grouped linear, a linear with
+// quantized weights; attention with sinks is built), or a linear or attention of a weight or KV dtype
 // the kernels do not take (KernelDTypes). A step with such a kernel is skipped naming it, and
 // `bench linear` and `bench attention` skip the kernel itself: timing an mxfp4 or fp8 linear as
 // a bf16 one, or an MLA model's attention as grouped-query attention, would time another model.
 func MissingKernel(k model.Kernel, s model.Shape) string {
-	if v := k.Variant(); v != "" {
+	if v := k.Variant(); v != "" && !(k.Kind == model.KindAttention && k.Sinks) {
 		return v
 	}
 	switch k.Kind {

@@ -9,26 +9,23 @@ import (
 	"github.com/decodebench/decodebench/bench/model"
 )
 
-// A step that needs a kernel the library lacks (MLA attention, attention with sinks, MXFP4
-// or fp8 weights) is skipped with a reason naming it, and nothing of it is measured.
+// A step that needs a kernel the library lacks (MLA attention, MXFP4 or fp8 weights) is
+// skipped with a reason naming it, and nothing of it is measured; attention with sinks runs.
 func TestRunSkipsKernelVariantsTheLibraryLacks(t *testing.T) {
 	mla := tinyModel()
 	mla.Name, mla.Family = "tiny-mla", "deepseek_v3"
 	mla.KVHeads, mla.HeadDim = mla.QHeads, 96
 	mla.QLoRARank, mla.KVLoRARank, mla.RoPEHeadDim, mla.VHeadDim = 64, 64, 32, 64
-	sinks := tinyModel()
-	sinks.Name, sinks.AttentionSinks = "tiny-sinks", true
 	mxfp4 := tinyModel()
 	mxfp4.Name, mxfp4.Quant = "tiny-mxfp4", &model.Quantization{Method: model.QuantMXFP4, Bits: 4, GroupSize: 32}
 	want := map[string]string{
 		"tiny-mla":   "no kernel yet for grouped linear (q_absorb, v_absorb); MLA attention (QK width 96, V width 64) (attention)",
-		"tiny-sinks": "no kernel yet for attention with sinks (attention)",
 		"tiny-mxfp4": "no kernel yet for linear with mxfp4 (e2m1, one e8m0 scale per 32) weights (qkv_proj, o_proj, gate_up_proj, down_proj)",
 	}
 	clock := newClock()
 	f := newFake(clock)
 	dir := t.TempDir()
-	axes := Axes{Models: []model.Shape{mla, sinks, mxfp4}, Batches: []int{1, 2}, Contexts: []int{128}}
+	axes := Axes{Models: []model.Shape{mla, mxfp4}, Batches: []int{1, 2}, Contexts: []int{128}}
 	if err := axes.Validate(); err != nil {
 		t.Fatal(err)
 	}
@@ -37,8 +34,8 @@ func TestRunSkipsKernelVariantsTheLibraryLacks(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	if res.Skipped != 6 || res.OK != 0 {
-		t.Errorf("result %+v: want all 6 steps skipped", res)
+	if res.Skipped != 4 || res.OK != 0 {
+		t.Errorf("result %+v: want all 4 steps skipped", res)
 	}
 	if n := f.count("linear") + f.count("attention"); n != 0 {
 		t.Errorf("%d kernels measured for steps that were skipped", n)
@@ -91,5 +88,42 @@ func TestSmallOpsNewArchitectures(t *testing.T) {
 	}
 	if r := ops("llama-4-scout", 1)["rotary"]; r.Repeat != 36 {
 		t.Errorf("Llama-4-Scout rotates in %g layers, want 36 of 48", r.Repeat)
+	}
+}
+
+// A model with sinks and sliding layers (gpt-oss's attention) measures its attention with the
+// sinks, and its sliding layers' attention over the whole cache with their window, not over a
+// cache cut to the window.
+func TestRunMeasuresSinksAndSpans(t *testing.T) {
+	m := tinyModel()
+	m.Name, m.AttentionSinks = "tiny-sinks", true
+	m.SlidingLayers, m.SlidingWindow = m.Layers/2, 32
+	clock := newClock()
+	f := newFake(clock)
+	axes := Axes{Models: []model.Shape{m}, Batches: []int{2}, Contexts: []int{128}}
+	if err := axes.Validate(); err != nil {
+		t.Fatal(err)
+	}
+	r, prior := newRun(t, t.TempDir(), f, clock, axes)
+	res, err := r.Run(context.Background(), axes.Configs(), prior)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if res.OK != 1 || res.Skipped != 0 {
+		t.Errorf("result %+v: want the step measured", res)
+	}
+	full, local := 0, 0
+	for key, n := range f.calls {
+		switch {
+		case strings.HasPrefix(key, "attention ") && strings.Contains(key, "ctx=128 window=32 sinks"):
+			local += n
+		case strings.HasPrefix(key, "attention ") && strings.HasSuffix(key, "ctx=128 sinks"):
+			full += n
+		case strings.HasPrefix(key, "attention "):
+			t.Errorf("attention measured as %q: want ctx=128 with sinks, and window=32 for the sliding layers", key)
+		}
+	}
+	if full == 0 || local == 0 {
+		t.Errorf("measured %v: want the full layers' and the sliding layers' attention, both with sinks", f.calls)
 	}
 }

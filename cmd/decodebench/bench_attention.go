@@ -22,11 +22,14 @@ func benchAttentionCommand() *cli.Command {
 		Name:  "attention",
 		Usage: "time decode attention for a model's head layout (or given heads) at each batch size and context",
 		UsageText: "decodebench bench attention (--model NAME [--tp N] | --q-heads H --kv-heads G --head-dim D) [--batch LIST] " +
-			"[--context LIST] [--page-size P] [--splits N] [--variant auto|simt|mma] [--dtype bf16|fp16] [--backend auto|cuda|emu] [--out FILE.jsonl] [--json]\n\n" +
+			"[--context LIST] [--page-size P] [--splits N] [--window N | --chunk N] [--sinks] [--variant auto|simt|mma] [--dtype bf16|fp16] [--backend auto|cuda|emu] [--out FILE.jsonl] [--json]\n\n" +
 			"   LIST syntax: " + axes.Syntax,
 		Description: "One layer's decode attention: one query token per sequence against a KV cache of --context\n" +
 			"tokens for every sequence, contiguous or paged. % READ is the achieved bandwidth (KV cache,\n" +
-			"Q and output) over the read ceiling the read probe measures first.",
+			"Q and output) over the read ceiling the read probe measures first. --window N or --chunk N\n" +
+			"attend to each sequence's last N tokens or its own chunk of N only (the cache holds all\n" +
+			"--context tokens; KV counts the span's); --sinks adds gpt-oss's sink logit per query head\n" +
+			"(a --model with sinks has them without the flag).",
 		Flags: append(append(shapeFlags("1-256*2"),
 			&cli.IntFlag{Name: "q-heads", EnvVars: []string{"DECODEBENCH_Q_HEADS"}, Usage: "query heads, instead of --model"},
 			&cli.IntFlag{Name: "kv-heads", EnvVars: []string{"DECODEBENCH_KV_HEADS"}, Usage: "KV heads (divides --q-heads), instead of --model"},
@@ -35,6 +38,9 @@ func benchAttentionCommand() *cli.Command {
 				Usage: "context lengths in tokens (k = 1024), every sequence the same, LIST syntax"},
 			&cli.IntFlag{Name: "page-size", EnvVars: []string{"DECODEBENCH_PAGE_SIZE"}, Usage: fmt.Sprintf("tokens per page of a paged cache (%d..%d, a power of two); 0 = contiguous", cgo.MinPageSize, cgo.MaxPageSize)},
 			&cli.IntFlag{Name: "splits", EnvVars: []string{"DECODEBENCH_SPLITS"}, Usage: "KV splits per sequence; 0 lets the kernel choose"},
+			&cli.IntFlag{Name: "window", EnvVars: []string{"DECODEBENCH_WINDOW"}, Usage: "attend to each sequence's last N tokens only (a sliding window); 0 = every token"},
+			&cli.IntFlag{Name: "chunk", EnvVars: []string{"DECODEBENCH_CHUNK"}, Usage: "attend only to the tokens of each sequence's own chunk of N (chunked attention); 0 = every token"},
+			&cli.BoolFlag{Name: "sinks", EnvVars: []string{"DECODEBENCH_SINKS"}, Usage: "a sink logit per query head joins the softmax's denominator (gpt-oss)"},
 			&cli.StringFlag{Name: "variant", Value: "auto", EnvVars: []string{"DECODEBENCH_ATTENTION_VARIANT"},
 				Usage: "decode kernel: simt (fp32 CUDA cores), mma (tensor cores) or auto (simt until a card has timed both)"},
 		), benchFlags()...),
@@ -75,6 +81,10 @@ func parseBenchAttention(c *cli.Context) (jobs []attentionJob, modelName string,
 	if err != nil {
 		return nil, "", 0, usageError("--variant: %v", err)
 	}
+	window, chunk, sinks := c.Int("window"), c.Int("chunk"), c.Bool("sinks")
+	if err := checkSpanFlags(window, chunk); err != nil {
+		return nil, "", 0, err
+	}
 	explicit := c.IsSet("q-heads") || c.IsSet("kv-heads") || c.IsSet("head-dim")
 	haveModel := c.String("model") != "" || c.String("model-config") != ""
 	var qHeads, kvHeads, headDim int
@@ -98,6 +108,7 @@ func parseBenchAttention(c *cli.Context) (jobs []attentionJob, modelName string,
 		}
 		qHeads, kvHeads, headDim, kvType = shape.QHeads, shape.KVHeads, shape.HeadDim, shape.KVDType
 		modelName, tp = shape.Name, shape.TP
+		sinks = sinks || shape.AttentionSinks
 		// A model whose attention the kernels lack (MLA, sinks, an fp8 cache) is never timed
 		// as grouped-query attention of its head counts: every measurement is skipped, naming it.
 		for _, k := range shape.Kernels(1, 1) {
@@ -129,7 +140,8 @@ func parseBenchAttention(c *cli.Context) (jobs []attentionJob, modelName string,
 	for _, b := range batches {
 		for _, ctx := range contexts {
 			jobs = append(jobs, attentionJob{context: ctx, spec: measure.AttentionSpec{Batch: b, QHeads: qHeads, KVHeads: kvHeads,
-				HeadDim: headDim, Contexts: []int{ctx}, PageSize: pageSize, Splits: splits, DType: dtype, Variant: variant}})
+				HeadDim: headDim, Contexts: []int{ctx}, PageSize: pageSize, Splits: splits, DType: dtype, Variant: variant,
+				Window: window, Chunk: chunk, Sinks: sinks}})
 		}
 	}
 	return jobs, modelName, tp, nil
@@ -158,10 +170,10 @@ func benchAttentionAction(c *cli.Context) error {
 	if err := s.launchBaseline(); err != nil {
 		return err
 	}
-	s.say("%-38s %-20s %10s %11s %7s %9s %7s  %s\n", "SHAPE", "LAYOUT, KERNEL", "KV", "MEDIAN", "SPREAD", "GB/s", "% READ", "NOTE")
+	s.say("%-46s %-20s %10s %11s %7s %9s %7s  %s\n", "SHAPE", "LAYOUT, KERNEL", "KV", "MEDIAN", "SPREAD", "GB/s", "% READ", "NOTE")
 	for i, j := range jobs {
 		a := j.spec
-		shape := fmt.Sprintf("B=%d Hq=%d Hkv=%d D=%d S=%d", a.Batch, a.QHeads, a.KVHeads, a.HeadDim, j.context)
+		shape := fmt.Sprintf("B=%d Hq=%d Hkv=%d D=%d S=%d%s", a.Batch, a.QHeads, a.KVHeads, a.HeadDim, j.context, spanLabel(a))
 		o, tel := s.measure(func() measure.Outcome {
 			if j.missing != "" {
 				return measure.Outcome{Kernel: "attention", Status: measure.StatusSkipped,
@@ -198,7 +210,7 @@ func benchAttentionAction(c *cli.Context) error {
 			layout += fmt.Sprintf(" /%d", r.Splits)
 		}
 		layout += " " + r.Variant
-		s.say("%-38s %-20s %10s %11s %6.2f%% %9.0f %7s  %s\n", shape, layout, units.Bytes(a.KVBytes()), micros(o.Stats.Median),
+		s.say("%-46s %-20s %10s %11s %6.2f%% %9.0f %7s  %s\n", shape, layout, units.Bytes(a.KVBytes()), micros(o.Stats.Median),
 			100*o.Stats.Spread, o.AchievedBytesPerSec/1e9, percent(r.FractionOfRead), note(o, tel))
 	}
 	return s.finish()
@@ -211,4 +223,19 @@ func headDimsText() string {
 		parts = append(parts, strconv.Itoa(d))
 	}
 	return strings.Join(parts[:len(parts)-1], ", ") + " or " + parts[len(parts)-1]
+}
+
+// spanLabel is " W=4096", " C=8192" and " +sinks" as the spec has them, or "".
+func spanLabel(a measure.AttentionSpec) string {
+	label := ""
+	if a.Window > 0 {
+		label += fmt.Sprintf(" W=%d", a.Window)
+	}
+	if a.Chunk > 0 {
+		label += fmt.Sprintf(" C=%d", a.Chunk)
+	}
+	if a.Sinks {
+		label += " +sinks"
+	}
+	return label
 }

@@ -176,6 +176,15 @@ func TestBenchAttention(t *testing.T) {
 		!strings.Contains(stdout, emulatedWarning) {
 		t.Errorf("exit %d (%s):\n%s", code, msg, stdout)
 	}
+	// A sliding window with sinks: the cache holds the whole context, the KV read is the window's.
+	stdout, stderr, code, msg = runBench(t, append([]string{"bench", "attention", "--backend", "emu", "--q-heads", "4", "--kv-heads", "2",
+		"--head-dim", "64", "--batch", "2", "--context", "100", "--window", "24", "--sinks", "--json"}, fastTiming...)...)
+	if code != 0 {
+		t.Fatalf("window and sinks: exit %d: %s\n%s", code, msg, stderr)
+	}
+	if recs := readRecords(t, stdout); len(recs) != 2 || recs[1]["status"] != "ok" || recs[1]["context"] != 100.0 || recs[1]["kv_bytes"] != 2*24*2*64*2*2.0 {
+		t.Errorf("window and sinks: %v, want one ok record of 2 x 24 tokens read from a 100-token context", recs)
+	}
 }
 
 func TestBenchProbe(t *testing.T) {
@@ -291,6 +300,8 @@ func TestBenchUsageErrors(t *testing.T) {
 		{append(att, "--page-size", "24"), "--page-size 24"},
 		{append(att, "--splits", "2000"), "--splits 2000"},
 		{append(att, "--variant", "wmma"), `--variant: unknown attention variant "wmma"`},
+		{append(att, "--window", "-2"), "--window -2"},
+		{append(att, "--window", "8", "--chunk", "16"), "--window 8 and --chunk 16"},
 		{append(att, "--batch", "2048"), "at most 1024"},
 		{[]string{"bench", "probe", "--bytes", "10"}, "--bytes 10"},
 		{[]string{"bench", "probe", "dram"}, `unknown probe "dram"`},

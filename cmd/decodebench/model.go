@@ -12,6 +12,7 @@ import (
 
 	"github.com/decodebench/decodebench/bench/axes"
 	"github.com/decodebench/decodebench/bench/model"
+	"github.com/decodebench/decodebench/bench/sweep"
 )
 
 func modelCommand() *cli.Command {
@@ -189,7 +190,7 @@ func modelShow(stdout io.Writer, s model.Shape, batch, context int, asJSON bool)
 	lacking := map[string][]string{}
 	for _, k := range out.Kernels {
 		fmt.Fprintf(w, "%s\t%s\t%.4g\t%s\t%.3g\n", k.Name, kernelShapeText(k), k.Repeat, units.Bytes(k.Bytes), k.FLOPs)
-		if v := k.Variant(); v != "" {
+		if v := sweep.MissingKernel(k, s); v != "" {
 			if lacking[v] == nil {
 				variants = append(variants, v)
 			}

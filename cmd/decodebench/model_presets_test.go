@@ -86,7 +86,7 @@ func TestModelShowNewArchitecturesText(t *testing.T) {
 			"multi-token-prediction layer"}},
 		{[]string{"--model", "gpt-oss-120b", "--context", "8k"}, []string{
 			"mxfp4 (e2m1, one e8m0 scale per 32) (4.25 bits a weight)", "attention sinks", "18 of the 36 layers attend to the last 128 tokens",
-			"attention_local", "S=128 +sinks", "5.13B without the input embedding", "attention with sinks: attention, attention_local"}},
+			"attention_local", "S=128 +sinks", "5.13B without the input embedding"}},
 		{[]string{"--model-config", scout, "--context", "20000"}, []string{
 			"36 of the 48 layers attend only within the current chunk of 8192 tokens", "12 of the 48 layers without rotary",
 			"attention_chunked", "S=3616", "left out", "vision tower and multimodal projector (llama4's text_config read)",

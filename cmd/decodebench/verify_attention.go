@@ -25,13 +25,16 @@ func verifyAttentionCommand() *cli.Command {
 		Name:  "attention",
 		Usage: "check decode attention over a KV cache (GQA, contiguous or paged, split-KV) for one shape",
 		UsageText: "decodebench verify attention --batch B --q-heads H --kv-heads G --head-dim D --context LIST " +
-			"[--page-size P] [--splits N] [--dtype bf16|fp16] [--variant auto|simt|mma] [--append] [--scale S] [--backend auto|cuda|emu] [--seed S] [--json]",
+			"[--page-size P] [--splits N] [--dtype bf16|fp16] [--variant auto|simt|mma] [--append] [--scale S] [--window N | --chunk N] [--sinks] [--backend auto|cuda|emu] [--seed S] [--json]",
 		Description: "One new query token per sequence against its cached tokens. --context gives each sequence's\n" +
 			"length: one value for every sequence, or one per sequence (items may be ranges of the LIST\n" +
 			"syntax, expanded in place: \"1,17,200\" or \"1-4\" for four sequences of 1..4 tokens). Without\n" +
 			"--page-size the cache is contiguous [batch, kv_heads, context, head_dim]; with it, paged\n" +
 			"[pages, kv_heads, page_size, head_dim] through a shuffled page table. With --append the last\n" +
-			"token of every sequence is written by the KV append kernel first, so the check also covers it.",
+			"token of every sequence is written by the KV append kernel first, so the check also covers it.\n" +
+			"--window N attends to each sequence's last N tokens only (a sliding window), --chunk N to the\n" +
+			"tokens of its own chunk of N (chunked attention); the cache keeps every token. --sinks adds a\n" +
+			"sink logit per query head (from the hash) to the softmax's denominator, as gpt-oss does.",
 		Flags: append([]cli.Flag{
 			&cli.IntFlag{Name: "batch", Usage: fmt.Sprintf("sequences in the batch, 1..%d", cgo.MaxBatch)},
 			&cli.IntFlag{Name: "q-heads", Usage: "query heads, a multiple of --kv-heads"},
@@ -44,6 +47,9 @@ func verifyAttentionCommand() *cli.Command {
 			&cli.StringFlag{Name: "variant", Value: "auto", Usage: "decode kernel: simt (fp32 CUDA cores), mma (tensor cores) or auto (simt until a card has timed both)"},
 			&cli.BoolFlag{Name: "append", Usage: "write each sequence's last token with the KV append kernel before the attention"},
 			&cli.Float64Flag{Name: "scale", Usage: "softmax scale; 0 = 1/sqrt(head-dim)"},
+			&cli.IntFlag{Name: "window", Usage: "attend to each sequence's last N tokens only (a sliding window); 0 = every token"},
+			&cli.IntFlag{Name: "chunk", Usage: "attend only to the tokens of each sequence's own chunk of N (chunked attention); 0 = every token"},
+			&cli.BoolFlag{Name: "sinks", Usage: "a sink logit per query head joins the softmax's denominator (gpt-oss)"},
 			&cli.Uint64Flag{Name: "seed", Value: 1, Usage: "seed of the input hash (Q, K, V, the new token and the page table get distinct seeds derived from it)"},
 			jsonFlag(),
 		}, backendFlags()...),
@@ -59,6 +65,7 @@ type attentionRequest struct {
 	splits  int
 	variant cgo.AttentionVariant
 	append  bool
+	sinks   bool
 	seed    uint64
 	backend backendChoice
 }
@@ -108,7 +115,10 @@ func parseAttentionRequest(c *cli.Context) (attentionRequest, error) {
 		return r, usageError("--context gives %d lengths for a batch of %d: give one for all or one per sequence", len(lens), batch)
 	}
 	shape := ref.AttentionShape{Batch: batch, QHeads: c.Int("q-heads"), KVHeads: c.Int("kv-heads"),
-		HeadDim: c.Int("head-dim"), Context: lens, Scale: c.Float64("scale")}
+		HeadDim: c.Int("head-dim"), Context: lens, Scale: c.Float64("scale"), Window: c.Int("window"), Chunk: c.Int("chunk")}
+	if err := checkSpanFlags(shape.Window, shape.Chunk); err != nil {
+		return r, err
+	}
 	if p := c.Int("page-size"); p != 0 {
 		if err := ref.ValidatePageSize(p); err != nil {
 			return r, usageError("--page-size: %v (or 0 for a contiguous cache)", err)
@@ -135,8 +145,39 @@ func parseAttentionRequest(c *cli.Context) (attentionRequest, error) {
 	if r.backend, err = parseBackendFlags(c); err != nil {
 		return r, err
 	}
-	r.append, r.seed = c.Bool("append"), c.Uint64("seed")
+	r.append, r.sinks, r.seed = c.Bool("append"), c.Bool("sinks"), c.Uint64("seed")
 	return r, nil
+}
+
+// checkSpanFlags refuses a negative --window or --chunk, or both at once.
+func checkSpanFlags(window, chunk int) error {
+	switch {
+	case window < 0:
+		return usageError("--window %d: want a number of tokens >= 1, or 0 for every token", window)
+	case chunk < 0:
+		return usageError("--chunk %d: want a number of tokens >= 1, or 0 for every token", chunk)
+	case window > 0 && chunk > 0:
+		return usageError("--window %d and --chunk %d: a layer has one span or none, give one of them", window, chunk)
+	}
+	return nil
+}
+
+// describeSpan is " (window 4096)", " (chunk 8192)" or "", with ", sinks" where they are set.
+func describeSpan(window, chunk int, sinks bool) string {
+	var parts []string
+	if window > 0 {
+		parts = append(parts, fmt.Sprintf("window %d", window))
+	}
+	if chunk > 0 {
+		parts = append(parts, fmt.Sprintf("chunk %d", chunk))
+	}
+	if sinks {
+		parts = append(parts, "sinks")
+	}
+	if len(parts) == 0 {
+		return ""
+	}
+	return " (" + strings.Join(parts, ", ") + ")"
 }
 
 // attentionReport is the verdict of one `verify attention` run; it is also the --json output.
@@ -163,6 +204,9 @@ type attentionReport struct {
 	HeadDim        int                    `json:"head_dim"`
 	Context        []int                  `json:"context"`
 	Scale          float64                `json:"scale"`
+	Window         int                    `json:"window,omitempty"`
+	Chunk          int                    `json:"chunk,omitempty"`
+	Sinks          bool                   `json:"sinks,omitempty"`
 	DType          string                 `json:"dtype"`
 	ranOn
 	Seed uint64 `json:"seed"`
@@ -200,8 +244,8 @@ func verifyAttentionAction(c *cli.Context) error {
 	out, asJSON := c.App.Writer, c.Bool("json")
 	if !asJSON {
 		s := req.shape
-		fmt.Fprintf(out, "verify attention: batch %d, q heads %d, kv heads %d (group %d), head dim %d, context %s, %s, %v%s, seed %d on the %s\n",
-			s.Batch, s.QHeads, s.KVHeads, s.Group(), s.HeadDim, describeContexts(s.Context), describeLayout(s),
+		fmt.Fprintf(out, "verify attention: batch %d, q heads %d, kv heads %d (group %d), head dim %d, context %s%s, %s, %v%s, seed %d on the %s\n",
+			s.Batch, s.QHeads, s.KVHeads, s.Group(), s.HeadDim, describeContexts(s.Context), describeSpan(s.Window, s.Chunk, req.sinks), describeLayout(s),
 			req.dtype, map[bool]string{true: ", last token appended", false: ""}[req.append], req.seed, describeDevice(lib, dev))
 	}
 	rep, err := runAttention(dev, req, out, asJSON)
@@ -239,7 +283,8 @@ func describeContexts(lens []int) string {
 func runAttention(dev *cgo.Device, req attentionRequest, out io.Writer, quiet bool) (attentionReport, error) {
 	s := req.shape
 	spec := measure.AttentionSpec{Batch: s.Batch, QHeads: s.QHeads, KVHeads: s.KVHeads, HeadDim: s.HeadDim, Contexts: s.Context,
-		PageSize: s.PageSize, Splits: req.splits, DType: cgo.DType(req.dtype), Variant: req.variant, Scale: s.Scale, Append: req.append}
+		PageSize: s.PageSize, Splits: req.splits, DType: cgo.DType(req.dtype), Variant: req.variant, Scale: s.Scale, Append: req.append,
+		Window: s.Window, Chunk: s.Chunk, Sinks: req.sinks}
 	c := measure.Verify(dev, spec.Spec(), verifyOptions(req.seed))
 	if err := checkRan(c, "the attention kernels refuse this shape"); err != nil {
 		return attentionReport{}, err
@@ -253,7 +298,7 @@ func runAttention(dev *cgo.Device, req attentionRequest, out io.Writer, quiet bo
 		Kernel: "attention", Variant: c.Plan.Variant, Layout: s.Layout.String(), PageSize: s.PageSize,
 		Splits: c.Plan.Splits, SplitTokens: c.Plan.SplitTokens, WorkspaceBytes: c.Plan.WorkspaceBytes, Append: req.append,
 		Batch: s.Batch, QHeads: s.QHeads, KVHeads: s.KVHeads, HeadDim: s.HeadDim, Context: s.Context,
-		Scale: s.SoftmaxScale(), DType: req.dtype.String(), Seed: req.seed,
+		Scale: s.SoftmaxScale(), Window: s.Window, Chunk: s.Chunk, Sinks: req.sinks, DType: req.dtype.String(), Seed: req.seed,
 	}
 	if c.Passed {
 		rep.Reason = ""

@@ -20,6 +20,8 @@ type attentionCase struct {
 	append                          bool
 	variant                         string // --variant; "" leaves it to the plan (auto)
 	scale                           string // --scale; "" leaves 1/sqrt(head dim)
+	window, chunk                   int    // --window, --chunk; 0 = every token
+	sinks                           bool   // --sinks
 }
 
 func (c attentionCase) args() []string {
@@ -38,6 +40,15 @@ func (c attentionCase) args() []string {
 	}
 	if c.scale != "" {
 		args = append(args, "--scale", c.scale)
+	}
+	if c.window != 0 {
+		args = append(args, "--window", fmt.Sprint(c.window))
+	}
+	if c.chunk != 0 {
+		args = append(args, "--chunk", fmt.Sprint(c.chunk))
+	}
+	if c.sinks {
+		args = append(args, "--sinks")
 	}
 	return args
 }
@@ -98,6 +109,15 @@ var attentionMatrix = []attentionCase{
 	{desc: "append contiguous", batch: 3, qHeads: 8, kvHeads: 2, headDim: 128, context: "1,17,40", append: true},
 	{desc: "append paged", batch: 3, qHeads: 7, kvHeads: 1, headDim: 64, context: "1,16,33", pageSize: 16, splits: 2, append: true},
 	{desc: "append paged d256 fp16", batch: 2, qHeads: 4, kvHeads: 2, headDim: 256, context: "300,2", pageSize: 256, dtype: "fp16", append: true},
+
+	// spans and sinks (cgo's attention_spans_test.go has the NaN-poisoned caches): a window
+	// that starts mid-page and mid-tile, a chunk boundary at L-1 and at L, sinks with one split
+	// and with several, the appended token inside the window
+	{desc: "window 77 paged", batch: 3, qHeads: 8, kvHeads: 2, headDim: 128, context: "300,77,5", pageSize: 16, splits: 3, window: 77},
+	{desc: "window 1 append", batch: 2, qHeads: 4, kvHeads: 1, headDim: 64, context: "9,130", window: 1, append: true},
+	{desc: "chunk 64 fp16", batch: 3, qHeads: 4, kvHeads: 2, headDim: 80, context: "64,65,200", dtype: "fp16", chunk: 64, splits: 2},
+	{desc: "sinks one split", batch: 2, qHeads: 8, kvHeads: 2, headDim: 64, context: "40,3", splits: 1, sinks: true},
+	{desc: "sinks window 50 split 4 paged", batch: 2, qHeads: 16, kvHeads: 2, headDim: 64, context: "333,20", pageSize: 32, splits: 4, window: 50, sinks: true},
 }
 
 // attentionVariantMatrix is attentionMatrix once with the default (auto, which is simt) and once
@@ -137,6 +157,9 @@ func TestVerifyAttentionMatrix(t *testing.T) {
 			}
 			if wantVariant := map[string]string{"": "simt", "mma": "mma"}[c.variant]; rep.Variant != wantVariant {
 				t.Errorf("variant %q ran, want %q", rep.Variant, wantVariant)
+			}
+			if rep.Window != c.window || rep.Chunk != c.chunk || rep.Sinks != c.sinks {
+				t.Errorf("span window %d chunk %d sinks %v ran, want %d, %d, %v", rep.Window, rep.Chunk, rep.Sinks, c.window, c.chunk, c.sinks)
 			}
 			if c.splits > 0 && rep.Splits != c.splits {
 				t.Errorf("%d splits asked, %d ran", c.splits, rep.Splits)
@@ -211,6 +234,9 @@ func TestVerifyAttentionUsageErrors(t *testing.T) {
 		{"dtype f32", with("--context", "5", "--dtype", "f32"), `"f32"`},
 		{"variant tensor", with("--context", "5", "--variant", "tensor"), `--variant: unknown attention variant "tensor" (want auto, simt, mma)`},
 		{"negative scale", with("--context", "5", "--scale", "-2"), "scale -2"},
+		{"negative window", with("--context", "5", "--window", "-3"), "--window -3"},
+		{"negative chunk", with("--context", "5", "--chunk", "-1"), "--chunk -1"},
+		{"window and chunk", with("--context", "5", "--window", "4", "--chunk", "8"), "--window 4 and --chunk 8"},
 		{"batch 0", []string{"verify", "attention", "--batch", "0", "--q-heads", "1", "--kv-heads", "1", "--head-dim", "64", "--context", "4"}, "--batch 0"},
 		{"too large for the reference", with("--context", "2000k"), "host reference"},
 		{"stray argument", with("--context", "5", "extra"), `"extra"`},
