@@ -14,8 +14,9 @@ import (
 // Tiny Qwen3-MoE-, gpt-oss- and DeepSeek-like configs through the emulated sweep: the
 // Qwen3-MoE steps need only the library's kernels (QK-norm is a small op) and are measured;
 // the gpt-oss steps need attention with sinks and MXFP4 experts, the DeepSeek steps MLA
-// attention, grouped linears and fp8 weights, none of which the library has yet, so they are
-// skipped before any device work with a reason naming each.
+// attention, grouped linears and fp8 weights, none of which the library has yet, so those
+// sweeps, of which nothing can run, are refused before any device work (exit 2) with a reason
+// naming each.
 func TestSweepNewModelTypesOnTheEmulator(t *testing.T) {
 	emu := cgotest.EmuPath(t)
 	sweepHermetic(t, emu)
@@ -50,6 +51,22 @@ func TestSweepNewModelTypesOnTheEmulator(t *testing.T) {
 		stdout, code, msg := runSweepCLI(t, args...)
 		if code != 0 && name == "qwen3_moe" {
 			t.Errorf("%s: exit %d: %s\n%s", name, code, msg, stdout)
+			continue
+		}
+		if name != "qwen3_moe" {
+			// Nothing of the sweep can run: refused before the probes (exit 2), naming why,
+			// with no run directory left behind.
+			if code != 2 {
+				t.Errorf("%s: exit %d, want 2: %s", name, code, msg)
+			}
+			for _, w := range append([]string{"nothing in this sweep can run on the CPU emulator"}, want[name]...) {
+				if !strings.Contains(msg, w) {
+					t.Errorf("%s: %q does not say %q", name, msg, w)
+				}
+			}
+			if _, err := os.Stat(out); err == nil {
+				t.Errorf("%s: %s was left behind", name, out)
+			}
 			continue
 		}
 		records := readSweepRecords(t, out)
