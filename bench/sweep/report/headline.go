@@ -141,7 +141,9 @@ func HeadlineOf(card, modelName string, emulated bool, records []sweep.Record, s
 		}
 	}
 	h.OK = len(ok)
-	of := func(n int, what string) string { return fmt.Sprintf("%d of %d configurations %s", n, len(records), what) }
+	of := func(n int, what string) string {
+		return fmt.Sprintf("%d of %d configurations %s", n, len(records), what)
+	}
 	if emulated {
 		h.Warnings = append(h.Warnings, "EMULATED on the CPU: every time and tokens/s below is the emulator's, not a speed")
 	}
