@@ -3,6 +3,7 @@ module github.com/decodebench/decodebench
 go 1.26.0
 
 require (
+	codeberg.org/go-fonts/liberation v0.5.0
 	github.com/NVIDIA/go-nvml v0.13.4-1
 	github.com/creack/pty v1.1.24
 	github.com/schollz/progressbar/v3 v3.19.1
@@ -13,7 +14,6 @@ require (
 )
 
 require (
-	codeberg.org/go-fonts/liberation v0.5.0 // indirect
 	codeberg.org/go-latex/latex v0.2.0 // indirect
 	codeberg.org/go-pdf/fpdf v0.11.1 // indirect
 	git.sr.ht/~sbinet/gg v0.7.0 // indirect
