@@ -327,6 +327,7 @@ func predictPlots(dir string, s model.Shape, gpu roofline.GPU, ceiling roofline.
 			intensity := k.FLOPs / k.Bytes
 			points = append(points, plots.RooflinePoint{
 				Label:       fmt.Sprintf("%s B=%d", k.Name, b),
+				Batch:       b,
 				Intensity:   intensity,
 				FLOPsPerSec: min(intensity*ceiling.BandwidthBytesPerSec, ceiling.FLOPsPerSec),
 			})

@@ -315,7 +315,7 @@ func kernelGroups(m modelResults) []plots.RooflineGroup {
 				index[k.Name] = i
 				groups = append(groups, plots.RooflineGroup{Label: k.Name})
 			}
-			p := plots.RooflinePoint{Label: fmt.Sprintf("%s B=%d S=%d", k.Name, r.Batch, r.Context)}
+			p := plots.RooflinePoint{Label: fmt.Sprintf("%s B=%d S=%d", k.Name, r.Batch, r.Context), Batch: r.Batch}
 			if k.Status == measure.StatusOK && k.Bytes > 0 {
 				p.Intensity = k.FLOPs / k.Bytes
 				p.FLOPsPerSec = k.AchievedTFLOPs * 1e12
