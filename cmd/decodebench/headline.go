@@ -61,7 +61,9 @@ func benchHeadline(device string, emulated bool, records []benchRecord, labels [
 			failed++
 		}
 	}
-	of := func(n int, what string) string { return fmt.Sprintf("WARNING: %d of %d measurements %s", n, kernels, what) }
+	of := func(n int, what string) string {
+		return fmt.Sprintf("WARNING: %d of %d measurements %s", n, kernels, what)
+	}
 	if emulated {
 		lines = append(lines, "WARNING: EMULATED on the CPU: these times are the emulator's, not a speed")
 	}
