@@ -279,16 +279,16 @@ func (h Headline) Lines() []string {
 	return append(out, h.Verdict)
 }
 
-// Section is the headline as the report's first section.
+// Section is the headline as the report's first section: the warnings, then the numbers and
+// the verdict.
 func (h Headline) Section(named bool) plots.Section {
 	heading := "Headline"
 	if named {
 		heading += ": " + h.Model
 	}
-	s := plots.Section{Heading: heading, Facts: h.facts()}
+	s := plots.Section{Heading: heading, Facts: append(h.facts(), fact("Verdict", h.Verdict))}
 	for _, w := range h.Warnings {
 		s.Paragraphs = append(s.Paragraphs, "Warning: "+w+".")
 	}
-	s.Paragraphs = append(s.Paragraphs, h.Verdict)
 	return s
 }
