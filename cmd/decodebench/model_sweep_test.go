@@ -7,7 +7,6 @@ import (
 	"testing"
 
 	"github.com/decodebench/decodebench/bench/measure"
-	"github.com/decodebench/decodebench/bench/sweep"
 	"github.com/decodebench/decodebench/cgo/cgotest"
 )
 
@@ -75,24 +74,8 @@ func TestSweepNewModelTypesOnTheEmulator(t *testing.T) {
 			continue
 		}
 		for _, r := range records {
-			if name == "qwen3_moe" {
-				if r.Status != measure.StatusOK || !r.Emulated {
-					t.Errorf("%s: record %s %s: %s", name, r.Key, r.Status, r.Reason)
-				}
-				continue
-			}
-			if r.Status != measure.StatusSkipped {
-				t.Errorf("%s: record %s %s, want skipped", name, r.Key, r.Status)
-			}
-			for _, w := range want[name] {
-				if !strings.Contains(r.Reason, w) {
-					t.Errorf("%s: reason %q does not name %q", name, r.Reason, w)
-				}
-			}
-		}
-		if name != "qwen3_moe" {
-			if n := countLines(t, filepath.Join(out, sweep.KernelsFile)); n > 2 {
-				t.Errorf("%s: %d kernel measurements; only the two probes may run", name, n)
+			if r.Status != measure.StatusOK || !r.Emulated {
+				t.Errorf("%s: record %s %s: %s", name, r.Key, r.Status, r.Reason)
 			}
 		}
 	}
