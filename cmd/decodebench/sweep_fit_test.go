@@ -2,6 +2,7 @@ package main
 
 import (
 	"os"
+	"slices"
 	"strings"
 	"testing"
 
@@ -61,5 +62,44 @@ func TestSmallerPresetsFit(t *testing.T) {
 	small, _ := model.Lookup("llama3-8b")
 	if err := checkAnythingFits(r, append(pending, sweep.Config{Model: small, Batch: 1, Context: 1024}), false); err != nil {
 		t.Errorf("refused a sweep with one configuration that fits: %v", err)
+	}
+}
+
+// The README's quick emulated run works as written: its command, taken from the README,
+// measures every configuration ok on the emulator and ends with the headline.
+func TestReadmeQuickRun(t *testing.T) {
+	readme, err := os.ReadFile("../../README.md")
+	if err != nil {
+		t.Fatal(err)
+	}
+	var args []string
+	for _, line := range strings.Split(string(readme), "\n") {
+		if strings.HasPrefix(line, "bin/decodebench sweep --model tiny-emu") {
+			args = strings.Fields(line)[1:]
+			break
+		}
+	}
+	if args == nil {
+		t.Fatal("README.md has no line `bin/decodebench sweep --model tiny-emu ...`")
+	}
+	sweepHermetic(t, cgotest.EmuPath(t))
+	stdout, code, msg := runSweepCLI(t, args...)
+	if code != 0 {
+		t.Fatalf("%v: exit %d: %s\n%s", args, code, msg, stdout)
+	}
+	out := args[slices.Index(args, "--out")+1]
+	records := readSweepRecords(t, out)
+	for _, r := range records {
+		if r.Status != "ok" {
+			t.Errorf("%s: %s %s", r.Key, r.Status, r.Reason)
+		}
+	}
+	if len(records) == 0 {
+		t.Errorf("no record")
+	}
+	for _, want := range []string{"Model: tiny-emu", "Per request at batch 1", "Peak per server", "WARNING: EMULATED"} {
+		if !strings.Contains(stdout, want) {
+			t.Errorf("the run's output lacks %q:\n%s", want, stdout)
+		}
 	}
 }
