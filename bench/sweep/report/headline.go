@@ -22,16 +22,34 @@ import (
 const StepsFile = "steps.jsonl"
 
 // WholeStep is one whole decode step timed end to end, as the headline reads it from
-// StepsFile: the configuration it belongs to and its time. Records of other kinds or statuses
-// on the same lines are left out.
+// StepsFile: the configuration it belongs to and its time.
 type WholeStep struct {
-	ModelKey    string  `json:"model_key"`
-	Model       string  `json:"model"`
-	Batch       int     `json:"batch"`
-	Context     int     `json:"context"`
+	ModelKey    string
+	Model       string
+	Batch       int
+	Context     int
+	StepSeconds float64
+}
+
+// wholeStepLine is what the headline needs of a line of StepsFile (bench/step's record): the
+// configuration, the status, and the time of each mode, the graph's taken before the eager
+// one's (a graph is how an engine runs a decode step).
+type wholeStepLine struct {
+	ModelKey string        `json:"model_key"`
+	Model    string        `json:"model"`
+	Batch    int           `json:"batch"`
+	Context  int           `json:"context"`
+	Status   string        `json:"status"`
+	Graph    wholeStepTime `json:"graph"`
+	Eager    wholeStepTime `json:"eager"`
+}
+
+type wholeStepTime struct {
 	Status      string  `json:"status"`
 	StepSeconds float64 `json:"step_seconds"`
 }
+
+func (t wholeStepTime) ok() bool { return t.Status == measure.StatusOK && t.StepSeconds > 0 }
 
 // Headline is what a reader should see first about one model of a run: the card, the model,
 // the two tokens/s that matter (one stream at batch 1, the card's best total), how close the
@@ -77,8 +95,9 @@ func Headlines(dir string) ([]Headline, error) {
 	return headlinesOf(p.Info, p.Records, steps), nil
 }
 
-// ReadWholeSteps reads a steps.jsonl; a missing file is no steps and no error. Lines that do
-// not parse are left out: the headline is not the place to refuse a run.
+// ReadWholeSteps reads a steps.jsonl: the ok records with a graph or an eager time. A missing
+// file is no steps and no error; lines that do not parse are left out: the headline is not the
+// place to refuse a run.
 func ReadWholeSteps(path string) ([]WholeStep, error) {
 	f, err := os.Open(path)
 	if errors.Is(err, fs.ErrNotExist) {
@@ -92,10 +111,20 @@ func ReadWholeSteps(path string) ([]WholeStep, error) {
 	sc := bufio.NewScanner(f)
 	sc.Buffer(make([]byte, 1<<20), 64<<20)
 	for sc.Scan() {
-		var s WholeStep
-		if json.Unmarshal(sc.Bytes(), &s) == nil && s.StepSeconds > 0 && (s.Status == "" || s.Status == measure.StatusOK) {
-			out = append(out, s)
+		var l wholeStepLine
+		if json.Unmarshal(sc.Bytes(), &l) != nil || l.Status != measure.StatusOK {
+			continue
 		}
+		s := WholeStep{ModelKey: l.ModelKey, Model: l.Model, Batch: l.Batch, Context: l.Context}
+		switch {
+		case l.Graph.ok():
+			s.StepSeconds = l.Graph.StepSeconds
+		case l.Eager.ok():
+			s.StepSeconds = l.Eager.StepSeconds
+		default:
+			continue
+		}
+		out = append(out, s)
 	}
 	return out, sc.Err()
 }

@@ -103,12 +103,18 @@ func TestHeadlineEndToEnd(t *testing.T) {
 	for _, r := range p.Records {
 		if r.Status == measure.StatusOK && r.Context == 1024 && r.Batch <= 4 {
 			// Whole steps a quarter slower than composed: the ratio is 0.8.
-			lines = append(lines, fmt.Sprintf(`{"model_key":%q,"model":%q,"batch":%d,"context":%d,"status":"ok","step_seconds":%g}`,
-				r.ModelKey, r.Model, r.Batch, r.Context, r.StepSeconds*1.25))
+			// The graph's time where it has one, else the eager one's.
+			graph := fmt.Sprintf(`{"status":"ok","step_seconds":%g}`, r.StepSeconds*1.25)
+			eager := fmt.Sprintf(`{"status":"ok","step_seconds":%g}`, r.StepSeconds*2)
+			if r.Batch == 4 {
+				graph, eager = `{"status":"skipped","step_seconds":0}`, graph
+			}
+			lines = append(lines, fmt.Sprintf(`{"model_key":%q,"model":%q,"batch":%d,"context":%d,"status":"ok","graph":%s,"eager":%s}`,
+				r.ModelKey, r.Model, r.Batch, r.Context, graph, eager))
 		}
 	}
-	lines = append(lines, `{"model":"other","batch":1,"context":1024,"step_seconds":1}`, `not json`,
-		`{"batch":2,"context":1024,"status":"failed","step_seconds":0}`)
+	lines = append(lines, `{"model":"other","batch":1,"context":1024,"status":"ok","graph":{"status":"ok","step_seconds":1}}`, `not json`,
+		`{"batch":2,"context":1024,"status":"failed","graph":{"status":"failed","step_seconds":0}}`)
 	os.WriteFile(filepath.Join(dir, StepsFile), []byte(strings.Join(lines, "\n")+"\n"), 0o644)
 	hs, err := Headlines(dir)
 	if err != nil {
