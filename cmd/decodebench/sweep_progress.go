@@ -152,9 +152,9 @@ func (p *progress) draw() {
 	}
 	cells := min(30, max(5, (width-barFixed)/4))
 	p.ensure(p.total, cells)
-	p.pb.Set(p.done)
 	desc := fmt.Sprintf("%d/%d %s, ETA %s %s", p.done, p.total, duration(elapsed), duration(p.eta), p.what)
-	p.pb.Describe(clip(desc, width-barFixed-cells))
+	p.pb.Describe(clip(desc, width-barFixed-cells)) // before Set: a finished bar draws no more
+	p.pb.Set(p.done)
 	p.lastDraw = time.Now()
 }
 
@@ -174,6 +174,9 @@ func (p *progress) ensure(total, cells int) {
 		progressbar.OptionSetElapsedTime(false), // elapsed and ETA are the sweep's, in the description
 		progressbar.OptionSetPredictTime(false),
 		progressbar.OptionSpinnerCustom([]string{"|", "/", "-", `\`}),
+		// No timer of its own: a spinner with one redraws from a goroutine of its own, over
+		// the lines printed above it and after it is dropped. The spinner turns at each draw.
+		progressbar.OptionSetSpinnerChangeInterval(0),
 	}
 	if total > 0 {
 		opts = append(opts, progressbar.OptionSetWidth(cells))

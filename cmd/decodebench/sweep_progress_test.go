@@ -137,6 +137,8 @@ func TestProgressBarInPseudoTerminal(t *testing.T) {
 		p.Recorded(rec, i+1, 12, float64(230-20*i))
 	}
 	p.Stop()
+	// Nothing may draw after Stop (a spinner's own timer, say): give it time to, then look.
+	time.Sleep(350 * time.Millisecond)
 	tty.Close()
 	<-read
 
