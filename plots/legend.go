@@ -103,6 +103,9 @@ func (l legendBlock) draw(c draw.Canvas) {
 // seriesThumbs returns the legend thumbnail of a series style: a line, with a marker when the
 // series is measured.
 func seriesThumbs(style SeriesStyle, clr color.Color, shape draw.GlyphDrawer) []plot.Thumbnailer {
+	if style == NoFit {
+		return []plot.Thumbnailer{&plotter.Scatter{GlyphStyle: noFitGlyph(clr)}}
+	}
 	line := &plotter.Line{LineStyle: lineStyle(style, clr)}
 	switch style {
 	case Bound:

@@ -2,9 +2,11 @@ package plots
 
 import (
 	"image/color"
+	"math"
 
 	"gonum.org/v1/plot"
 	"gonum.org/v1/plot/plotter"
+	"gonum.org/v1/plot/vg"
 	"gonum.org/v1/plot/vg/draw"
 )
 
@@ -96,8 +98,13 @@ func linePanel(title string, x, y axisSpec, curves []curve, st *styler, withPoin
 	p.Add(grid)
 
 	labels := newPointLabels()
+	var noFit []curve
 	for _, c := range curves {
 		clr, shape := st.of(c.group())
+		if c.Style == NoFit {
+			noFit = append(noFit, c)
+			continue
+		}
 		for _, run := range c.runs {
 			xys := toXYs(run)
 			if len(run) == 1 && c.Style == Bound {
@@ -148,7 +155,47 @@ func linePanel(title string, x, y axisSpec, curves []curve, st *styler, withPoin
 	xs, ys := curvesExtent(curves)
 	configureAxis(&p.X, x, xs)
 	configureAxis(&p.Y, y, ys)
+	// The no-fit crosses sit on the floor, just above the x axis, where no value is: one row
+	// per series, so that two contexts that both do not fit at a batch stay apart.
+	_, isLog := p.Y.Scale.(plot.LogScale)
+	for i, c := range noFit {
+		at := 0.03 + 0.04*float64(i)
+		floor := p.Y.Min + at*(p.Y.Max-p.Y.Min)
+		if isLog {
+			floor = p.Y.Min * math.Pow(p.Y.Max/p.Y.Min, at)
+		}
+		clr, _ := st.of(c.group())
+		var xys plotter.XYs
+		for _, pt := range c.points() {
+			xys = append(xys, plotter.XY{X: pt.X, Y: floor})
+		}
+		s, err := plotter.NewScatter(xys)
+		if err != nil {
+			return nil, err
+		}
+		s.GlyphStyle = noFitGlyph(clr)
+		p.Add(s)
+	}
 	return p, nil
+}
+
+// noFitGlyph is the cross of a configuration that does not fit.
+func noFitGlyph(clr color.Color) draw.GlyphStyle {
+	return draw.GlyphStyle{Color: clr, Radius: markerRadius * 1.3, Shape: crossGlyph{}}
+}
+
+// crossGlyph is an x of strokes as wide as the curves', which gonum's hairline CrossGlyph is not.
+type crossGlyph struct{}
+
+func (crossGlyph) DrawGlyph(c *draw.Canvas, sty draw.GlyphStyle, pt vg.Point) {
+	c.SetLineStyle(draw.LineStyle{Color: sty.Color, Width: vg.Points(1.6)})
+	r := sty.Radius * 0.9
+	var p vg.Path
+	p.Move(vg.Point{X: pt.X - r, Y: pt.Y - r})
+	p.Line(vg.Point{X: pt.X + r, Y: pt.Y + r})
+	p.Move(vg.Point{X: pt.X - r, Y: pt.Y + r})
+	p.Line(vg.Point{X: pt.X + r, Y: pt.Y - r})
+	c.Stroke(p)
 }
 
 // addSeriesLegend adds one legend entry per distinct label and style, in order. A label that

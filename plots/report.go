@@ -8,6 +8,7 @@ import (
 	"html/template"
 	"os"
 	"path/filepath"
+	"regexp"
 	"strconv"
 	"strings"
 )
@@ -85,16 +86,17 @@ func WriteHTML(path string, d Document) error {
 			hs.HTMLTables = append(hs.HTMLTables, newHTMLTable(t))
 		}
 		for _, f := range s.Figures {
-			uri, err := figureURI(f.Base)
+			img, svg, err := figureHTML(f)
 			if err != nil {
 				return err
 			}
-			// The URI holds only base64 and "data:image/...;base64," (no quote, no ampersand),
-			// so it goes in as it is: escaping each '+' as &#43; would only bloat the page.
-			img := template.HTML(`<img src="` + uri + `" alt="` + html.EscapeString(f.Title) + `">`)
+			page.inlineSVG = page.inlineSVG || svg
 			hs.HTMLFigures = append(hs.HTMLFigures, htmlFigure{Figure: f, Img: img})
 		}
 		page.HTMLSections = append(page.HTMLSections, hs)
+	}
+	if page.inlineSVG {
+		page.FontFaces = fontFaceCSS()
 	}
 	var buf bytes.Buffer
 	if err := reportTemplate.Execute(&buf, page); err != nil {
@@ -106,22 +108,50 @@ func WriteHTML(path string, d Document) error {
 	return writeFileAtomic(path, buf.Bytes())
 }
 
-// figureURI reads a figure's SVG (or PNG) as a data: URI. An <img> keeps each SVG's ids and
-// styles to itself, which inlining several <svg> elements into one page would not.
-func figureURI(base string) (string, error) {
-	if data, err := os.ReadFile(base + ".svg"); err == nil {
-		return "data:image/svg+xml;base64," + base64.StdEncoding.EncodeToString(data), nil
+// figureHTML is a figure as the page holds it: its SVG inline (svg true), where the page's
+// @font-face reaches its text, which an <img> would keep from it, so that the text is drawn
+// with the face it was measured with; or, with no SVG, its PNG as a data: URI. The SVGs this
+// package writes carry no ids and style each element inline, so several share a page safely.
+func figureHTML(f Figure) (img template.HTML, svg bool, err error) {
+	if data, err := os.ReadFile(f.Base + ".svg"); err == nil {
+		s := string(data)
+		if i := strings.Index(s, "<svg"); i >= 0 {
+			s = s[i:] // the XML declaration and the generator's comment have no place in HTML
+		}
+		// An HTML parser puts <svg> in its namespace by itself: the declarations would only be
+		// URLs in a page that fetches nothing.
+		s = svgNamespaces.ReplaceAllString(s, "")
+		label := `<svg role="img" aria-label="` + html.EscapeString(f.Title) + `"`
+		return template.HTML(strings.Replace(s, "<svg", label, 1)), true, nil
 	}
-	data, err := os.ReadFile(base + ".png")
+	data, err := os.ReadFile(f.Base + ".png")
 	if err != nil {
-		return "", fmt.Errorf("plots: figure %s: neither .svg nor .png can be read: %w", base, err)
+		return "", false, fmt.Errorf("plots: figure %s: neither .svg nor .png can be read: %w", f.Base, err)
 	}
-	return "data:image/png;base64," + base64.StdEncoding.EncodeToString(data), nil
+	// The URI holds only base64 and "data:image/png;base64," (no quote, no ampersand), so it
+	// goes in as it is: escaping each '+' as &#43; would only bloat the page.
+	uri := "data:image/png;base64," + base64.StdEncoding.EncodeToString(data)
+	return template.HTML(`<img src="` + uri + `" alt="` + html.EscapeString(f.Title) + `">`), false, nil
+}
+
+var svgNamespaces = regexp.MustCompile(`\s+xmlns(:xlink)?="[^"]*"`)
+
+// fontFaceCSS declares the charts' typeface (ChartFonts) from the font files themselves, so a
+// browser draws the SVG text with the face the layout measured, whatever it has installed.
+func fontFaceCSS() template.CSS {
+	var b strings.Builder
+	for _, f := range ChartFonts {
+		fmt.Fprintf(&b, "@font-face { font-family: '%s'; font-weight: %s; font-style: normal; src: url(data:font/ttf;base64,%s) format('truetype'); }\n",
+			f.Family, f.Weight, base64.StdEncoding.EncodeToString(f.TTF))
+	}
+	return template.CSS(b.String())
 }
 
 type htmlPage struct {
 	Document
 	HTMLSections []htmlSection
+	FontFaces    template.CSS // the charts' typeface, when a chart is inline SVG
+	inlineSVG    bool
 }
 
 type htmlSection struct {
@@ -133,7 +163,7 @@ type htmlSection struct {
 
 type htmlFigure struct {
 	Figure
-	Img template.HTML // the <img> element with its data: URI
+	Img template.HTML // the inline <svg>, or an <img> of the PNG with its data: URI
 }
 
 type htmlTable struct {
@@ -199,6 +229,7 @@ var reportTemplate = template.Must(template.New("report").Funcs(template.FuncMap
 <link rel="icon" href="data:,">
 <title>{{.Title}}</title>
 <style>
+{{.FontFaces}}
 :root { --text: #1d2330; --muted: #5b6475; --rule: #dde1e8; --bg: #ffffff; --band: #f5f7fa;
         --danger: #b3261e; --danger-bg: #fdecea; --warn: #8a5300; --warn-bg: #fff4e0; --info-bg: #eef4ff; }
 * { box-sizing: border-box; }
@@ -230,7 +261,7 @@ tr.skipped td { color: #8b93a3; }
 tr.throttled td { background: var(--warn-bg); }
 .note { color: var(--muted); font-size: 13px; margin: 2px 0 14px; }
 figure { margin: 18px 0 26px; }
-figure img { width: 100%; max-width: 1200px; height: auto; border: 1px solid var(--rule); border-radius: 4px; }
+figure img, figure svg { display: block; width: 100%; max-width: 1200px; height: auto; border: 1px solid var(--rule); border-radius: 4px; }
 figcaption { color: var(--muted); font-size: 13.5px; margin-top: 4px; }
 figcaption strong { color: var(--text); }
 details > summary { cursor: pointer; color: #1f5fbf; margin: 8px 0; }

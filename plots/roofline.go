@@ -3,6 +3,7 @@ package plots
 import (
 	"fmt"
 	"math"
+	"slices"
 	"strings"
 
 	"gonum.org/v1/plot"
@@ -27,6 +28,9 @@ type RooflinePoint struct {
 	// Failed results (wrong output, NaN) are never drawn as a speed; the chart's footnote
 	// names them.
 	Failed bool
+	// Batch, when known (> 0), sets the marker's size: larger batches, larger markers, so that
+	// the batch reads off the chart beside the kernel's colour. A size legend says which.
+	Batch int
 }
 
 const (
@@ -62,6 +66,8 @@ func Roofline(c Chart, ceilings []RooflineCeiling, points []RooflinePoint, base 
 	if len(ceilings) == 0 && len(kept) == 0 {
 		return nil, fmt.Errorf("plots: Roofline: %w (no ceiling and no kernel result that can be drawn)", ErrNothingToDraw)
 	}
+	kept = mergeCoincident(kept)
+	size := newBatchSizer(kept)
 
 	xs, ys := rooflineExtents(ceilings, kept)
 	p := newThemedPlot("", intensityLabelText, tflopsLabelText)
@@ -113,7 +119,7 @@ func Roofline(c Chart, ceilings []RooflineCeiling, points []RooflinePoint, base 
 	var kernels []kernel
 	for i, k := range kept {
 		sty := glyphStyle(paletteColor(i), markerShape(i))
-		sty.Radius = markerRadius * 1.25
+		sty.Radius = size.radius(k.Batch) * 1.25
 		s, err := plotter.NewScatter(plotter.XYs{{X: k.Intensity, Y: k.FLOPsPerSec / tera}})
 		if err != nil {
 			return nil, err
@@ -126,6 +132,7 @@ func Roofline(c Chart, ceilings []RooflineCeiling, points []RooflinePoint, base 
 			Text: k.Label, Color: darker(paletteColor(i))})
 	}
 	p.Add(labels)
+	size.legend(&f.legend, 1.25)
 
 	p.X.Scale, p.Y.Scale = plot.LogScale{}, plot.LogScale{}
 	p.X.Tick.Marker, p.Y.Tick.Marker = log10Ticks{plainLabel}, log10Ticks{plainLabel}
@@ -136,7 +143,7 @@ func Roofline(c Chart, ceilings []RooflineCeiling, points []RooflinePoint, base 
 	f.note = rooflineNote(failed, undrawable)
 	// Kernel names that find no room next to their markers move to the legend; a ridge note
 	// that finds none is left out (the ridge is still marked).
-	nCeilingEntries := len(f.legend.entries)
+	nCeilingEntries := len(f.legend.entries) - size.entries()
 	f.relayout = func(data []draw.Canvas) bool {
 		_, unplaced := labels.place(data[0], p)
 		if len(unplaced) == 0 {
@@ -152,6 +159,7 @@ func Roofline(c Chart, ceilings []RooflineCeiling, points []RooflinePoint, base 
 				f.legend.add(k.label, markerThumb(k.style.Color, k.style.Shape))
 			}
 		}
+		size.legend(&f.legend, 1.25)
 		return true
 	}
 	return f.save(base)
@@ -218,4 +226,113 @@ func nameOr(label string, i int) string {
 		return label
 	}
 	return fmt.Sprintf("#%d", i)
+}
+
+// coincidentDecades: points closer than this on both log axes (2.3%) share one marker and one
+// label; the linear kernels of one decode step at batch 1 all sit at one FLOP per byte.
+const coincidentDecades = 0.01
+
+// mergeCoincident merges points that would be drawn on top of each other, in order, each
+// into the first of its cluster, their labels joined (mergedLabel).
+func mergeCoincident(points []RooflinePoint) []RooflinePoint {
+	var out []RooflinePoint
+	var labels [][]string
+	for _, p := range points {
+		merged := false
+		for i, q := range out {
+			if math.Abs(math.Log10(p.Intensity/q.Intensity)) < coincidentDecades && math.Abs(math.Log10(p.FLOPsPerSec/q.FLOPsPerSec)) < coincidentDecades && p.Batch == q.Batch {
+				labels[i] = append(labels[i], p.Label)
+				merged = true
+				break
+			}
+		}
+		if !merged {
+			out, labels = append(out, p), append(labels, []string{p.Label})
+		}
+	}
+	for i := range out {
+		out[i].Label = mergedLabel(labels[i])
+	}
+	return out
+}
+
+// mergedLabel names several kernels at one point: "qkv_proj, o_proj, down_proj B=1" when
+// they share the last word (the batch), "attention S=1k, S=4k" when they share the rest.
+func mergedLabel(labels []string) string {
+	if len(labels) == 1 {
+		return labels[0]
+	}
+	split := func(l string) (string, string) {
+		if i := strings.LastIndex(l, " "); i > 0 {
+			return l[:i], l[i+1:]
+		}
+		return l, ""
+	}
+	var heads, tails []string
+	for _, l := range labels {
+		h, t := split(l)
+		heads, tails = append(heads, h), append(tails, t)
+	}
+	same := func(v []string) bool {
+		for _, x := range v {
+			if x != v[0] {
+				return false
+			}
+		}
+		return v[0] != ""
+	}
+	switch {
+	case same(tails):
+		return strings.Join(heads, ", ") + " " + tails[0]
+	case same(heads):
+		return heads[0] + " " + strings.Join(tails, ", ")
+	}
+	return strings.Join(labels, ", ")
+}
+
+// batchSizer sizes markers by batch on a log scale, from 0.7x the usual radius at the
+// smallest batch drawn to 1.9x at the largest.
+type batchSizer struct{ batches []int } // distinct, ascending
+
+func newBatchSizer(points []RooflinePoint) batchSizer {
+	var s batchSizer
+	for _, p := range points {
+		if p.Batch > 0 && !slices.Contains(s.batches, p.Batch) {
+			s.batches = append(s.batches, p.Batch)
+		}
+	}
+	slices.Sort(s.batches)
+	return s
+}
+
+func (s batchSizer) radius(batch int) vg.Length {
+	if batch <= 0 || len(s.batches) < 2 {
+		return markerRadius
+	}
+	lo, hi := s.batches[0], s.batches[len(s.batches)-1]
+	f := math.Log2(float64(batch)/float64(lo)) / math.Log2(float64(hi)/float64(lo))
+	return markerRadius * vg.Length(0.7+1.2*f)
+}
+
+// sizes are the batches the size legend shows, of those drawn: the smallest, the middle one
+// and the largest.
+func (s batchSizer) sizes() []int {
+	switch n := len(s.batches); {
+	case n < 2:
+		return nil
+	case n == 2:
+		return s.batches
+	default:
+		return []int{s.batches[0], s.batches[n/2], s.batches[n-1]}
+	}
+}
+
+func (s batchSizer) entries() int { return len(s.sizes()) }
+
+// legend adds one grey marker per size, "B=1" ... "B=256", scaled as the points are.
+func (s batchSizer) legend(l *legendBlock, scale float64) {
+	for _, b := range s.sizes() {
+		sty := draw.GlyphStyle{Color: mutedColor, Radius: s.radius(b) * vg.Length(scale), Shape: draw.CircleGlyph{}}
+		l.add(fmt.Sprintf("B=%d", b), &plotter.Scatter{GlyphStyle: sty})
+	}
 }

@@ -28,8 +28,9 @@ func RooflineGroups(c Chart, ceilings []RooflineCeiling, groups []RooflineGroup,
 		}
 	}
 	type keptGroup struct {
-		label string
-		xys   plotter.XYs
+		label   string
+		xys     plotter.XYs
+		batches []int
 	}
 	var kept []keptGroup
 	var all []RooflinePoint
@@ -45,6 +46,7 @@ func RooflineGroups(c Chart, ceilings []RooflineCeiling, groups []RooflineGroup,
 				undrawable = append(undrawable, name)
 			default:
 				k.xys = append(k.xys, plotter.XY{X: p.Intensity, Y: p.FLOPsPerSec / tera})
+				k.batches = append(k.batches, p.Batch)
 				all = append(all, p)
 			}
 		}
@@ -87,15 +89,23 @@ func RooflineGroups(c Chart, ceilings []RooflineCeiling, groups []RooflineGroup,
 		p.Add(ridgeMark)
 		f.legend.add(fmt.Sprintf("%s, ridge %s FLOP/byte", ceilingLegendText(ceil), plainLabel(ridge)), &plotter.Line{LineStyle: line.LineStyle})
 	}
+	// Colour and shape say the kernel, size the batch.
+	size := newBatchSizer(all)
 	for i, g := range kept {
 		s, err := plotter.NewScatter(g.xys)
 		if err != nil {
 			return nil, err
 		}
 		s.GlyphStyle = glyphStyle(paletteColor(i), markerShape(i))
+		s.GlyphStyleFunc = func(j int) draw.GlyphStyle {
+			sty := glyphStyle(paletteColor(i), markerShape(i))
+			sty.Radius = size.radius(g.batches[j])
+			return sty
+		}
 		p.Add(s)
 		f.legend.add(g.label, markerThumb(s.GlyphStyle.Color, s.GlyphStyle.Shape))
 	}
+	size.legend(&f.legend, 1)
 
 	p.X.Scale, p.Y.Scale = plot.LogScale{}, plot.LogScale{}
 	p.X.Tick.Marker, p.Y.Tick.Marker = log10Ticks{plainLabel}, log10Ticks{plainLabel}

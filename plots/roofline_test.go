@@ -2,6 +2,7 @@ package plots
 
 import (
 	"errors"
+	"fmt"
 	"math"
 	"strings"
 	"testing"
@@ -85,7 +86,8 @@ func TestRooflineOnlyCeilings(t *testing.T) {
 func TestRooflineCrowdedLabels(t *testing.T) {
 	var points []RooflinePoint
 	for i := range 14 {
-		points = append(points, RooflinePoint{Label: "GEMV layer " + batchLabel(float64(i)), Intensity: 1 + 0.01*float64(i), FLOPsPerSec: 3.6e12 + 1e10*float64(i)})
+		// 4% apart: crowded, but not so close that they merge into one marker.
+		points = append(points, RooflinePoint{Label: "GEMV layer " + batchLabel(float64(i)), Intensity: 1 + 0.04*float64(i), FLOPsPerSec: 3.6e12 + 1.5e11*float64(i)})
 	}
 	base := outBase(t, "roofline-crowded")
 	paths, err := Roofline(testChart, h200Ceilings, points, base)
@@ -149,5 +151,58 @@ func TestRooflineAwkwardData(t *testing.T) {
 		if err != nil {
 			t.Errorf("%s: %v", tc.desc, err)
 		}
+	}
+}
+
+// The linear kernels of one step at batch 1 all sit at one FLOP per byte: they share one
+// marker and one label instead of stacking four; kernels at another batch stay apart, their
+// markers larger, with a size legend of the batches drawn.
+func TestRooflineMergesCoincidentPoints(t *testing.T) {
+	var points []RooflinePoint
+	for _, b := range []int{1, 256} {
+		for i, name := range []string{"qkv_proj", "o_proj", "gate_up_proj", "down_proj"} {
+			intensity := 1.0 + 0.001*float64(i)
+			if b == 256 {
+				intensity = 228 + 0.5*float64(i)
+			}
+			points = append(points, RooflinePoint{Label: fmt.Sprintf("%s B=%d", name, b), Intensity: intensity,
+				FLOPsPerSec: math.Min(intensity*4.8e12, 989e12), Batch: b})
+		}
+		points = append(points, RooflinePoint{Label: fmt.Sprintf("attention B=%d", b), Intensity: 3.99, FLOPsPerSec: 3.99 * 4.8e12, Batch: b})
+	}
+	base := outBase(t, "roofline-merged")
+	paths, err := Roofline(testChart, h200Ceilings[:1], points, base)
+	if err != nil {
+		t.Fatal(err)
+	}
+	texts := checkOutputs(t, paths, base, 1200, 800)
+	wantTexts(t, texts, 1, "qkv_proj, o_proj, gate_up_proj, down_proj B=1", "qkv_proj, o_proj, gate_up_proj, down_proj B=256",
+		"attention B=1", "attention B=256", "B=1", "B=256")
+	wantTexts(t, texts, 0, "qkv_proj B=1", "o_proj B=1")
+}
+
+func TestMergedLabelAndBatchSizes(t *testing.T) {
+	for _, c := range []struct {
+		in   []string
+		want string
+	}{
+		{[]string{"qkv B=1"}, "qkv B=1"},
+		{[]string{"qkv B=1", "o B=1"}, "qkv, o B=1"},
+		{[]string{"attention S=1k", "attention S=4k"}, "attention S=1k, S=4k"},
+		{[]string{"a x", "b y"}, "a x, b y"},
+	} {
+		if got := mergedLabel(c.in); got != c.want {
+			t.Errorf("mergedLabel(%q) = %q, want %q", c.in, got, c.want)
+		}
+	}
+	s := newBatchSizer([]RooflinePoint{{Batch: 1}, {Batch: 16}, {Batch: 256}, {Batch: 16}, {}})
+	if !(s.radius(1) < s.radius(16) && s.radius(16) < s.radius(256)) || s.radius(0) != markerRadius {
+		t.Errorf("radii %v %v %v (unknown %v): want growing with the batch", s.radius(1), s.radius(16), s.radius(256), s.radius(0))
+	}
+	if got := s.sizes(); fmt.Sprint(got) != "[1 16 256]" {
+		t.Errorf("size legend %v", got)
+	}
+	if got := newBatchSizer([]RooflinePoint{{Batch: 8}}).sizes(); got != nil {
+		t.Errorf("one batch needs no size legend, got %v", got)
 	}
 }

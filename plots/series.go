@@ -29,6 +29,9 @@ const (
 	// EndToEnd draws a dotted line with a ring at every point: a whole decode step measured
 	// end to end, beside the Measured curve composed from its kernels.
 	EndToEnd
+	// NoFit marks configurations that do not fit (in memory, say) with a cross on the floor of
+	// the panel at each X; its Y values are ignored, there being no rate to draw.
+	NoFit
 )
 
 func (s SeriesStyle) String() string {
@@ -39,6 +42,8 @@ func (s SeriesStyle) String() string {
 		return "bound"
 	case EndToEnd:
 		return "end-to-end"
+	case NoFit:
+		return "no-fit"
 	}
 	return fmt.Sprintf("SeriesStyle(%d)", int(s))
 }
@@ -118,7 +123,7 @@ func validateSeries(what string, i int, s Series) error {
 		return fmt.Errorf("plots: %s: %d x values but %d y values", name, len(s.X), len(s.Y))
 	case s.PointLabels != nil && len(s.PointLabels) != len(s.X):
 		return fmt.Errorf("plots: %s: %d point labels for %d points", name, len(s.PointLabels), len(s.X))
-	case s.Style != Measured && s.Style != Bound && s.Style != EndToEnd:
+	case s.Style != Measured && s.Style != Bound && s.Style != EndToEnd && s.Style != NoFit:
 		return fmt.Errorf("plots: %s: unknown style %v", name, s.Style)
 	}
 	return nil
@@ -147,7 +152,11 @@ func splitRuns(s Series, sortByX bool) [][]xy {
 		if sortByX && math.IsNaN(s.X[i]) {
 			continue // it has no place in the order, so it cannot mark a gap either
 		}
-		p := raw{xy: xy{X: s.X[i], Y: s.Y[i]}, ok: drawable(s.X[i]) && drawable(s.Y[i])}
+		y := s.Y[i]
+		if s.Style == NoFit {
+			y = 1 // drawn on the panel's floor: only X counts
+		}
+		p := raw{xy: xy{X: s.X[i], Y: y}, ok: drawable(s.X[i]) && drawable(y)}
 		if s.PointLabels != nil {
 			p.Label = s.PointLabels[i]
 		}
@@ -174,10 +183,13 @@ func splitRuns(s Series, sortByX bool) [][]xy {
 	return runs
 }
 
-// countPoints is the number of drawable points over all curves.
+// countPoints is the number of drawable points over all curves (no-fit marks are none).
 func countPoints(curves []curve) int {
 	n := 0
 	for _, c := range curves {
+		if c.Style == NoFit {
+			continue
+		}
 		for _, r := range c.runs {
 			n += len(r)
 		}
@@ -202,7 +214,9 @@ func curvesExtent(curves []curve) (xs, ys extent) {
 	for _, c := range curves {
 		for _, p := range c.points() {
 			xs.add(p.X)
-			ys.add(p.Y)
+			if c.Style != NoFit { // its Y is no value
+				ys.add(p.Y)
+			}
 		}
 	}
 	return xs, ys

@@ -3,7 +3,10 @@ package plots
 import (
 	"image/color"
 
+	"codeberg.org/go-fonts/liberation/liberationsansbold"
+	"codeberg.org/go-fonts/liberation/liberationsansregular"
 	xfont "golang.org/x/image/font"
+	"golang.org/x/image/font/opentype"
 	"gonum.org/v1/plot"
 	"gonum.org/v1/plot/font"
 	"gonum.org/v1/plot/text"
@@ -85,6 +88,36 @@ var markerShapes = []draw.GlyphDrawer{
 func paletteColor(i int) color.RGBA { return palette[i%len(palette)] }
 
 func markerShape(i int) draw.GlyphDrawer { return markerShapes[i%len(markerShapes)] }
+
+// ChartFont is a face the charts' text is measured with, as a file: HTML reports embed it
+// (@font-face) so that a browser draws the text with the very face the layout measured.
+type ChartFont struct {
+	Family string // as the SVG names it
+	Weight string // CSS: "normal" or "bold"
+	TTF    []byte
+	face   font.Font
+}
+
+// ChartFonts is the charts' one typeface, Liberation Sans, in its two weights. The files ship
+// in a Go module (codeberg.org/go-fonts/liberation), so every machine measures with the same
+// metrics; the SVG's font-family names them first.
+var ChartFonts = []ChartFont{
+	{Family: "Liberation Sans", Weight: "normal", TTF: liberationsansregular.TTF, face: font.Font{Typeface: "Liberation", Variant: "Sans"}},
+	{Family: "Liberation Sans", Weight: "bold", TTF: liberationsansbold.TTF, face: font.Font{Typeface: "Liberation", Variant: "Sans", Weight: xfont.WeightBold}},
+}
+
+// The faces are registered from ChartFonts' own bytes: what is measured is what is embedded.
+func init() {
+	var faces font.Collection
+	for _, f := range ChartFonts {
+		parsed, err := opentype.Parse(f.TTF)
+		if err != nil {
+			panic("plots: the chart font " + f.Family + " " + f.Weight + ": " + err.Error())
+		}
+		faces = append(faces, font.Face{Font: f.face, Face: parsed})
+	}
+	font.DefaultCache.Add(faces)
+}
 
 // textStyle returns a sans-serif style; gonum's default face is a serif.
 func textStyle(size float64, bold bool, clr color.Color) text.Style {

@@ -162,6 +162,13 @@ var presets = []struct {
 	{windowed(dense("phi3", "Phi-3-medium", 5120, 17920, 40, 40, 10, 128, 32064, false, 14.0e9), 2047, 40),
 		[]string{"Phi-3-medium-4k"}},
 	{dense("phi3", "Phi-3-medium-128k", 5120, 17920, 40, 40, 10, 128, 32064, false, 14.0e9), nil},
+
+	// tiny-emu is no published model: a Llama-shaped toy small enough that a whole emulated
+	// sweep (README, "Quick start") finishes in about a minute on two cores. Its count is by
+	// hand: embedding and LM head 2 x 2048 x 256, per layer QKV 256 x (4 + 2 x 2) x 64, output
+	// 256 x 256, gate/up 2 x 512 x 256, down 512 x 256 and two norms of 256, a final norm:
+	// 1048576 + 2 x 590336 + 256 = 2229504.
+	{dense("llama", "tiny-emu", 256, 512, 2, 4, 2, 64, 2048, false, 2229504), nil},
 }
 
 // Presets returns every built-in shape, whole-model and bf16, in a stable order.

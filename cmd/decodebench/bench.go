@@ -164,6 +164,8 @@ type benchSession struct {
 	stderr   io.Writer
 	jsonl    *os.File
 	failed   []string
+	records  []benchRecord     // emitted, for the headline
+	labels   []string          // each record's label
 	ceiling  float64           // read ceiling in bytes/s
 	sampler  telemetry.Sampler // NVML readings around each measurement (none on the emulator)
 	nvml     *telemetry.NVML   // closed with the session
@@ -259,8 +261,17 @@ func (s *benchSession) close() {
 	}
 }
 
-// finish is the command's exit: 1 when any measurement failed.
+// finish is the command's exit: 1 when any measurement failed. It prints the headline first
+// (on stderr with --json, so that stdout stays JSON Lines).
 func (s *benchSession) finish() error {
+	w := s.stdout
+	if s.settings.asJSON {
+		w = s.stderr
+	}
+	fmt.Fprintln(w)
+	for _, line := range benchHeadline(s.device, s.lib.Emulated(), s.records, s.labels) {
+		fmt.Fprintln(w, "  "+line)
+	}
 	if len(s.failed) > 0 {
 		return failure("%d measurement(s) failed: %s", len(s.failed), strings.Join(s.failed, "; "))
 	}
@@ -390,6 +401,7 @@ func (s *benchSession) emit(r benchRecord, label string) error {
 	if r.Status == measure.StatusFailed {
 		s.failed = append(s.failed, label+": "+r.Reason)
 	}
+	s.records, s.labels = append(s.records, r), append(s.labels, label)
 	return nil
 }
 

@@ -277,9 +277,14 @@ func predictPlots(dir string, s model.Shape, gpu roofline.GPU, ceiling roofline.
 		label := "context " + contextLabel(ctx)
 		srv := plots.Series{Label: label, Style: plots.Bound}
 		req := plots.Series{Label: label, Style: plots.Bound}
+		noFit := plots.Series{Label: "does not fit in memory", Group: label, Style: plots.NoFit}
 		for _, r := range rows {
+			if r.Context == ctx && anyFits && !r.FitsInMemory {
+				// A batch whose KV cache does not fit has no rate on the chart: a cross says so.
+				noFit.X, noFit.Y = append(noFit.X, float64(r.Batch)), append(noFit.Y, 0)
+			}
 			if r.Context != ctx || (anyFits && !r.FitsInMemory) {
-				continue // a batch whose KV cache does not fit is in the table, not on a chart
+				continue
 			}
 			srv.X, srv.Y = append(srv.X, float64(r.Batch)), append(srv.Y, r.PerServerTokensPerSec)
 			req.X, req.Y = append(req.X, float64(r.Batch)), append(req.Y, r.PerRequestTokensPerSec)
@@ -288,6 +293,9 @@ func predictPlots(dir string, s model.Shape, gpu roofline.GPU, ceiling roofline.
 			continue // no batch fits at this context
 		}
 		perServer, perRequest = append(perServer, srv), append(perRequest, req)
+		if len(noFit.X) > 0 {
+			perServer, perRequest = append(perServer, noFit), append(perRequest, noFit)
+		}
 		// Markers (the Measured style) so that each point can carry its batch size; the
 		// subtitle says the whole chart is a prediction.
 		tr := plots.Series{Label: label, Style: plots.Measured, X: req.Y, Y: srv.Y}
@@ -319,6 +327,7 @@ func predictPlots(dir string, s model.Shape, gpu roofline.GPU, ceiling roofline.
 			intensity := k.FLOPs / k.Bytes
 			points = append(points, plots.RooflinePoint{
 				Label:       fmt.Sprintf("%s B=%d", k.Name, b),
+				Batch:       b,
 				Intensity:   intensity,
 				FLOPsPerSec: min(intensity*ceiling.BandwidthBytesPerSec, ceiling.FLOPsPerSec),
 			})

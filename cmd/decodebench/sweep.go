@@ -420,6 +420,9 @@ func sweepAction(c *cli.Context) error {
 	if err := runner.CheckBudget(req.axes.Configs(), prior); err != nil {
 		return usageError("%v", err)
 	}
+	if err := checkAnythingFits(runner, pendingConfigs(req.axes.Configs(), prior, req.retryFailed), target.lib.Emulated()); err != nil {
+		return err
+	}
 	if dir == nil {
 		if sweepPhaseHook != nil {
 			sweepPhaseHook("run.json")
@@ -445,6 +448,7 @@ func sweepAction(c *cli.Context) error {
 	written, reportErr := report.Write(req.out)
 	summary := sweepSummary(res, req.out)
 	fmt.Fprintln(c.App.Writer, summary)
+	printHeadlines(c.App.Writer, req.out)
 	for _, n := range written.Notes {
 		fmt.Fprintln(os.Stderr, "decodebench: note: "+n)
 	}

@@ -2,15 +2,18 @@ package main
 
 import (
 	"fmt"
-	"github.com/decodebench/decodebench/bench/measure"
 	"io"
 	"math"
 	"os"
-	"strconv"
 	"strings"
 	"sync"
 	"time"
+	"unicode/utf8"
 
+	"github.com/schollz/progressbar/v3"
+	"golang.org/x/term"
+
+	"github.com/decodebench/decodebench/bench/measure"
 	"github.com/decodebench/decodebench/bench/step"
 	"github.com/decodebench/decodebench/bench/sweep"
 )
@@ -20,48 +23,51 @@ import (
 func newProgress(mode string, w *os.File, emulated bool) sweep.Progress {
 	if mode == "auto" {
 		mode = "lines"
-		if isTerminal(w) {
+		if term.IsTerminal(int(w.Fd())) {
 			mode = "bar"
 		}
 	}
-	p := &progress{w: w, bar: mode == "bar", quiet: mode == "none", emulated: emulated, width: terminalWidth()}
-	return p
+	return &progress{w: w, bar: mode == "bar", quiet: mode == "none", emulated: emulated,
+		width: func() int { return terminalWidth(w) }, began: time.Now()}
 }
 
-// isTerminal reports whether f is a character device (a terminal, not a pipe or a file).
-func isTerminal(f *os.File) bool {
-	fi, err := f.Stat()
-	return err == nil && fi.Mode()&os.ModeCharDevice != 0
-}
-
-func terminalWidth() int {
-	if n, err := strconv.Atoi(os.Getenv("COLUMNS")); err == nil && n >= 40 {
-		return n
+// terminalWidth is f's width in columns as the terminal reports it (not $COLUMNS, which
+// shells do not export), or 80 when f is not a terminal.
+func terminalWidth(f *os.File) int {
+	if w, _, err := term.GetSize(int(f.Fd())); err == nil && w > 0 {
+		return w
 	}
-	return 100
+	return 80
 }
 
+// progress is the sweep's sweep.Progress on a terminal or a log. In bar mode every line it
+// prints (each finished configuration with its two tokens/s, each note) goes above the bar and
+// is wrapped to the terminal's width, so that no line ever wraps on its own and leaves a stale
+// copy of the bar behind.
 type progress struct {
 	mu       sync.Mutex
 	w        io.Writer
 	bar      bool
 	quiet    bool
 	emulated bool
-	width    int
+	width    func() int // the terminal's columns, asked at every draw (it may be resized)
+	began    time.Time  // elapsed time and the ETA count from here: the probes included
 
-	total     int
-	done      int
-	eta       float64
-	what      string
-	started   time.Time
-	lastDraw  time.Time
-	barOnLine bool
+	total    int
+	done     int
+	eta      float64
+	what     string
+	lastDraw time.Time
+	planned  bool // Start was called: the probes are over
+	pb       *progressbar.ProgressBar
+	pbTotal  int // the total pb was made for; -1: the spinner of the probes
+	pbCells  int
 }
 
 func (p *progress) Start(total int, eta float64) {
 	p.mu.Lock()
 	defer p.mu.Unlock()
-	p.total, p.eta, p.started = total, eta, time.Now()
+	p.total, p.eta, p.planned = total, eta, true
 	if p.quiet {
 		return
 	}
@@ -88,13 +94,6 @@ func (p *progress) Recorded(r sweep.Record, done, total int, eta float64) {
 	if p.quiet {
 		return
 	}
-	if p.bar {
-		if r.Status != measure.StatusOK || r.Throttled {
-			p.line(recordLine(r, done, total, eta))
-		}
-		p.draw()
-		return
-	}
 	p.line(recordLine(r, done, total, eta))
 }
 
@@ -118,41 +117,120 @@ func (p *progress) Note(msg string) {
 func (p *progress) Stop() {
 	p.mu.Lock()
 	defer p.mu.Unlock()
-	if p.barOnLine {
-		fmt.Fprint(p.w, "\r\033[K")
-		p.barOnLine = false
+	if p.pb != nil {
+		p.pb.Clear()
+		p.pb = nil
 	}
 }
 
 // line prints a whole line, above the bar when there is one.
 func (p *progress) line(s string) {
-	if p.barOnLine {
-		fmt.Fprint(p.w, "\r\033[K")
-		p.barOnLine = false
+	if !p.bar {
+		fmt.Fprintln(p.w, s)
+		return
 	}
-	fmt.Fprintln(p.w, s)
-	if p.bar && p.total > 0 {
-		p.draw()
+	if p.pb != nil {
+		p.pb.Clear()
 	}
+	for _, l := range wrap(s, p.width()-1) {
+		fmt.Fprintln(p.w, l)
+	}
+	p.draw()
 }
 
-// draw redraws the bar: [#####-----] 12/48  ETA 3m10s  llama B=8 S=4096: attention
+// The bar's fixed parts, as progressbar lays them out with the description at the line's
+// end: "\r 42% [====>.....] " then the description and a space (barFixed columns besides the
+// cells), or "\r| " then the description and a space for the spinner (spinnerFixed).
+const (
+	barFixed     = 11
+	spinnerFixed = 4
+)
+
+// draw redraws the bar: " 25% [=====>...............] 12/48 1m02s, ETA 3m10s llama B=8 S=4096: attention".
+// Before the plan (total 0: the probes) it is a spinner with what is measured.
 func (p *progress) draw() {
-	const cells = 24
-	filled := 0
-	if p.total > 0 {
-		filled = cells * p.done / p.total
+	width := p.width() - 1 // the last column would wrap on some terminals
+	elapsed := time.Since(p.began).Seconds()
+	if p.total == 0 {
+		if p.planned { // nothing to measure: no bar
+			return
+		}
+		p.ensure(-1, 0)
+		p.pb.Describe(clip(fmt.Sprintf("measuring the ceilings (%s): %s", duration(elapsed), p.what), width-spinnerFixed))
+		p.lastDraw = time.Now()
+		return
 	}
-	bar := "[" + strings.Repeat("#", filled) + strings.Repeat("-", cells-filled) + "]"
-	s := fmt.Sprintf("%s %d/%d  ETA %s  %s", bar, p.done, p.total, duration(p.eta), p.what)
-	if p.total == 0 { // the probes, before the plan
-		s = "measuring the ceilings: " + p.what
+	cells := min(30, max(5, (width-barFixed)/4))
+	p.ensure(p.total, cells)
+	desc := fmt.Sprintf("%d/%d %s, ETA %s %s", p.done, p.total, duration(elapsed), duration(p.eta), p.what)
+	p.pb.Describe(clip(desc, width-barFixed-cells)) // before Set: a finished bar draws no more
+	p.pb.Set(p.done)
+	p.lastDraw = time.Now()
+}
+
+// ensure makes the bar for total (-1: a spinner) and cells when the one drawn is not it.
+func (p *progress) ensure(total, cells int) {
+	if p.pb != nil && p.pbTotal == total && p.pbCells == cells {
+		return
 	}
-	if r := []rune(s); len(r) > p.width-1 {
-		s = string(r[:p.width-1])
+	if p.pb != nil {
+		p.pb.Clear()
 	}
-	fmt.Fprint(p.w, "\r\033[K"+s)
-	p.barOnLine, p.lastDraw = true, time.Now()
+	opts := []progressbar.Option{
+		progressbar.OptionSetWriter(p.w),
+		progressbar.OptionUseANSICodes(true), // clear a line with ESC[2K, not spaces that could wrap
+		progressbar.OptionSetTheme(progressbar.ThemeASCII),
+		progressbar.OptionShowDescriptionAtLineEnd(),
+		progressbar.OptionSetElapsedTime(false), // elapsed and ETA are the sweep's, in the description
+		progressbar.OptionSetPredictTime(false),
+		progressbar.OptionSpinnerCustom([]string{"|", "/", "-", `\`}),
+		// No timer of its own: a spinner with one redraws from a goroutine of its own, over
+		// the lines printed above it and after it is dropped. The spinner turns at each draw.
+		progressbar.OptionSetSpinnerChangeInterval(0),
+	}
+	if total > 0 {
+		opts = append(opts, progressbar.OptionSetWidth(cells))
+	}
+	p.pb, p.pbTotal, p.pbCells = progressbar.NewOptions(total, opts...), total, cells
+}
+
+// clip cuts s to n columns (runes), marking the cut with "…".
+func clip(s string, n int) string {
+	if n < 1 {
+		return ""
+	}
+	if utf8.RuneCountInString(s) <= n {
+		return s
+	}
+	r := []rune(s)
+	return string(r[:n-1]) + "…"
+}
+
+// wrap breaks s at spaces into lines of at most n runes (a word longer than n is cut), the
+// continuations indented.
+func wrap(s string, n int) []string {
+	if n < 20 || utf8.RuneCountInString(s) <= n {
+		return []string{s}
+	}
+	var out []string
+	line := ""
+	for _, word := range strings.Fields(s) {
+		switch {
+		case line == "":
+			line = word
+		case utf8.RuneCountInString(line)+1+utf8.RuneCountInString(word) <= n:
+			line += " " + word
+		default:
+			out = append(out, line)
+			line = "    " + word
+		}
+		for utf8.RuneCountInString(line) > n {
+			r := []rune(line)
+			out = append(out, string(r[:n]))
+			line = "    " + string(r[n:])
+		}
+	}
+	return append(out, line)
 }
 
 func recordLine(r sweep.Record, done, total int, eta float64) string {

@@ -3,10 +3,13 @@ package report
 import (
 	"bytes"
 	"context"
+	"encoding/json"
+	stdhtml "html"
 	"os"
 	"os/exec"
 	"path/filepath"
 	"regexp"
+	"slices"
 	"strings"
 	"testing"
 	"time"
@@ -57,10 +60,69 @@ func headless(t *testing.T, browser, page string, mode ...string) (stdout string
 	return out.String(), console
 }
 
-var imagesResult = regexp.MustCompile(`data-images="(\d+)/(\d+)"`)
+var probeResult = regexp.MustCompile(`data-probe="([^"]*)"`)
 
-// The report renders in a real browser with no console error, every chart decodes, and a
-// screenshot of it is taken (kept in DECODEBENCH_SCREENSHOT_DIR when set).
+// layoutProbe, put before </body> of a copy of a page, writes what the page looks like once
+// its fonts are ready into body[data-probe], as JSON: the charts (inline SVG, and images that
+// decoded), the loaded faces of the charts' typeface, every SVG text that reaches outside its
+// SVG's box (with a quarter pixel of tolerance), and the first section's heading and top.
+const layoutProbe = `<script>window.addEventListener("load", () => document.fonts.ready.then(() => {
+  const imgs = [...document.images];
+  const svgs = [...document.querySelectorAll("figure svg")];
+  const faces = [...document.fonts].filter(f => f.family.replace(/['"]/g, "") === "Liberation Sans" && f.status === "loaded").map(f => f.weight);
+  const outside = [];
+  for (const svg of svgs) {
+    const box = svg.getBoundingClientRect();
+    for (const t of svg.querySelectorAll("text")) {
+      const r = t.getBoundingClientRect();
+      if (r.width > 0 && (r.left < box.left - 0.25 || r.right > box.right + 0.25 || r.top < box.top - 0.25 || r.bottom > box.bottom + 0.25)) {
+        outside.push(t.textContent.slice(0, 60));
+      }
+    }
+  }
+  const h2 = document.querySelector("h2");
+  const result = {images: imgs.length, decoded: imgs.filter(i => i.complete && i.naturalWidth > 0).length, svgs: svgs.length,
+    texts: svgs.reduce((n, s) => n + s.querySelectorAll("text").length, 0), faces, outside,
+    first: h2 ? h2.textContent : "", firstTop: h2 ? h2.getBoundingClientRect().top + window.scrollY : -1};
+  document.body.setAttribute("data-probe", JSON.stringify(result));
+}));</script></body>`
+
+type layout struct {
+	Images, Decoded, SVGs, Texts int
+	Faces                        []string
+	Outside                      []string
+	First                        string
+	FirstTop                     float64
+}
+
+// probeLayout runs layoutProbe on a copy of the page in chromium.
+func probeLayout(t *testing.T, browser, page string) layout {
+	t.Helper()
+	html, err := os.ReadFile(page)
+	if err != nil {
+		t.Fatal(err)
+	}
+	checked := filepath.Join(t.TempDir(), "checked.html")
+	os.WriteFile(checked, bytes.Replace(html, []byte("</body>"), []byte(layoutProbe), 1), 0o644)
+	dom, console := headless(t, browser, checked, "--window-size=1280,2400", "--dump-dom")
+	if len(console) > 0 {
+		t.Errorf("console messages:\n%s", strings.Join(console, "\n"))
+	}
+	m := probeResult.FindStringSubmatch(dom)
+	if m == nil {
+		t.Fatalf("the probe wrote nothing into the page")
+	}
+	var l layout
+	if err := json.Unmarshal([]byte(stdhtml.UnescapeString(m[1])), &l); err != nil {
+		t.Fatalf("probe result %q: %v", m[1], err)
+	}
+	return l
+}
+
+// The report renders in a real browser with no console error: the headline is its first
+// section, near the top; every chart is there, its text drawn with the embedded typeface
+// (both weights loaded from the page, whatever fonts this machine has) and inside its box.
+// A screenshot is taken (kept in DECODEBENCH_SCREENSHOT_DIR when set).
 func TestReportRendersInChromium(t *testing.T) {
 	browser := chromium(t)
 	dir := t.TempDir()
@@ -71,36 +133,37 @@ func TestReportRendersInChromium(t *testing.T) {
 	}
 	page := filepath.Join(dir, HTMLFile)
 
-	// The console check must be able to fail: a page that logs an error is caught.
+	// The checks must be able to fail: a page that logs an error is caught, and so is SVG
+	// text that runs out of its box.
 	bad := filepath.Join(t.TempDir(), "bad.html")
 	os.WriteFile(bad, []byte(`<!DOCTYPE html><title>x</title><script>console.error("deliberate")</script>`), 0o644)
 	if _, console := headless(t, browser, bad, "--dump-dom"); len(console) == 0 {
 		t.Fatalf("the console check sees nothing of a page that logs an error: it would pass anything")
 	}
+	overflow := filepath.Join(t.TempDir(), "overflow.html")
+	os.WriteFile(overflow, []byte(`<!DOCTYPE html><title>x</title><body><figure><svg width="100" height="40" viewBox="0 0 100 40">`+
+		`<text x="60" y="20" style="font-size:16px">far too long a title</text></svg></figure></body>`), 0o644)
+	if l := probeLayout(t, browser, overflow); len(l.Outside) != 1 {
+		t.Fatalf("the box check does not see text that runs out of its SVG: %+v", l)
+	}
 
-	// A copy of the report with a probe that counts the images that decoded (the report itself
-	// carries no script).
-	html, err := os.ReadFile(page)
-	if err != nil {
-		t.Fatal(err)
+	l := probeLayout(t, browser, page)
+	t.Logf("layout: %d inline SVG charts with %d texts, %d images, faces %v, first section %q at %.0f px", l.SVGs, l.Texts, l.Images, l.Faces, l.First, l.FirstTop)
+	if l.SVGs < 6 || l.Texts < 50 || l.Decoded != l.Images {
+		t.Errorf("charts: %d inline SVG with %d texts, %d of %d images decoded; want every chart inline and every image decoded", l.SVGs, l.Texts, l.Decoded, l.Images)
 	}
-	probe := `<script>window.addEventListener("load", () => { const imgs = [...document.images];
-  const ok = imgs.filter(i => i.complete && i.naturalWidth > 0).length;
-  document.body.setAttribute("data-images", ok + "/" + imgs.length); });</script></body>`
-	checked := filepath.Join(dir, "checked.html")
-	os.WriteFile(checked, bytes.Replace(html, []byte("</body>"), []byte(probe), 1), 0o644)
-	dom, console := headless(t, browser, checked, "--dump-dom")
-	if len(console) > 0 {
-		t.Errorf("console messages:\n%s", strings.Join(console, "\n"))
+	if !(slices.Contains(l.Faces, "normal") || slices.Contains(l.Faces, "400")) || !(slices.Contains(l.Faces, "bold") || slices.Contains(l.Faces, "700")) {
+		t.Errorf("the charts' typeface is not loaded from the page in both weights (loaded: %v): the browser drew with a face the layout did not measure", l.Faces)
 	}
-	m := imagesResult.FindStringSubmatch(dom)
-	if m == nil || m[1] != m[2] || m[2] == "0" {
-		t.Fatalf("images decoded: %v (want all of them, and more than none)", m)
+	if len(l.Outside) > 0 {
+		t.Errorf("%d SVG text(s) outside their chart: %q", len(l.Outside), l.Outside)
 	}
-	t.Logf("%s of the report's images decoded", m[0])
+	if l.First != "Headline" || l.FirstTop > 900 {
+		t.Errorf("the first section is %q at %.0f px; want the headline within the first screen", l.First, l.FirstTop)
+	}
 
 	shot := filepath.Join(t.TempDir(), "report.png")
-	_, console = headless(t, browser, page, "--window-size=1280,2400", "--screenshot="+shot)
+	_, console := headless(t, browser, page, "--window-size=1280,2400", "--screenshot="+shot)
 	if len(console) > 0 {
 		t.Errorf("console messages:\n%s", strings.Join(console, "\n"))
 	}

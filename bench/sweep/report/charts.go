@@ -197,12 +197,16 @@ func chartSet(dir string, info sweep.RunInfo, m modelResults, prefix string) ([]
 		req := plots.Series{Label: group, Group: group}
 		bs := plots.Series{Label: boundLabel, Group: group, Style: plots.Bound}
 		br := bs
+		nf := plots.Series{Label: noFitLabel, Group: group, Style: plots.NoFit}
 		for _, b := range m.batches {
 			r, has := m.at(b, ctx)
 			if !has {
 				continue
 			}
 			x := float64(b)
+			if r.Status == measure.StatusSkipped && strings.HasPrefix(r.Reason, "does not fit") {
+				nf.X, nf.Y = append(nf.X, x), append(nf.Y, 0)
+			}
 			srv.X, srv.Y = append(srv.X, x), append(srv.Y, valueIfOK(r, r.PerServerTokensPerSec))
 			req.X, req.Y = append(req.X, x), append(req.Y, valueIfOK(r, r.PerRequestTokensPerSec))
 			if r.Status == measure.StatusOK && r.Throttled {
@@ -232,13 +236,16 @@ func chartSet(dir string, info sweep.RunInfo, m modelResults, prefix string) ([]
 		if len(es.X) > 0 {
 			perServer, perRequest = append(perServer, es), append(perRequest, er)
 		}
+		if len(nf.X) > 0 {
+			perServer, perRequest = append(perServer, nf), append(perRequest, nf)
+		}
 	}
 	perServer, perRequest = append(perServer, throttledServer...), append(perRequest, throttledRequest...)
 	c := chart
 	c.Title = emu + m.shape.Name + ": decode tokens/s against batch size"
 	fig := plots.Figure{Title: "Tokens/s against batch size", Base: base("tokens_vs_batch"),
 		Caption: "Left: per-server tokens/s (batch / step time, the card's total rate). Right: per-request tokens/s (1 / step time, " +
-			"what one user sees stream). Solid: composed from the kernels measured alone; dotted with rings: the whole step measured end to end, where the run has it; dashed: the roofline bound on the " + bound.Name + " ceiling. A gap is a configuration that failed or did not fit."}
+			"what one user sees stream). Solid: composed from the kernels measured alone; dotted with rings: the whole step measured end to end, where the run has it; dashed: the roofline bound on the " + bound.Name + " ceiling; a cross on the floor: a batch whose weights and KV cache do not fit in memory at that context. A gap is a configuration that failed or did not fit."}
 	p, err := plots.TokensVsBatch(c, perServer, perRequest, fig.Base)
 	if err := add(fig, p, err); err != nil {
 		return nil, nil, err
@@ -360,6 +367,9 @@ func chartSet(dir string, info sweep.RunInfo, m modelResults, prefix string) ([]
 	return figs, notes, nil
 }
 
+// noFitLabel names the crosses of configurations that do not fit in memory.
+const noFitLabel = "does not fit in memory"
+
 // kernelGroups collects each distinct kernel measurement of the model's records, grouped by
 // kernel name. A kernel that failed is marked so (never drawn as a speed).
 func kernelGroups(m modelResults) []plots.RooflineGroup {
@@ -378,7 +388,7 @@ func kernelGroups(m modelResults) []plots.RooflineGroup {
 				index[k.Name] = i
 				groups = append(groups, plots.RooflineGroup{Label: k.Name})
 			}
-			p := plots.RooflinePoint{Label: fmt.Sprintf("%s B=%d S=%d", k.Name, r.Batch, r.Context)}
+			p := plots.RooflinePoint{Label: fmt.Sprintf("%s B=%d S=%d", k.Name, r.Batch, r.Context), Batch: r.Batch}
 			if k.Status == measure.StatusOK && k.Bytes > 0 {
 				p.Intensity = k.FLOPs / k.Bytes
 				p.FLOPsPerSec = k.AchievedTFLOPs * 1e12

@@ -142,6 +142,14 @@ func document(dir string, p sweep.Prior, models []modelResults, figs [][]plots.F
 	if len(notes) > 0 {
 		doc.Alerts = append(doc.Alerts, plots.Alert{Level: plots.AlertInfo, Title: "Notes", Text: strings.Join(notes, "; ") + "."})
 	}
+	// The headline comes first: what a reader should take away, before the card and the method.
+	steps, err := ReadWholeSteps(filepath.Join(dir, StepsFile))
+	if err != nil {
+		doc.Alerts = append(doc.Alerts, plots.Alert{Level: plots.AlertInfo, Title: "Whole steps", Text: fmt.Sprintf("%s could not be read (%v); the headline leaves end to end out.", StepsFile, err)})
+	}
+	for _, h := range headlinesOf(info, p.Records, steps) {
+		doc.Sections = append(doc.Sections, h.Section(len(models) > 1))
+	}
 	doc.Sections = append(doc.Sections, cardSection(info), methodSection(info))
 	for i, m := range models {
 		doc.Sections = append(doc.Sections, resultsSection(info, m, figs[i], len(models) > 1)...)

@@ -39,7 +39,7 @@ func TestWriteReport(t *testing.T) {
 		}
 	}
 	html, _ := os.ReadFile(filepath.Join(dir, HTMLFile))
-	for _, want := range []string{"NVIDIA H200", "GPU-h200", "580.159.03", "data:image/svg+xml;base64,", "verification failed: 12 NaN outputs",
+	for _, want := range []string{"NVIDIA H200", "GPU-h200", "580.159.03", `<svg role="img" aria-label="Tokens/s against batch size"`, "@font-face { font-family: 'Liberation Sans'; font-weight: bold;", "verification failed: 12 NaN outputs",
 		"1 of 36 configurations failed", "taken while the card throttled", `class="throttled"`, `class="failed"`} {
 		if !strings.Contains(string(html), want) {
 			t.Errorf("report.html does not say %q", want)
