@@ -169,7 +169,7 @@ func TestStepPlan(t *testing.T) {
 	if code != 0 {
 		t.Fatalf("exit %d: %s", code, msg)
 	}
-	for _, want := range []string{"Llama-3-8B B=1 S=1024, 32 steps: 293 calls a step; weights 16.06 GB", "357 calls a step",
+	for _, want := range []string{"Llama-3-8B B=1 S=1024, 32 steps: 293 calls a step; weights 16.06 GB", "Llama-3-8B B=16 S=1024, 32 steps: 293 calls a step",
 		"layer 31 down_proj (linear) [16 x 14336] . [4096 x 14336]^T", "step lm_head (linear) [1 x 4096] . [128256 x 4096]^T", "step advance (add_i32)"} {
 		if !strings.Contains(stdout, want) {
 			t.Errorf("--plan does not say %q", want)
