@@ -210,35 +210,46 @@ struct MlaTiles {
     if (threadIdx.x < db_mla::kMaxPages) page_s[slot * db_mla::kMaxPages + threadIdx.x] = page;
   }
 
+  /*
+   * Issues tile `it`'s copies into `stage` (page ids from slot it & 1) and commits them. A tile's
+   * rows lie in at most two runs of consecutive rows in memory (tiles start on multiples of 32
+   * tokens; pages hold 16 or more, a power of two): one run for a contiguous cache or pages of
+   * 32 tokens and more, rows 0-15 and 16-31 for 16-token pages. So copy i of the tile (token
+   * i / 72, chunk i % 72) reads byte i * 16 of its run, and lands at 16 (i + token) in shared
+   * memory (rows padded by 16 bytes): a division by a constant, a select and two adds a copy,
+   * nothing per row from memory. Rows past the split or behind a page id outside the cache are
+   * zeroed instead.
+   */
   DB_DEVICE void issue(const MlaArgs &a, const MlaBlock &k, int it, int stage) const {
     using namespace db_mla;
+    constexpr long long kRowBytes = kQK * 2;
+    static_assert(kRow == kQK + 8, "a shared row is its memory row and 16 bytes: copy i lands at 16 (i + token)");
     E *dst = kv_s + (size_t)stage * kStageElems;
     const int tile_start = k.t_begin + it * kTile;
     const int n = imin(kTile, k.t_end - tile_start);
-    const int32_t *pages = page_s + (it & 1) * kMaxPages;
-    const int first_page = tile_start >> a.page_shift;
-    const long long seq_row = (long long)k.b * a.capacity + tile_start;
-    /* The thread index through an opaque move, so that the copies' addresses are recomputed
-     * each tile rather than hoisted into registers for the whole loop (attention_kernels.cuh). */
-    const int tid = db_opaque(threadIdx.x);
+    long long off0, off1; /* byte offset of row 0 of the tile as run 0 and as run 1 sees it */
+    int second = kTile;   /* the first row of run 1 */
+    bool ok0 = true, ok1 = true;
+    if (a.paged) {
+      const int32_t *pages = page_s + (it & 1) * kMaxPages;
+      const int p0 = pages[0], p1 = pages[1];
+      off0 = (((long long)p0 << a.page_shift) + (tile_start & ((1 << a.page_shift) - 1))) * kRowBytes;
+      off1 = (((long long)p1 << a.page_shift) - 16) * kRowBytes;
+      ok0 = p0 >= 0, ok1 = p1 >= 0;
+      if (a.page_shift == 4) second = 16;
+    } else {
+      off0 = off1 = ((long long)k.b * a.capacity + tile_start) * kRowBytes;
+    }
     DB_UNROLL
     for (int j = 0; j < kCopiesPerThread; ++j) {
-      const int i = tid + j * kThreads;
-      const int tok = i / kChunks, c = i % kChunks;
-      long long row = -1;
-      if (tok < n) {
-        if (a.paged) {
-          const int t = tile_start + tok;
-          const int page = pages[(t >> a.page_shift) - first_page];
-          if (page >= 0) row = ((long long)page << a.page_shift) + (t & ((1 << a.page_shift) - 1));
-        } else {
-          row = seq_row + tok;
-        }
-      }
-      if (row >= 0)
-        db_cp_async_16(dst + tok * kRow + c * 8, a.kv + row * (kQK * 2) + c * 16);
+      const int i = threadIdx.x + j * kThreads;
+      const int tok = i / kChunks;
+      const bool run1 = tok >= second;
+      E *d = dst + (size_t)(i + tok) * 8;
+      if (tok < n && (run1 ? ok1 : ok0))
+        db_cp_async_16(d, a.kv + (run1 ? off1 : off0) + (long long)i * 16);
       else
-        *reinterpret_cast<uint4 *>(dst + tok * kRow + c * 8) = make_uint4(0u, 0u, 0u, 0u);
+        *reinterpret_cast<uint4 *>(d) = make_uint4(0u, 0u, 0u, 0u);
     }
     db_cp_async_commit();
   }
