@@ -27,6 +27,12 @@ constexpr int kMinSplitTokens = 2 * kTile;
  * pipeline's first tile and the partials (about 45 tokens of bytes) and a few microseconds of
  * latency. A guess until a card measures it, as for the GQA planner. */
 constexpr int kBlockOverheadTokens = 64;
+/* The merge, in tokens a split: the last split's block reads every split's 16 x 512 fp32
+ * partials (32 KiB, 28 tokens of cache bytes) alone at the end of the launch, from L2, at a few
+ * times a block's share of HBM: about 10 tokens of time a split. Without it the plan cut a
+ * batch-1 32k-token call into 256 splits whose merge, one block reading 8 MiB, would take
+ * longer than the attention. A guess until a card measures it. */
+constexpr int kMergeTokensPerSplit = 10;
 constexpr float kLog2e = 1.4426950408889634f;
 /* ptxas's sm_90 registers a thread (nvcc 11.8, -O3; the larger of bf16 and fp16), from
  * build/cuda/attention_mla.ptxas.log: the emulator's occupancy answer uses it, so an emulated
@@ -130,14 +136,16 @@ struct MlaPlan {
   uint64_t workspace, ml_offset, counters_offset;
 };
 
-/* The split count closest to whole waves, as db_attention's planner chooses it (attention.cu,
+/* The split count of least predicted time, as db_attention's planner chooses it (attention.cu,
  * attn_auto_splits): s splits of k = ceil(tiles / s) tiles run in ceil(blocks * s / slots) waves
- * of about k tiles plus a block's fixed cost; the least time wins, a larger s only when 2%
- * better, never a split under kMinSplitTokens. */
+ * of about k tiles plus a block's fixed cost, and then the merge of s partials; a larger s
+ * wins only when 2% better, never a split under kMinSplitTokens. */
 int mla_auto_splits(int64_t blocks, int64_t slots, int max_context) {
   const int64_t tiles = (max_context + kTile - 1) / kTile;
   const int64_t most = std::min<int64_t>(kMlaMaxSplits, max_context / kMinSplitTokens);
-  auto cost = [&](int64_t s, int64_t k) { return (blocks * s + slots - 1) / slots * (k * kTile + kBlockOverheadTokens); };
+  auto cost = [&](int64_t s, int64_t k) {
+    return (blocks * s + slots - 1) / slots * (k * kTile + kBlockOverheadTokens) + (s > 1 ? s * kMergeTokensPerSplit : 0);
+  };
   int best = 1;
   int64_t best_cost = cost(1, tiles);
   for (int64_t s = 2; s <= most; ++s) {
