@@ -106,7 +106,7 @@ const char *mla_kernel_name(int dtype) {
                                 : "(anonymous namespace)::attention_mla_decode_kernel<__half>";
 }
 
-/* Raises the kernel's dynamic shared memory limit (95 KiB > the 48 KiB default) once per device
+/* Raises the kernel's dynamic shared memory limit (93 KiB > the 48 KiB default) once per device
  * and dtype, then asks its occupancy (cached likewise). */
 constexpr int kMaxDevices = 64;
 int mla_occupancy(db_context *ctx, int dtype, int *blocks_per_sm) {
