@@ -282,3 +282,40 @@ func TestMLANotExported(t *testing.T) {
 		t.Fatalf("MLAAttentionPlan on the fake = %v, want ErrNotExported naming db_mla_attention_plan", err)
 	}
 }
+
+// The plan on an H200's 132 SMs (the emulator's occupancy is sm_90's, from the kernel's ptxas
+// registers and shared memory: 2 blocks an SM): the grids kernels/README.md ("MLA attention")
+// predicts the speed from, at DeepSeek-V3's 16 (tp 8) and 128 heads.
+func TestMLAPlanOnAnH200(t *testing.T) {
+	t.Setenv("DB_EMU_SM_COUNT", "132")
+	dev := cgotest.EmuDevice(t)
+	for _, tc := range []struct {
+		heads, batch, context int
+		gridX, splits, tokens int
+	}{
+		{16, 1, 4096, 1, 16, 256},
+		{16, 1, 32768, 1, 49, 672},
+		{16, 64, 4096, 64, 4, 1024},
+		{16, 64, 32768, 64, 4, 8192},
+		{128, 1, 4096, 8, 16, 256},
+		{128, 1, 32768, 8, 32, 1024},
+		{128, 64, 4096, 512, 1, 4096},
+		{128, 64, 32768, 512, 1, 32768},
+	} {
+		p := cgo.MLAAttentionParams{Q: 1 << 16, Out: 1 << 16, ContextLens: 1 << 16, Cache: cgo.MLACache(1<<16, cgo.DTypeBF16, tc.context),
+			Batch: tc.batch, QHeads: tc.heads, MaxContext: tc.context, Scale: 0.1}
+		l, err := dev.MLAAttentionLaunches(p)
+		if err != nil {
+			t.Fatal(err)
+		}
+		planned, _, err := dev.MLAAttentionPlan(p)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if len(l) != 1 || l[0].GridX != tc.gridX || l[0].GridY != tc.splits || planned.SplitTokens != tc.tokens ||
+			l[0].BlockThreads != 128 || planned.NumSplits*planned.SplitTokens < tc.context {
+			t.Errorf("%d heads, batch %d, %d tokens: launch %+v, %d tokens a split; want %d x %d blocks of %d tokens",
+				tc.heads, tc.batch, tc.context, l, planned.SplitTokens, tc.gridX, tc.splits, tc.tokens)
+		}
+	}
+}
