@@ -217,8 +217,9 @@ struct MlaTiles {
    * 32 tokens and more, rows 0-15 and 16-31 for 16-token pages. So copy i of the tile (token
    * i / 72, chunk i % 72) reads byte i * 16 of its run, and lands at 16 (i + token) in shared
    * memory (rows padded by 16 bytes): a division by a constant, a select and two adds a copy,
-   * nothing per row from memory. Rows past the split or behind a page id outside the cache are
-   * zeroed instead.
+   * nothing per row from memory, and for a full tile of one run (all but a split's last tile,
+   * and 16-token pages) only the division. Rows past the split or behind a page id outside the
+   * cache are zeroed instead.
    */
   DB_DEVICE void issue(const MlaArgs &a, const MlaBlock &k, int it, int stage) const {
     using namespace db_mla;
@@ -240,16 +241,27 @@ struct MlaTiles {
     } else {
       off0 = off1 = ((long long)k.b * a.capacity + tile_start) * kRowBytes;
     }
-    DB_UNROLL
-    for (int j = 0; j < kCopiesPerThread; ++j) {
-      const int i = threadIdx.x + j * kThreads;
-      const int tok = i / kChunks;
-      const bool run1 = tok >= second;
-      E *d = dst + (size_t)(i + tok) * 8;
-      if (tok < n && (run1 ? ok1 : ok0))
-        db_cp_async_16(d, a.kv + (run1 ? off1 : off0) + (long long)i * 16);
-      else
-        *reinterpret_cast<uint4 *>(d) = make_uint4(0u, 0u, 0u, 0u);
+    if (n == kTile && second == kTile && ok0) {
+      /* The common case, every row valid in one run: the sources are one base and immediate
+       * offsets, no test a copy. */
+      const unsigned char *src = a.kv + off0 + threadIdx.x * 16;
+      DB_UNROLL
+      for (int j = 0; j < kCopiesPerThread; ++j) {
+        const int i = threadIdx.x + j * kThreads;
+        db_cp_async_16(dst + (size_t)(i + i / kChunks) * 8, src + j * kThreads * 16);
+      }
+    } else {
+      DB_UNROLL
+      for (int j = 0; j < kCopiesPerThread; ++j) {
+        const int i = threadIdx.x + j * kThreads;
+        const int tok = i / kChunks;
+        const bool run1 = tok >= second;
+        E *d = dst + (size_t)(i + tok) * 8;
+        if (tok < n && (run1 ? ok1 : ok0))
+          db_cp_async_16(d, a.kv + (run1 ? off1 : off0) + (long long)i * 16);
+        else
+          *reinterpret_cast<uint4 *>(d) = make_uint4(0u, 0u, 0u, 0u);
+      }
     }
     db_cp_async_commit();
   }
