@@ -217,8 +217,8 @@ struct MlaTiles {
    * 32 tokens and more, rows 0-15 and 16-31 for 16-token pages. So copy i of the tile (token
    * i / 72, chunk i % 72) reads byte i * 16 of its run, and lands at 16 (i + token) in shared
    * memory (rows padded by 16 bytes): a division by a constant, a select and two adds a copy,
-   * nothing per row from memory, and for a full tile of one run (all but a split's last tile,
-   * and 16-token pages) only the division. Rows past the split or behind a page id outside the
+   * nothing per row from memory, and for a full tile of one run (every tile but a split's
+   * last, unless pages hold 16 tokens) only the division. Rows past the split or behind a page id outside the
    * cache are zeroed instead.
    */
   DB_DEVICE void issue(const MlaArgs &a, const MlaBlock &k, int it, int stage) const {
