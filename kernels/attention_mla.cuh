@@ -433,10 +433,13 @@ __global__ void __launch_bounds__(db_mla::kThreads, 2) attention_mla_decode_kern
       *reinterpret_cast<uint32_t *>(p_s + (g8 + 8 * j) * kPRow + tok0) =
           db_dtype<E>::pack(p0 * AttnPScale<E>::kScale, p1 * AttnPScale<E>::kScale);
     }
-    DB_UNROLL
-    for (int nt = 0; nt < kNTiles; ++nt)
+    /* Past the first tiles the running max seldom moves: skip the 64 multiplies by 1. */
+    if (alpha[0] != 1.0f || alpha[1] != 1.0f) {
       DB_UNROLL
-      for (int i = 0; i < 4; ++i) o_acc[nt][i] *= alpha[i >> 1];
+      for (int nt = 0; nt < kNTiles; ++nt)
+        DB_UNROLL
+        for (int i = 0; i < 4; ++i) o_acc[nt][i] *= alpha[i >> 1];
+    }
     __syncthreads(); /* P of every warp */
 
     /* 3. O[16 x this warp's 128 dims] += P . C[:, 0:512] */
