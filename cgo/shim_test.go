@@ -29,16 +29,15 @@ func TestShimCoversTheHeader(t *testing.T) {
 	if len(declared) < 20 {
 		t.Fatalf("found only %d functions in decodebench.h: the pattern is stale", len(declared))
 	}
-	// The optional functions are looked up on first use by launches.go (so a library built
-	// before them still loads), not by the loader: launches.go and graph.go.
-	launches, err := os.ReadFile("launches.go")
-	if err == nil {
-		var graph []byte
-		graph, err = os.ReadFile("graph.go")
-		launches = append(launches, graph...)
-	}
-	if err != nil {
-		t.Fatal(err)
+	// The optional functions are looked up on first use (so a library built before them still
+	// loads), not by the loader: launches.go, graph.go and mla.go.
+	var launches []byte
+	for _, file := range []string{"launches.go", "graph.go", "mla.go"} {
+		text, err := os.ReadFile(file)
+		if err != nil {
+			t.Fatal(err)
+		}
+		launches = append(launches, text...)
 	}
 	optional := map[string]bool{}
 	for _, fn := range names(regexp.MustCompile(`const op = "(db_\w+)"`), string(launches)) {

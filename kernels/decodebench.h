@@ -542,6 +542,70 @@ typedef struct {
 } db_grouped_linear_params;
 int db_grouped_linear(db_context *ctx, const db_grouped_linear_params *p);
 
+/* ---- multi-head latent attention (kernels/attention_mla.cu) --------------------------------
+ * DeepSeek-V2/V3 and Kimi-K2 decode in the absorbed form: the query of every head is projected
+ * into the latent space (q_nope W_UK, then its rotary part q_pe), every head of a sequence
+ * attends over that sequence's one latent cache, and the output (still latent, before W_UV) is
+ *   out[b, h, 0:512] = sum_{t < context_lens[b]} softmax_t(scale * q[b, h, :] . c[b, t, :]) c[b, t, 0:512]
+ * where a cache row c[b, t] is [c_kv (DB_MLA_LATENT_DIM) | k_pe (DB_MLA_ROPE_DIM)]: the scores
+ * read all 576 elements, the values the first 512. q, out and the cache are of one dtype (bf16
+ * or fp16); scores, softmax and accumulation are fp32 on the tensor cores, the probabilities
+ * rounded to the input dtype before P.V (as DB_ATTENTION_MMA does).
+ * Optional functions (cgo/mla.go looks each up on first use). */
+#define DB_MLA_LATENT_DIM 512 /* kv_lora_rank */
+#define DB_MLA_ROPE_DIM 64    /* qk_rope_head_dim */
+#define DB_MLA_QK_DIM 576     /* a query head and a cache row: latent, then rotary key */
+#define DB_MLA_V_DIM 512      /* an output head: the latent */
+#define DB_MLA_MAX_HEADS 128  /* query heads of one call (DeepSeek-V3 and Kimi-K2 have 128 and 64) */
+
+/*
+ * The latent cache is a db_kv_cache with k the rows, v 0 (the values are the rows' first 512
+ * elements, not a second cache), kv_heads 1 and head_dim DB_MLA_QK_DIM:
+ *   CONTIGUOUS [batch, capacity, 576];  PAGED [num_pages, page_size, 576] with the page table of
+ *   db_kv_cache (token t of sequence b in page page_table[b * pages_per_seq + t / page_size]).
+ */
+typedef struct {
+  uint64_t q;             /* [batch, q_heads, DB_MLA_QK_DIM], cache.dtype */
+  uint64_t out;           /* [batch, q_heads, DB_MLA_V_DIM], cache.dtype */
+  uint64_t context_lens;  /* int32 [batch]: tokens of each sequence, 1..max_context */
+  uint64_t workspace;     /* fp32 split partials; see db_mla_attention_plan (0 when it needs none) */
+  uint64_t workspace_bytes;
+  db_kv_cache cache;      /* the latent cache, as above */
+  int32_t batch;          /* 1..DB_MAX_BATCH */
+  int32_t q_heads;        /* 1..DB_MLA_MAX_HEADS */
+  int32_t max_context;    /* >= every context_lens[b]; at most the cache's tokens per sequence */
+  float scale;            /* softmax scale, > 0 and required: DeepSeek's softmax_scale is
+                             mscale^2 / sqrt(qk_nope_head_dim + qk_rope_head_dim) (yarn), not
+                             1/sqrt(576) */
+  int32_t num_splits;     /* 0 = auto; else 1..DB_MAX_SPLITS KV splits per sequence (written back) */
+  int32_t split_tokens;   /* written back: tokens per split (a multiple of 32) */
+} db_mla_attention_params;
+
+/* Validates p, resolves num_splits where it is 0 (written back with split_tokens) from the shape,
+ * the SM count and the kernel's occupancy, as db_attention_plan does, and gives the workspace:
+ * 0 for one split, else batch * q_heads * num_splits * (DB_MLA_V_DIM + 2) * 4 bytes of partials
+ * and 8 bytes per (sequence, block of 16 query heads) of counters, needing no initialisation
+ * (epoch-tagged, as db_attention's); no two calls in flight may share it. */
+int db_mla_attention_plan(db_context *ctx, db_mla_attention_params *p, uint64_t *workspace_bytes);
+/* One kernel launch (planning first if num_splits is 0); the last split of each (sequence,
+ * head block) merges the splits' partials. */
+int db_mla_attention(db_context *ctx, const db_mla_attention_params *p);
+/* db_attention_launches for db_mla_attention: one launch. */
+int db_mla_attention_launches(db_context *ctx, const db_mla_attention_params *p, db_launch_info *out,
+                              int32_t max, int32_t *count);
+
+/* Writes each sequence's new latent row (c_kv and the rotated k_pe, DB_MLA_QK_DIM elements) at
+ * its position; positions outside the sequence's capacity, and page ids outside the cache, are
+ * skipped. db_kv_append does not serve: its head dims are the GQA list, and it writes a V row
+ * beside every K row, which the latent cache does not have. */
+typedef struct {
+  uint64_t kv_new;        /* [batch, DB_MLA_QK_DIM], cache.dtype */
+  uint64_t positions;     /* int32 [batch] */
+  db_kv_cache cache;      /* the latent cache, as for db_mla_attention */
+  int32_t batch;          /* 1..DB_MAX_BATCH */
+} db_mla_kv_append_params;
+int db_mla_kv_append(db_context *ctx, const db_mla_kv_append_params *p);
+
 #ifdef __cplusplus
 }
 #endif

@@ -78,7 +78,7 @@ emu-test: $(KERNELS_BUILD)/emu/emu_test $(KERNELS_BUILD)/emu/emu_test_ucontext \
 # values or a launch error. -count=1: Go's test cache does not see variables C reads.
 EMU_HAZARD_SCHEDULES := reverse shuffle:1 interleave:1
 EMU_HAZARD_GO_PKGS   := ./cgo ./cmd/decodebench ./bench/measure
-EMU_HAZARD_GO_RUN    := ^Test(Verify|Linear|Attention|Probe|SmallOp|Survivor)
+EMU_HAZARD_GO_RUN    := ^Test(Verify|Linear|Attention|Probe|SmallOp|Survivor|MLA)
 .PHONY: emu-hazard-test
 emu-hazard-test: $(KERNELS_BUILD)/emu/emu_test $(KERNELS_BUILD)/emu/linear_test \
                  $(LIBDIR)/libdecodebench_emu.so

@@ -44,6 +44,8 @@ func Verify(dev *cgo.Device, s Spec, o Options) Check {
 		out, c = linear(dev, *s.Linear, o)
 	case KindAttention:
 		out, c = attention(dev, *s.Attention, o)
+	case KindAttentionMLA:
+		out, c = mla(dev, *s.MLA, o)
 	default:
 		out, c = probe(dev, *s.Probe, o)
 	}

@@ -22,6 +22,7 @@ type Spec struct {
 	Kind      string         `json:"kind"`
 	Linear    *LinearSpec    `json:"linear,omitempty"`
 	Attention *AttentionSpec `json:"attention,omitempty"`
+	MLA       *MLASpec       `json:"mla,omitempty"` // KindAttentionMLA
 	Probe     *ProbeSpec     `json:"probe,omitempty"`
 }
 
@@ -40,12 +41,13 @@ func (s ProbeSpec) Spec() Spec { return Spec{Kind: KindProbe, Probe: &s} }
 // shapeError says what is wrong with the spec itself ("" when its kind has its description).
 func (s Spec) shapeError() string {
 	switch {
-	case s.Kind == KindLinear && s.Linear != nil, s.Kind == KindAttention && s.Attention != nil, s.Kind == KindProbe && s.Probe != nil:
+	case s.Kind == KindLinear && s.Linear != nil, s.Kind == KindAttention && s.Attention != nil, s.Kind == KindProbe && s.Probe != nil,
+		s.Kind == KindAttentionMLA && s.MLA != nil:
 		return ""
-	case s.Kind == KindLinear || s.Kind == KindAttention || s.Kind == KindProbe:
+	case s.Kind == KindLinear || s.Kind == KindAttention || s.Kind == KindProbe || s.Kind == KindAttentionMLA:
 		return fmt.Sprintf("invalid spec: kind %s without its %s description", s.Kind, s.Kind)
 	}
-	return fmt.Sprintf("invalid spec: unknown kind %q (want %s, %s or %s)", s.Kind, KindLinear, KindAttention, KindProbe)
+	return fmt.Sprintf("invalid spec: unknown kind %q (want %s, %s, %s or %s)", s.Kind, KindLinear, KindAttention, KindAttentionMLA, KindProbe)
 }
 
 // Measure verifies, then times, the call s describes (see Linear, Attention and Probe).
@@ -58,14 +60,16 @@ func Measure(dev *cgo.Device, s Spec, o Options) Outcome {
 		return Linear(dev, *s.Linear, o)
 	case KindAttention:
 		return Attention(dev, *s.Attention, o)
+	case KindAttentionMLA:
+		return MLA(dev, *s.MLA, o)
 	}
 	return Probe(dev, *s.Probe, o)
 }
 
 // Key identifies the call: two specs with one key are one measurement. Settings left to the
 // kernel (auto, 0) are not written: "linear bf16 m=8 n=6144 k=4096", "linear bf16 m=8 n=6144
-// k=4096 variant=gemv split_k=4", "attention bf16 b=8 q=32 kv=8 d=128 ctx=4096", "probe read
-// 1073741824 B", "probe mma".
+// k=4096 variant=gemv split_k=4", "attention bf16 b=8 q=32 kv=8 d=128 ctx=4096",
+// "attention_mla bf16 b=8 q=16 ctx=4096 scale=0.1875", "probe read 1073741824 B", "probe mma".
 func (s Spec) Key() string {
 	if why := s.shapeError(); why != "" {
 		return s.Kind
@@ -112,6 +116,22 @@ func (s Spec) Key() string {
 		if a.Sinks {
 			b.WriteString(" sinks")
 		}
+	case KindAttentionMLA:
+		m := s.MLA
+		ctx := make([]string, len(m.Contexts))
+		for i, n := range m.Contexts {
+			ctx[i] = strconv.Itoa(n)
+		}
+		fmt.Fprintf(&b, "attention_mla %s b=%d q=%d ctx=%s scale=%g", m.DType, m.Batch, m.QHeads, strings.Join(ctx, ","), m.Scale)
+		if m.PageSize != 0 {
+			fmt.Fprintf(&b, " page=%d", m.PageSize)
+		}
+		if m.Splits != 0 {
+			fmt.Fprintf(&b, " splits=%d", m.Splits)
+		}
+		if m.Append {
+			b.WriteString(" append")
+		}
 	case KindProbe:
 		p := s.Probe
 		fmt.Fprintf(&b, "probe %s", p.Kind)
@@ -139,6 +159,8 @@ func (s Spec) Label() string {
 		return fmt.Sprintf("linear %dx%dx%d", s.Linear.Batch, s.Linear.N, s.Linear.K)
 	case KindAttention:
 		return fmt.Sprintf("attention B=%d S=%d", s.Attention.Batch, s.Attention.contextsMax())
+	case KindAttentionMLA:
+		return fmt.Sprintf("MLA attention B=%d S=%d", s.MLA.Batch, s.MLA.contextsMax())
 	}
 	return s.Probe.Kind.String() + " probe"
 }
@@ -152,6 +174,8 @@ func (s Spec) Bytes() float64 {
 		return s.Linear.Bytes()
 	case s.Kind == KindAttention:
 		return s.Attention.Bytes()
+	case s.Kind == KindAttentionMLA:
+		return s.MLA.Bytes()
 	case s.Probe.Kind.Memory():
 		return float64(s.Probe.Bytes * probeBuffers(s.Probe.Kind))
 	}
@@ -167,6 +191,8 @@ func (s Spec) FLOPs() float64 {
 		return s.Linear.FLOPs()
 	case s.Kind == KindAttention:
 		return s.Attention.FLOPs()
+	case s.Kind == KindAttentionMLA:
+		return s.MLA.FLOPs()
 	}
 	return 0
 }
@@ -181,6 +207,8 @@ func (s Spec) MinDeviceBytes() uint64 {
 		return s.Linear.MinDeviceBytes()
 	case s.Kind == KindAttention:
 		return s.Attention.MinDeviceBytes()
+	case s.Kind == KindAttentionMLA:
+		return s.MLA.MinDeviceBytes()
 	case s.Probe.Kind.Memory():
 		return s.Probe.Bytes * probeBuffers(s.Probe.Kind)
 	}

@@ -3,6 +3,7 @@ package sweep
 import (
 	"encoding/json"
 	"fmt"
+	"math"
 	"slices"
 	"time"
 
@@ -28,6 +29,9 @@ func SpecOf(k model.Kernel, s model.Shape) measure.Spec {
 		}
 		return measure.AttentionSpec{Batch: k.Batch, QHeads: k.QHeads, KVHeads: k.KVHeads, HeadDim: k.HeadDim,
 			Contexts: []int{context}, DType: kernelDType(s.KVDType), Window: k.Window, Chunk: k.Chunk, Sinks: k.Sinks}.Spec()
+	case model.KindAttentionMLA:
+		return measure.MLASpec{Batch: k.Batch, QHeads: k.QHeads, Contexts: []int{k.Context}, DType: kernelDType(s.KVDType),
+			Scale: MLAScale(s)}.Spec()
 	}
 	return measure.Spec{Kind: k.Kind}
 }
@@ -57,13 +61,31 @@ func stepSpecs(cfg Config, peer cgo.LinearVariant) []measure.Spec {
 	return specs
 }
 
+// MLAScale is the softmax scale the sweep gives an MLA model's attention: 1/sqrt of the query
+// head's QK width (nope + rope, 192 for DeepSeek-V3). The model shape does not carry the yarn
+// mscale that DeepSeek multiplies in; the scale changes the softmax's values, not the kernel's
+// time.
+func MLAScale(s model.Shape) float64 { return 1 / math.Sqrt(float64(s.HeadDim)) }
+
 // MissingKernel names what the kernel library lacks to run k of shape s, "" when it has the
-// kernel: a variant (model.Kernel.Variant: MLA attention, a grouped linear, a linear with
-// quantized weights; attention with sinks is built), or a linear or attention of a weight or KV dtype
-// the kernels do not take (KernelDTypes). A step with such a kernel is skipped naming it, and
+// kernel: a variant (model.Kernel.Variant: a grouped linear, a linear with quantized weights; MLA
+// attention of widths other than the kernel's 576 and 512 or with more than its heads; attention
+// with sinks is built), or a linear or attention of a weight or KV dtype the kernels do not take
+// (KernelDTypes). A step with such a kernel is skipped naming it, and
 // `bench linear` and `bench attention` skip the kernel itself: timing an mxfp4 or fp8 linear as
 // a bf16 one, or an MLA model's attention as grouped-query attention, would time another model.
 func MissingKernel(k model.Kernel, s model.Shape) string {
+	if k.Kind == model.KindAttentionMLA {
+		switch {
+		case k.HeadDim != cgo.MLAQKDim || k.VHeadDim != cgo.MLAVDim:
+			return k.Variant()
+		case k.QHeads > cgo.MLAMaxHeads:
+			return fmt.Sprintf("MLA attention with %d query heads (the kernel takes up to %d)", k.QHeads, cgo.MLAMaxHeads)
+		case !slices.Contains(KernelDTypes, s.KVDType):
+			return fmt.Sprintf("MLA attention over a %s latent cache", s.KVDType)
+		}
+		return ""
+	}
 	if v := k.Variant(); v != "" && !(k.Kind == model.KindAttention && k.Sinks) {
 		return v
 	}

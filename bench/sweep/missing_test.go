@@ -38,4 +38,36 @@ func TestMissingKernel(t *testing.T) {
 	if why := MissingKernels(bf16.Kernels(4, 128), bf16); why != "" {
 		t.Errorf("bf16: %q", why)
 	}
+
+	// DeepSeek-V3 and Kimi-K2: the MLA attention runs (its spec is an MLA one); their grouped
+	// linears (the absorbed projections, the experts) are what the library still lacks.
+	for _, name := range []string{"DeepSeek-V3", "Kimi-K2"} {
+		s, err := model.Lookup(name)
+		if err != nil {
+			t.Fatal(err)
+		}
+		mla := 0
+		for _, k := range s.Kernels(4, 4096) {
+			if k.Kind != model.KindAttentionMLA {
+				continue
+			}
+			mla++
+			if why := MissingKernel(k, s); why != "" {
+				t.Errorf("%s %s: %q", name, k.Name, why)
+			}
+			if spec := SpecOf(k, s); spec.Kind != "attention_mla" || spec.MLA == nil || spec.MLA.QHeads != s.QHeads || spec.MLA.Scale != MLAScale(s) {
+				t.Errorf("%s %s: spec %+v", name, k.Name, spec)
+			}
+		}
+		if why := MissingKernels(s.Kernels(4, 4096), s); mla == 0 || strings.Contains(why, "MLA") || !strings.Contains(why, "grouped linear") {
+			t.Errorf("%s: %d MLA kernels; MissingKernels %q", name, mla, why)
+		}
+		fp8 := s
+		fp8.KVDType = model.FP8
+		for _, k := range fp8.Kernels(4, 4096) {
+			if why := MissingKernel(k, fp8); k.Kind == model.KindAttentionMLA && why != "MLA attention over a fp8 latent cache" {
+				t.Errorf("%s, fp8 latent cache: %q", name, why)
+			}
+		}
+	}
 }

@@ -50,7 +50,8 @@ func benchAttentionCommand() *cli.Command {
 }
 
 type attentionJob struct {
-	spec    measure.AttentionSpec
+	spec    measure.AttentionSpec // for an MLA model: its heads, one KV head of 576 (what the table shows)
+	mla     *measure.MLASpec      // an MLA model's call, measured instead of spec
 	context int
 	missing string // the kernel the library lacks for the model's attention (sweep.MissingKernel): skipped
 }
@@ -115,7 +116,11 @@ func parseBenchAttention(c *cli.Context) (jobs []attentionJob, modelName string,
 			if k.Kind != model.KindAttention && k.Kind != model.KindAttentionMLA {
 				continue
 			}
-			if why := sweep.MissingKernel(k, shape); why != "" {
+			why := sweep.MissingKernel(k, shape)
+			if why == "" && k.Kind == model.KindAttentionMLA {
+				return mlaJobs(c, shape, k, batches, contexts, pageSize, splits)
+			}
+			if why != "" {
 				for _, b := range batches {
 					for _, ctx := range contexts {
 						jobs = append(jobs, attentionJob{context: ctx, missing: why,
@@ -179,9 +184,16 @@ func benchAttentionAction(c *cli.Context) error {
 				return measure.Outcome{Kernel: "attention", Status: measure.StatusSkipped,
 					Reason: "the kernel library has no kernel yet for " + j.missing + "; decodebench predict models it"}
 			}
-			if need := float64(a.MinDeviceBytes()); settings.maxBytes > 0 && need > settings.maxBytes {
+			need := float64(a.MinDeviceBytes())
+			if j.mla != nil {
+				need = float64(j.mla.MinDeviceBytes())
+			}
+			if settings.maxBytes > 0 && need > settings.maxBytes {
 				return measure.Outcome{Kernel: "attention", Status: measure.StatusSkipped,
 					Reason: fmt.Sprintf("needs %s, above --max-gb %g", units.Bytes(need), settings.maxBytes/1e9)}
+			}
+			if j.mla != nil {
+				return measure.MLA(s.dev, *j.mla, settings.opts)
 			}
 			return measure.Attention(s.dev, a, settings.opts)
 		})
@@ -189,6 +201,9 @@ func benchAttentionAction(c *cli.Context) error {
 		r := s.record("attention", "attention", o, tel)
 		r.Model, r.TP, r.Batch, r.QHeads, r.KVHeads, r.HeadDim, r.Context = modelName, tp, a.Batch, a.QHeads, a.KVHeads, a.HeadDim, j.context
 		r.PageSize, r.DType, r.KVBytes = a.PageSize, a.DType.String(), a.KVBytes()
+		if j.mla != nil {
+			r.Kernel, r.KVBytes = "attention_mla", j.mla.KVBytes()
+		}
 		if j.missing != "" { // no kernel, so no element type was chosen
 			r.DType, r.KVBytes = "", 0
 		}
@@ -210,7 +225,7 @@ func benchAttentionAction(c *cli.Context) error {
 			layout += fmt.Sprintf(" /%d", r.Splits)
 		}
 		layout += " " + r.Variant
-		s.say("%-46s %-20s %10s %11s %6.2f%% %9.0f %7s  %s\n", shape, layout, units.Bytes(a.KVBytes()), micros(o.Stats.Median),
+		s.say("%-46s %-20s %10s %11s %6.2f%% %9.0f %7s  %s\n", shape, layout, units.Bytes(r.KVBytes), micros(o.Stats.Median),
 			100*o.Stats.Spread, o.AchievedBytesPerSec/1e9, percent(r.FractionOfRead), note(o, tel))
 	}
 	return s.finish()
@@ -238,4 +253,27 @@ func spanLabel(a measure.AttentionSpec) string {
 		label += " +sinks"
 	}
 	return label
+}
+
+// mlaJobs are the measurements of an MLA model's attention (k, KindAttentionMLA): every query head
+// over one latent cache, at the softmax scale sweep.MLAScale gives the model. The table shows
+// them as one KV head of the cache's row width.
+func mlaJobs(c *cli.Context, shape model.Shape, k model.Kernel, batches, contexts []int, pageSize, splits int) ([]attentionJob, string, int, error) {
+	if v := c.String("variant"); c.IsSet("variant") && v != "auto" {
+		return nil, "", 0, usageError("--variant %s: %s's MLA attention has one kernel (tensor cores); leave --variant out", v, shape.Name)
+	}
+	dtype, err := parseKernelDType(c, shape.KVDType)
+	if err != nil {
+		return nil, "", 0, err
+	}
+	var jobs []attentionJob
+	for _, b := range batches {
+		for _, ctx := range contexts {
+			m := measure.MLASpec{Batch: b, QHeads: k.QHeads, Contexts: []int{ctx}, PageSize: pageSize, Splits: splits, DType: dtype,
+				Scale: sweep.MLAScale(shape)}
+			jobs = append(jobs, attentionJob{context: ctx, mla: &m, spec: measure.AttentionSpec{Batch: b, QHeads: k.QHeads, KVHeads: 1,
+				HeadDim: k.HeadDim, Contexts: []int{ctx}, PageSize: pageSize, Splits: splits, DType: dtype}})
+		}
+	}
+	return jobs, shape.Name, shape.TP, nil
 }

@@ -130,21 +130,22 @@ func TestBenchAttentionCapsMeasurements(t *testing.T) {
 }
 
 // A model whose kernels the library lacks: bench skips them naming the kernel, never times an
-// mxfp4 linear as bf16 nor an MLA model's attention as grouped-query attention.
+// mxfp4 linear as bf16; an MLA model's attention runs the MLA kernel, never grouped-query
+// attention of its head counts.
 func TestBenchModelSkipsMissingKernels(t *testing.T) {
 	benchEnv(t, cgotest.EmuPath(t))
 	stdout, stderr, code, msg := runBench(t, append([]string{"bench", "attention", "--backend", "emu", "--model", "deepseek-v3",
-		"--batch", "1", "--context", "16,32", "--json", "--read-ceiling-gbps", "1"}, fastTiming...)...)
+		"--tp", "8", "--batch", "1", "--context", "16,32", "--json", "--read-ceiling-gbps", "1"}, fastTiming...)...)
 	if code != 0 {
 		t.Fatalf("exit %d %q\n%s", code, msg, stderr)
 	}
 	recs := readRecords(t, stdout)
 	if len(recs) != 2 {
-		t.Fatalf("want two skipped attention records, got %v", recs)
+		t.Fatalf("want two MLA attention records, got %v", recs)
 	}
 	for _, r := range recs {
-		if r["status"] != "skipped" || !strings.Contains(r["reason"].(string), "MLA attention") {
-			t.Errorf("record %v: want skipped naming MLA attention", r)
+		if r["status"] != "ok" || r["kernel"] != "attention_mla" || r["verified"] != true || r["q_heads"] != 16.0 || r["head_dim"] != 576.0 {
+			t.Errorf("record %v: want an ok, verified attention_mla of 16 heads (DeepSeek-V3 at tp 8) over rows of 576", r)
 		}
 	}
 	// gpt-oss: mxfp4 experts and attention; --max-gb keeps the LM head and router from running on the

@@ -25,7 +25,8 @@ func verifyAttentionCommand() *cli.Command {
 		Name:  "attention",
 		Usage: "check decode attention over a KV cache (GQA, contiguous or paged, split-KV) for one shape",
 		UsageText: "decodebench verify attention --batch B --q-heads H --kv-heads G --head-dim D --context LIST " +
-			"[--page-size P] [--splits N] [--dtype bf16|fp16] [--variant auto|simt|mma] [--append] [--scale S] [--window N | --chunk N] [--sinks] [--backend auto|cuda|emu] [--seed S] [--json]",
+			"[--page-size P] [--splits N] [--dtype bf16|fp16] [--variant auto|simt|mma] [--append] [--scale S] [--window N | --chunk N] [--sinks] [--backend auto|cuda|emu] [--seed S] [--json]\n" +
+			"   decodebench verify attention --mla --batch B --q-heads H --context LIST --scale S [--page-size P] [--splits N] [--dtype bf16|fp16] [--append] ...",
 		Description: "One new query token per sequence against its cached tokens. --context gives each sequence's\n" +
 			"length: one value for every sequence, or one per sequence (items may be ranges of the LIST\n" +
 			"syntax, expanded in place: \"1,17,200\" or \"1-4\" for four sequences of 1..4 tokens). Without\n" +
@@ -46,6 +47,7 @@ func verifyAttentionCommand() *cli.Command {
 			&cli.StringFlag{Name: "dtype", Value: "bf16", Usage: "element type of Q, the caches and the output: bf16 or fp16"},
 			&cli.StringFlag{Name: "variant", Value: "auto", Usage: "decode kernel: simt (fp32 CUDA cores), mma (tensor cores) or auto (simt until a card has timed both)"},
 			&cli.BoolFlag{Name: "append", Usage: "write each sequence's last token with the KV append kernel before the attention"},
+			&cli.BoolFlag{Name: "mla", Usage: "multi-head latent attention (DeepSeek-V3, Kimi-K2): every query head over one latent cache of 576-element rows, values of 512; no --kv-heads, --head-dim or --variant, --scale required"},
 			&cli.Float64Flag{Name: "scale", Usage: "softmax scale; 0 = 1/sqrt(head-dim)"},
 			&cli.IntFlag{Name: "window", Usage: "attend to each sequence's last N tokens only (a sliding window); 0 = every token"},
 			&cli.IntFlag{Name: "chunk", Usage: "attend only to the tokens of each sequence's own chunk of N (chunked attention); 0 = every token"},
@@ -232,6 +234,9 @@ func toAttentionElementJSON(e ref.Element, s ref.AttentionShape) attentionElemen
 }
 
 func verifyAttentionAction(c *cli.Context) error {
+	if c.Bool("mla") {
+		return verifyMLAAction(c)
+	}
 	req, err := parseAttentionRequest(c)
 	if err != nil {
 		return err

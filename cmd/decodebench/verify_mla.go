@@ -1,0 +1,144 @@
+package main
+
+import (
+	"fmt"
+	"io"
+
+	"github.com/urfave/cli/v2"
+
+	"github.com/decodebench/decodebench/bench/measure"
+	"github.com/decodebench/decodebench/bench/ref"
+	"github.com/decodebench/decodebench/cgo"
+)
+
+// `decodebench verify attention --mla`: multi-head latent attention decode (DeepSeek-V3, Kimi-K2,
+// absorbed form) run once on hashed inputs and checked against ref.MLA. The widths are the
+// kernel's (rows of cgo.MLAQKDim, values of cgo.MLAVDim), so --kv-heads and --head-dim are not
+// given; --scale is required (DeepSeek's softmax scale includes the yarn mscale).
+
+// mlaRequest is a validated `verify attention --mla` command line.
+type mlaRequest struct {
+	shape   ref.MLAShape // with defaults
+	dtype   ref.DType
+	splits  int
+	append  bool
+	seed    uint64
+	backend backendChoice
+}
+
+func parseMLARequest(c *cli.Context) (mlaRequest, error) {
+	var r mlaRequest
+	if c.NArg() > 0 {
+		return r, usageError("verify attention takes no arguments (got %q)", c.Args().First())
+	}
+	for _, name := range []string{"kv-heads", "head-dim", "variant"} {
+		if c.IsSet(name) {
+			return r, usageError("verify attention --mla: --%s does not apply (one latent cache of %d-element rows, values of %d, the tensor-core kernel)",
+				name, cgo.MLAQKDim, cgo.MLAVDim)
+		}
+	}
+	for _, name := range []string{"batch", "q-heads", "context", "scale"} {
+		if !c.IsSet(name) {
+			return r, usageError("verify attention --mla needs --%s (usage: --mla --batch B --q-heads H --context LIST --scale S)", name)
+		}
+	}
+	batch := c.Int("batch")
+	if batch < 1 || batch > cgo.MaxBatch {
+		return r, usageError("--batch %d: want 1..%d sequences", batch, cgo.MaxBatch)
+	}
+	lens, err := parseContextList(c.String("context"))
+	if err != nil {
+		return r, usageError("--context: %v", err)
+	}
+	switch len(lens) {
+	case 1:
+		for len(lens) < batch {
+			lens = append(lens, lens[0])
+		}
+	case batch:
+	default:
+		return r, usageError("--context gives %d lengths for a batch of %d: give one for all or one per sequence", len(lens), batch)
+	}
+	shape := ref.MLAShape{Batch: batch, QHeads: c.Int("q-heads"), Context: lens, Scale: c.Float64("scale")}
+	if p := c.Int("page-size"); p != 0 {
+		if err := ref.ValidatePageSize(p); err != nil {
+			return r, usageError("--page-size: %v (or 0 for a contiguous cache)", err)
+		}
+		shape.Layout, shape.PageSize = ref.KVPaged, p
+	}
+	r.shape = shape.WithDefaults()
+	if err := r.shape.Validate(); err != nil {
+		return r, usageError("verify attention --mla: %v", err)
+	}
+	if n := r.shape.CacheElements(); n > 2*maxRefCacheElements {
+		return r, usageError("verify attention --mla: the latent cache holds %d elements; the host reference takes at most %d (lower --batch or --context)",
+			n, 2*maxRefCacheElements)
+	}
+	if r.dtype, err = ref.ParseDType(c.String("dtype")); err != nil || (r.dtype != ref.BF16 && r.dtype != ref.FP16) {
+		return r, usageError("--dtype %q: the MLA kernel takes bf16 or fp16", c.String("dtype"))
+	}
+	if r.splits = c.Int("splits"); r.splits < 0 || r.splits > cgo.MaxSplits {
+		return r, usageError("--splits %d: want 0 (the kernel chooses) or 1..%d", r.splits, cgo.MaxSplits)
+	}
+	if r.backend, err = parseBackendFlags(c); err != nil {
+		return r, err
+	}
+	r.append, r.seed = c.Bool("append"), c.Uint64("seed")
+	return r, nil
+}
+
+func verifyMLAAction(c *cli.Context) error {
+	req, err := parseMLARequest(c)
+	if err != nil {
+		return err
+	}
+	lib, dev, err := req.backend.open()
+	if err != nil {
+		return err
+	}
+	defer dev.Close()
+	out, asJSON := c.App.Writer, c.Bool("json")
+	s := req.shape
+	if !asJSON {
+		fmt.Fprintf(out, "verify attention --mla: batch %d, q heads %d over one latent cache (rows of %d, values of %d), context %s, %s, %v%s, scale %g, seed %d on the %s\n",
+			s.Batch, s.QHeads, cgo.MLAQKDim, cgo.MLAVDim, describeContexts(s.Context), describeLayout(s.Attention()), req.dtype,
+			map[bool]string{true: ", last token appended", false: ""}[req.append], s.Scale, req.seed, describeDevice(lib, dev))
+	}
+	rep, err := runMLA(dev, req, out, asJSON)
+	if err != nil {
+		return err
+	}
+	rep.ranOn = newRanOn(lib, dev)
+	return finishVerify(out, asJSON, "attention --mla", rep, rep.Passed, rep.Reason, func() { printAttentionReport(out, rep) })
+}
+
+// runMLA is measure.Verify of the requested call, turned into the attention report (kernel
+// attention_mla, one KV head of head dim 576; elements index the output [batch, q_heads, 512]).
+func runMLA(dev *cgo.Device, req mlaRequest, out io.Writer, quiet bool) (attentionReport, error) {
+	s := req.shape
+	spec := measure.MLASpec{Batch: s.Batch, QHeads: s.QHeads, Contexts: s.Context, PageSize: s.PageSize, Splits: req.splits,
+		DType: cgo.DType(req.dtype), Scale: s.Scale, Append: req.append}
+	c := measure.Verify(dev, spec.Spec(), verifyOptions(req.seed))
+	if err := checkRan(c, "the MLA kernel refuses this shape"); err != nil {
+		return attentionReport{}, err
+	}
+	if !quiet {
+		fmt.Fprintf(out, "plan: %d split(s) of %d tokens, workspace %d bytes\n", c.Plan.Splits, c.Plan.SplitTokens, c.Plan.WorkspaceBytes)
+	}
+	outShape := ref.AttentionShape{QHeads: s.QHeads, HeadDim: cgo.MLAVDim} // how an output index splits
+	rep := attentionReport{
+		Passed: c.Passed, Reason: c.Reason, RelError: relErrorOf(c.Verification), Tolerance: c.Tolerance,
+		Worst: toAttentionElementJSON(c.Worst, outShape), NonFinite: c.NonFinite, OutOfBound: c.OutOfBound,
+		Kernel: "attention_mla", Variant: c.Plan.Variant, Layout: s.Layout.String(), PageSize: s.PageSize,
+		Splits: c.Plan.Splits, SplitTokens: c.Plan.SplitTokens, WorkspaceBytes: c.Plan.WorkspaceBytes, Append: req.append,
+		Batch: s.Batch, QHeads: s.QHeads, KVHeads: 1, HeadDim: cgo.MLAQKDim, Context: s.Context,
+		Scale: s.Scale, DType: req.dtype.String(), Seed: req.seed,
+	}
+	if c.Passed {
+		rep.Reason = ""
+	}
+	for _, m := range c.Mismatches {
+		rep.Mismatches = append(rep.Mismatches, toAttentionElementJSON(m, outShape))
+	}
+	return rep, nil
+}
