@@ -82,7 +82,7 @@ func TestModelShowNewArchitecturesText(t *testing.T) {
 			"multi-head latent attention, absorbed: q rank 1536, latent 512 + rotary key 64",
 			"q_a_proj", "M=4 N=1536 K=7168 [fp8 (128x128 block scales)]", "q_absorb", "128 x M=4 N=512 K=128", "v_absorb",
 			"B=4 Hq=128 latent QK=576 V=512 S=4096", "70.3 kB per token", "3 dense layers of 18432",
-			"36.63B without the input embedding", "MLA attention (QK width 576, V width 512): attention",
+			"36.63B without the input embedding", "grouped linear with fp8 (128x128 block scales) weights: q_absorb, v_absorb",
 			"multi-token-prediction layer"}},
 		{[]string{"--model", "gpt-oss-120b", "--context", "8k"}, []string{
 			"mxfp4 (e2m1, one e8m0 scale per 32) (4.25 bits a weight)", "attention sinks", "18 of the 36 layers attend to the last 128 tokens",
