@@ -30,12 +30,15 @@ func TestShimCoversTheHeader(t *testing.T) {
 		t.Fatalf("found only %d functions in decodebench.h: the pattern is stale", len(declared))
 	}
 	// The optional functions are looked up on first use by launches.go (so a library built
-	// before them still loads), not by the loader: launches.go and graph.go.
+	// before them still loads), not by the loader: launches.go, graph.go and quant.go.
 	launches, err := os.ReadFile("launches.go")
-	if err == nil {
-		var graph []byte
-		graph, err = os.ReadFile("graph.go")
-		launches = append(launches, graph...)
+	for _, file := range []string{"graph.go", "quant.go"} {
+		if err != nil {
+			break
+		}
+		var more []byte
+		more, err = os.ReadFile(file)
+		launches = append(launches, more...)
 	}
 	if err != nil {
 		t.Fatal(err)
