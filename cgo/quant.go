@@ -175,3 +175,49 @@ func (d *Device) FillQuantized(p QuantFill) error {
 	}
 	return d.Do(func() error { return d.check(op, C.dbshim_call_fill_quantized(fn, d.ctx, &c)) })
 }
+
+// CheckShape is db_linear_plan's rule for an N x K matrix of format f with groups of
+// groupSize, checked before any device work: k a multiple of the 16-byte vectors of a row (16
+// elements for the 8-bit formats, 32 for the 4-bit ones) and of the group; int4 groups of 32,
+// 64 or 128, mxfp4's 32 (or 0), none for the others; an even n for int4-zp's zero-point pairs.
+// The error names the format and the value.
+func (f WeightFormat) CheckShape(n, k, groupSize int) error {
+	switch {
+	case f == WeightDense:
+		return nil
+	case !f.Valid():
+		return fmt.Errorf("weight format %d is not a DB_WEIGHT_*", int32(f))
+	case n < 1 || k < 1:
+		return fmt.Errorf("n %d, k %d: want both >= 1", n, k)
+	}
+	vector := 16
+	if f.FourBit() {
+		vector = 32
+	}
+	if k%vector != 0 {
+		return fmt.Errorf("k %d is not a multiple of %d: %s weights are read as rows of 16-byte vectors", k, vector, f)
+	}
+	group := groupSize
+	switch f {
+	case WeightINT4, WeightINT4ZeroPt:
+		if groupSize != 32 && groupSize != 64 && groupSize != 128 {
+			return fmt.Errorf("group size %d: %s takes 32, 64 or 128", groupSize, f)
+		}
+	case WeightMXFP4:
+		if groupSize != 0 && groupSize != MXFP4Group {
+			return fmt.Errorf("group size %d: mxfp4 has one scale per %d along k", groupSize, MXFP4Group)
+		}
+		group = MXFP4Group
+	default:
+		if groupSize != 0 {
+			return fmt.Errorf("group size %d: %s has one scale per output channel (or tensor), no groups", groupSize, f)
+		}
+	}
+	if group > 0 && k%group != 0 {
+		return fmt.Errorf("k %d is not a multiple of %s's group size %d (the last group would not fit k)", k, f, group)
+	}
+	if f == WeightINT4ZeroPt && n%2 != 0 {
+		return fmt.Errorf("n %d is odd: %s packs the zero points of row pairs in one byte", n, f)
+	}
+	return nil
+}

@@ -170,6 +170,9 @@ func TestLinearQuantFormats(t *testing.T) {
 				if (i+j)%2 == 1 {
 					dt = cgo.DTypeFP16
 				}
+				if err := f.CheckShape(n, s.k, g); err != nil {
+					t.Errorf("CheckShape refuses a shape the kernels take: %v", err)
+				}
 				t.Run(fmt.Sprintf("%v_%v_b%d_n%d_k%d_g%d_%s", f, dt, s.batch, n, s.k, g, s.variant), func(t *testing.T) {
 					q, w, scales, zeros := fillQuant(t, dev, f, n, s.k, g, uint64(100+i*10+j), float32(1/math.Sqrt(float64(s.k))))
 					runQuantLinear(t, dev, dt, f, s.batch, n, s.k, g, s.variant, w, scales, zeros, q, 1)
@@ -368,6 +371,9 @@ func TestLinearQuantRefusals(t *testing.T) {
 			p := cgo.LinearParams{X: buf.Ptr, W: buf.Ptr, Y: buf.Ptr, Scales: buf.Ptr, Zeros: zeros, Batch: 1, N: c.n, K: c.k,
 				DType: cgo.DTypeBF16, Variant: c.variant, SplitK: c.splitK, WeightFormat: c.f, GroupSize: c.g}
 			_, _, err := dev.LinearPlan(p)
+			if goErr := c.f.CheckShape(c.n, c.k, c.g); (goErr == nil) != (c.variant != cgo.LinearAuto || c.splitK != 0) {
+				t.Errorf("CheckShape(%v n %d k %d group %d) = %v: Go and db_linear_plan disagree on the shape", c.f, c.n, c.k, c.g, goErr)
+			}
 			if !errors.Is(err, cgo.ErrUnsupportedShape) {
 				t.Errorf("LinearPlan(%v n %d k %d group %d) = %v, want ErrUnsupportedShape", c.f, c.n, c.k, c.g, err)
 				continue
