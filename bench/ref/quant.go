@@ -99,10 +99,11 @@ func dequantRow(f cgo.WeightFormat, k, group, r int, out []float64, wByte func(u
 	f32 := func(j uint64) float64 { return float64(math.Float32frombits(binary.LittleEndian.Uint32(scaleAt(j)))) }
 	switch f {
 	case cgo.WeightFP8, cgo.WeightFP8Tensor, cgo.WeightINT8:
-		s := f32(uint64(r))
+		channel := uint64(r)
 		if f == cgo.WeightFP8Tensor {
-			s = f32(0)
+			channel = 0 // one scale for the tensor
 		}
+		s := f32(channel)
 		for c := range k {
 			b := wByte(base + uint64(c))
 			if f == cgo.WeightINT8 {
