@@ -3,10 +3,15 @@
 // formats of decodebench.h, fp32 accumulation.
 //
 // The layout of the dense GEMV (linear_gemv.cu): a warp owns two rows of W, its lanes stride the
-// packed rows in 16-byte vectors, kQGemvUnroll vectors a row and trip, all 2 x 4 loads of a trip
-// issued before its first use (8 independent 16-byte loads a lane, 4 KiB a warp; at 16 warps an
-// SM, 64 KiB in flight). One vector is 16 (8-bit formats) or 32 (4-bit) elements of K, so a
-// 4-bit trip covers 4096 elements of a row pair: the Llama-3-8B rows of k 4096 are one trip.
+// packed rows in 16-byte vectors, kQGemvUnroll vectors a row and trip (8 vectors a lane, 4 KiB
+// a warp). One vector is 16 (8-bit formats) or 32 (4-bit) elements of K, so a 4-bit trip covers
+// 4096 elements of a row pair: the Llama-3-8B rows of k 4096 are one trip.
+// W is staged through shared memory by cp.async, two trips deep, every lane reading back only
+// the 16-byte slots it copied itself (its own wait_group orders them, so there is no barrier):
+// the next trip's 8 copies go out before this trip's FMAs and hold no registers. Loaded into
+// registers instead, ptxas issued 4 of a trip's 8 W loads before the first wait (2 for mxfp4)
+// whatever the register budget (sm_90, batch 1); staged, 16 copies (8 KiB a warp) are in flight
+// at the first wait in every instantiation. 8 KiB of shared memory a warp, 32 KiB a block.
 // The activations come from L1 (every warp of an SM rereads the same few KiB), loaded just
 // before their FMAs.
 //
@@ -108,6 +113,7 @@ __global__ __launch_bounds__(kQGemvThreads, kQGemvBlocksPerSm) void linear_quant
   const int groups = Fmt::kGrouped ? k / group : 1;  // scales a row
   const int vectors_per_group = Fmt::kGrouped ? group / Fmt::kPerVector : 1;
   const int row_pairs = (n + 1) >> 1;
+  DB_SHARED(uint4, stage, kQGemvWarps * kQGemvStageVectors);
 
   for (int pair = blockIdx.x * kQGemvWarps + warp; pair < row_pairs;
        pair += gridDim.x * kQGemvWarps) {
@@ -128,19 +134,41 @@ __global__ __launch_bounds__(kQGemvThreads, kQGemvBlocksPerSm) void linear_quant
         acc0[b] = 0.0f;
         acc1[b] = 0.0f;
       }
-      for (int c = lane; c < vectors; c += kStride) {
-        uint4 wa[kQGemvUnroll], wb[kQGemvUnroll];
+      // W goes through shared memory by cp.async, two trips deep, each lane reading back only
+      // the vectors it copied (so no barrier): the next trip's 8 copies are issued before this
+      // trip's FMAs and take no registers, so ptxas cannot trade them for register pressure
+      // (with W loaded into registers it issued 4 of a trip's 8 before the first wait).
+      uint4 *const slots = stage + (size_t)warp * kQGemvStageVectors;
+      auto issue = [&](int slot, int c) {
         DB_UNROLL
         for (int u = 0; u < kQGemvUnroll; ++u) {
           const int v = c + 32 * u;
-          const uint4 zero4 = make_uint4(0, 0, 0, 0);
-          wa[u] = v < vectors ? db_ld_stream_v4(w0 + v) : zero4;
-          wb[u] = v < vectors ? db_ld_stream_v4(w1 + v) : zero4;
+          uint4 *d0 = slots + (slot * 2 * kQGemvUnroll + 2 * u) * 32 + lane, *d1 = d0 + 32;
+          if (v < vectors) {
+            db_cp_async_16(d0, w0 + v);
+            db_cp_async_16(d1, w1 + v);
+          } else {
+            *d0 = make_uint4(0, 0, 0, 0);
+            *d1 = make_uint4(0, 0, 0, 0);
+          }
         }
-        // No branch in the trip (a vector past the row's end has a zero W, read as zero through
-        // a zero scale, and rereads the last vector's activations): with an early exit here
-        // ptxas issued the later vectors' W loads after the first ones' FMAs (sm_90, batch 1:
-        // 2 of the 8 W loads before the first wait; without it, 4).
+        db_cp_async_commit();
+      };
+      issue(0, lane);
+      int slot = 0;
+      for (int c = lane; c < vectors; c += kStride, slot ^= 1) {
+        if (c + kStride < vectors) issue(slot ^ 1, c + kStride);
+        else db_cp_async_commit();  // an empty group: the wait below always leaves one
+        db_cp_async_wait<1>();
+        uint4 wa[kQGemvUnroll], wb[kQGemvUnroll];
+        DB_UNROLL
+        for (int u = 0; u < kQGemvUnroll; ++u) {
+          const uint4 *d0 = slots + (slot * 2 * kQGemvUnroll + 2 * u) * 32 + lane;
+          wa[u] = d0[0];
+          wb[u] = d0[32];
+        }
+        // No branch in the trip: a vector past the row's end has a zero W slot, read as zero
+        // through a zero scale, and rereads the last vector's activations.
         DB_UNROLL
         for (int u = 0; u < kQGemvUnroll; ++u) {
           const int v = db_min(c + 32 * u, vectors - 1);
@@ -168,6 +196,7 @@ __global__ __launch_bounds__(kQGemvThreads, kQGemvBlocksPerSm) void linear_quant
           }
         }
       }
+      db_cp_async_wait<0>();  // this warp's slots are free for its next row pair
       DB_UNROLL
       for (int b = 0; b < BT; ++b) {
         acc0[b] = db_warp_sum(acc0[b]);
