@@ -79,8 +79,9 @@ constexpr int kQGemvBlocksPerSm = 4; /* __launch_bounds__(128, 4): at most 128 r
 /* A warp's W staging: 2 trips x 2 rows x kQGemvUnroll vectors x 32 lanes (8 KiB; 32 KiB a
  * block of static shared memory, 128 KiB an SM at 4 blocks). */
 constexpr int kQGemvStageVectors = 2 * 2 * kQGemvUnroll * 32;
-/* Tensor cores (linear_quant_mma.cu): 4 warps, a tile of 64 W rows x 32 batch rows x 64 k. */
-constexpr int kQMmaBM = 64;
+/* Tensor cores (linear_quant_mma.cu): a block of 4 warps computes 16 W rows x 32 batch rows,
+ * its warps taking turns over the k tiles of 64 (split K inside the block). */
+constexpr int kQMmaBM = 16;
 constexpr int kQMmaBN = 32;
 constexpr int kQMmaBK = 64;
 constexpr int kQMmaThreads = 128;
