@@ -21,7 +21,9 @@
 extern "C" {
 #endif
 
-#define DB_ABI_VERSION 1
+/* 2: db_linear_params grew the quantized-weight fields (scales, zeros, weight_format,
+ * group_size); a caller built for 1 would pass a shorter struct. */
+#define DB_ABI_VERSION 2
 
 /* ---- the kernels' limits ---------------------------------------------------------------------
  * The one definition of every shape limit the kernels have: the planners check them, and Go
@@ -196,7 +198,8 @@ int db_linear(db_context *ctx, const db_linear_params *p);
  * 16-byte vectors) and of group_size; group_size 32, 64 or 128 (INT4, INT4_ZP), 32 (MXFP4), 0
  * (the others); an even n for INT4_ZP; split_k 0 or 1. Variants: GEMV (batch 1..4 under AUTO)
  * and TILED (a tensor-core kernel: W dequantised to dtype in shared memory, mma.sync
- * m16n8k16); MMA and CUBLAS are refused. w, scales and zeros 16-, 4- and 1-byte aligned. */
+ * m16n8k16); MMA and CUBLAS are refused. w is 16-byte aligned, scales aligned to their
+ * element (f32 4, fp16 2, e8m0 1 byte). */
 enum {
   DB_WEIGHT_DENSE = 0,
   DB_WEIGHT_FP8_E4M3 = 1,

@@ -277,7 +277,8 @@ extern "C" int db_fill_quantized(db_context *ctx, const db_quant_fill_params *p)
                        (double)p->scale, e8m0_base, e8m0_base + 3);
     }
     DB_CHECK(check_ptr("db_fill_quantized: w", p->w, 16));
-    DB_CHECK(check_ptr("db_fill_quantized: scales", p->scales, four_bit(f) ? 2 : 4));
+    DB_CHECK(check_ptr("db_fill_quantized: scales", p->scales,
+                        f == DB_WEIGHT_MXFP4 ? 1 : four_bit(f) ? 2 : 4));
     if (f == DB_WEIGHT_INT4_ZP)
       DB_CHECK(check_ptr("db_fill_quantized: zeros", p->zeros, 1));
     else if (p->zeros != 0)
