@@ -68,6 +68,11 @@ type LinearParams struct {
 	DType          DType
 	Variant        LinearVariant
 	SplitK         int // 0 = auto; else 1..MaxSplitK (gemv and tiled)
+	// Quantized weights (cgo/quant.go): W holds WeightFormat's layout, Scales and Zeros its
+	// scales and zero points; all zero for dense weights of DType.
+	Scales, Zeros uint64
+	WeightFormat  WeightFormat
+	GroupSize     int
 }
 
 func (p LinearParams) toC(op string) (C.db_linear_params, error) {
@@ -88,6 +93,10 @@ func (p LinearParams) toC(op string) (C.db_linear_params, error) {
 		return c, err
 	}
 	c.dtype, c.variant = C.int32_t(p.DType), C.int32_t(p.Variant)
+	c.scales, c.zeros, c.weight_format = C.uint64_t(p.Scales), C.uint64_t(p.Zeros), C.int32_t(p.WeightFormat)
+	if c.group_size, err = toInt32(op, "group_size", p.GroupSize); err != nil {
+		return c, err
+	}
 	return c, nil
 }
 
@@ -97,6 +106,8 @@ func linearFromC(c *C.db_linear_params) LinearParams {
 		Workspace: uint64(c.workspace), WorkspaceBytes: uint64(c.workspace_bytes),
 		Batch: int(c.batch), N: int(c.n), K: int(c.k),
 		DType: DType(c.dtype), Variant: LinearVariant(c.variant), SplitK: int(c.split_k),
+		Scales: uint64(c.scales), Zeros: uint64(c.zeros), WeightFormat: WeightFormat(c.weight_format),
+		GroupSize: int(c.group_size),
 	}
 }
 

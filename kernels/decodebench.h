@@ -21,7 +21,9 @@
 extern "C" {
 #endif
 
-#define DB_ABI_VERSION 1
+/* 2: db_linear_params grew the quantized-weight fields (scales, zeros, weight_format,
+ * group_size); a caller built for 1 would pass a shorter struct. */
+#define DB_ABI_VERSION 2
 
 /* ---- the kernels' limits ---------------------------------------------------------------------
  * The one definition of every shape limit the kernels have: the planners check them, and Go
@@ -143,6 +145,12 @@ typedef struct {
   int32_t dtype;          /* DB_DTYPE_BF16 or DB_DTYPE_FP16; fp32 accumulation */
   int32_t variant;        /* DB_LINEAR_* */
   int32_t split_k;        /* 0 = auto; else 1..DB_MAX_SPLIT_K (GEMV and tiled) */
+  /* Quantized weights (see "quantized weight formats" below); all 0 for dense weights of dtype. */
+  uint64_t scales;        /* the format's scales (0 for DB_WEIGHT_DENSE) */
+  uint64_t zeros;         /* DB_WEIGHT_INT4_ZP's packed zero points, else 0 */
+  int32_t weight_format;  /* DB_WEIGHT_*; 0 = DB_WEIGHT_DENSE: w holds dtype elements */
+  int32_t group_size;     /* weights along K sharing a scale: INT4 / INT4_ZP 32, 64 or 128;
+                             MXFP4 32 (0 reads as 32); 0 for the per-channel formats */
 } db_linear_params;
 
 /* Validates p, resolves variant and split_k where they are AUTO / 0 (written back into p), and
@@ -150,6 +158,88 @@ typedef struct {
  * message that names the value. */
 int db_linear_plan(db_context *ctx, db_linear_params *p, uint64_t *workspace_bytes);
 int db_linear(db_context *ctx, const db_linear_params *p);
+
+/* ---- quantized weight formats (kernels/linear_quant*.cu) ----------------------------------
+ * db_linear_params.weight_format says how w is stored; X and Y stay dtype (bf16 or fp16) and
+ * the accumulation fp32. Every value is decoded exactly (each format's values are exact in
+ * fp32, bf16 and fp16 alike) and the scales applied in fp32: per output channel after the sum
+ * over K, per group after that group's partial sum, so the only roundings are fp32 additions
+ * and multiplications by a scale, and the one of the output.
+ *
+ * Layouts. W is row-major [n][k] in every format: row r of W (output channel r) is
+ * row_bytes(k) contiguous bytes, element (r, c) at byte r * row_bytes + c (8-bit formats) or in
+ * byte r * row_bytes + c / 2 (4-bit formats), the even element c in the low nibble (bits 0-3)
+ * and c + 1 in the high nibble (bits 4-7). No interleaving: a kernel's 16-byte load of a row
+ * holds 16 (8-bit) or 32 (4-bit) consecutive elements of K, and a 4-bit load lies inside one
+ * group (groups are multiples of 32 and start at multiples of the group). Scales and zero
+ * points are separate buffers:
+ *
+ *   DB_WEIGHT_FP8_E4M3   w: uint8 [n][k] OCP FP8 E4M3 ("e4m3fn": bias 7, no infinities; 0x7F
+ *                        and 0xFF are NaN, +-448 the largest, 2^-6 the smallest normal, 2^-9
+ *                        the smallest subnormal); scales: f32 [n]. W[r, c] = e4m3(w) * scales[r].
+ *   DB_WEIGHT_FP8_E4M3_TENSOR  as FP8_E4M3 with one f32 scale for the tensor: scales: f32 [1].
+ *   DB_WEIGHT_INT8       w: int8 [n][k] two's complement; scales: f32 [n] (symmetric).
+ *                        W[r, c] = q * scales[r].
+ *   DB_WEIGHT_INT4       GPTQ-style symmetric: w: uint8 [n][k / 2] nibbles u in 0..15;
+ *                        scales: fp16 [n][k / group_size]. W[r, c] = (u - 8) * scales[r][c / g].
+ *   DB_WEIGHT_INT4_ZP    AWQ-style: as INT4 plus zero points z in 0..15, packed along N in
+ *                        pairs of rows: zeros: uint8 [n / 2][k / group_size], byte
+ *                        zeros[(r / 2) * (k / g) + c / g] holds row r's zero point in its low
+ *                        nibble for an even r and its high nibble for an odd r (so n must be
+ *                        even). W[r, c] = (u - z) * scales[r][c / g]: u - z spans -15..15.
+ *   DB_WEIGHT_MXFP4      OCP microscaling MXFP4, as gpt-oss stores its experts: w: uint8
+ *                        [n][k / 2] E2M1 nibbles (sign, 2 exponent bits with bias 1, 1 mantissa
+ *                        bit: 0, 0.5, 1, 1.5, 2, 3, 4, 6 and their negatives, -0 included);
+ *                        scales: uint8 [n][k / 32] E8M0 (2^(e - 127), e in 0..254; 255 is NaN).
+ *                        W[r, c] = e2m1(u) * 2^(scales[r][c / 32] - 127). group_size 32.
+ *
+ * Shapes a format takes (db_linear_plan refuses the rest with DB_ERR_UNSUPPORTED_SHAPE naming
+ * the format and the value): k a multiple of 16 (8-bit formats) or 32 (4-bit: a row is whole
+ * 16-byte vectors) and of group_size; group_size 32, 64 or 128 (INT4, INT4_ZP), 32 (MXFP4), 0
+ * (the others); an even n for INT4_ZP; split_k 0 or 1. Variants: GEMV (batch 1..4 under AUTO)
+ * and TILED (a tensor-core kernel: W dequantised to dtype in shared memory, mma.sync
+ * m16n8k16); MMA and CUBLAS are refused. w is 16-byte aligned, scales aligned to their
+ * element (f32 4, fp16 2, e8m0 1 byte). */
+enum {
+  DB_WEIGHT_DENSE = 0,
+  DB_WEIGHT_FP8_E4M3 = 1,
+  DB_WEIGHT_FP8_E4M3_TENSOR = 2,
+  DB_WEIGHT_INT8 = 3,
+  DB_WEIGHT_INT4 = 4,
+  DB_WEIGHT_INT4_ZP = 5,
+  DB_WEIGHT_MXFP4 = 6
+};
+#define DB_NUM_WEIGHT_FORMATS 7
+#define DB_MXFP4_GROUP 32
+
+/*
+ * Fills a quantized W, its scales and its zero points on the device from the counter hash
+ * (kernels/dbhash.h), as db_fill_hash fills dense buffers; bench/ref reproduces every byte.
+ * With h_v(i) = db_hash64(seed, i), h_s(i) = db_hash64(db_hash64(seed, 1), i) and
+ * h_z(i) = db_hash64(db_hash64(seed, 2), i), element i = r * k + c of W and element j of the
+ * scales or zeros (in their layouts above):
+ *   FP8_E4M3(_TENSOR): w byte = h_v(i) >> 56, except that the two NaN codes become +-448
+ *                      (0x7F -> 0x7E, 0xFF -> 0xFE); scales[j] = db_hash_uniform-style value
+ *                      U_s(j) * scale (f32), U_s(j) = ((h_s(j) >> 40) - 2^23) * 2^-23.
+ *   INT8:              w byte = h_v(i) >> 56; scales[j] = U_s(j) * scale (f32).
+ *   INT4, INT4_ZP:     nibble = h_v(i) >> 60; scales[j] = fp16_rn(U_s(j) * scale);
+ *                      INT4_ZP zeros byte j = h_z(j) >> 56 (both nibbles).
+ *   MXFP4:             nibble = h_v(i) >> 60 (every code, -0 included); scales byte j =
+ *                      127 + ilogb(scale) - 2 + (h_s(j) >> 62) (four exponents around scale's).
+ * scale must be finite and non-zero (and at most 65504 for INT4's fp16 scales; MXFP4's
+ * exponents must stay in 0..254): a NaN, an infinity or a value that would make a NaN or
+ * infinite scale is DB_ERR_INVALID_ARGUMENT before anything is written. group_size as
+ * db_linear_plan takes it; zeros must be 0 except for INT4_ZP.
+ */
+typedef struct {
+  uint64_t w, scales, zeros; /* device buffers in the format's layout */
+  int32_t weight_format;     /* DB_WEIGHT_*, not DENSE (db_fill_hash fills those) */
+  int32_t n, k;              /* the shape db_linear will read, with its rules */
+  int32_t group_size;
+  uint64_t seed;
+  float scale;
+} db_quant_fill_params;
+int db_fill_quantized(db_context *ctx, const db_quant_fill_params *p);
 
 /* ---- probes: the measured ceilings -------------------------------------------------------- */
 

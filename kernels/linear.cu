@@ -14,6 +14,7 @@
 // 1..64).
 #include "cublas.cuh"
 #include "linear_common.cuh"
+#include "linear_quant.cuh"
 
 namespace {
 
@@ -269,6 +270,8 @@ int run_plan(const db_context *ctx, const db_linear_params *p, const LinearPlan 
 extern "C" int db_linear_plan(db_context *ctx, db_linear_params *p, uint64_t *workspace_bytes) {
   return db_guard("db_linear_plan", [&]() -> int {
     DB_CHECK(db_enter(ctx));
+    // Quantized weight formats are planned and run by kernels/linear_quant.cu.
+    if (p && p->weight_format != DB_WEIGHT_DENSE) return quant_linear_plan(ctx, p, workspace_bytes);
     LinearPlan plan{};
     DB_CHECK(plan_linear(ctx, p, &plan));
     p->variant = plan.variant;
@@ -286,6 +289,8 @@ extern "C" int db_linear_launches(db_context *ctx, const db_linear_params *p, db
       return db_fail(DB_ERR_INVALID_ARGUMENT, "db_linear_launches: out, max=%d or count is invalid",
                      max);
     *count = 0;
+    // Quantized weight formats are planned and run by kernels/linear_quant.cu.
+    if (p && p->weight_format != DB_WEIGHT_DENSE) return quant_linear_launches(ctx, p, out, max, count);
     LinearPlan plan{};
     DB_CHECK(plan_linear(ctx, p, &plan));
     if (plan.variant == DB_LINEAR_CUBLAS) return DB_OK;  // cuBLAS's launches are not ours to list
@@ -297,6 +302,8 @@ extern "C" int db_linear_launches(db_context *ctx, const db_linear_params *p, db
 extern "C" int db_linear(db_context *ctx, const db_linear_params *p) {
   return db_guard("db_linear", [&]() -> int {
     DB_CHECK(db_enter(ctx));
+    // Quantized weight formats are planned and run by kernels/linear_quant.cu.
+    if (p && p->weight_format != DB_WEIGHT_DENSE) return quant_linear(ctx, p);
     LinearPlan plan{};
     DB_CHECK(plan_linear(ctx, p, &plan));
     if (plan.workspace_bytes > 0) {

@@ -16,6 +16,22 @@ type LinearSpec struct {
 	DType   cgo.DType         `json:"dtype"`             // bf16 or fp16
 	Variant cgo.LinearVariant `json:"variant"`           // LinearAuto lets the kernel choose
 	SplitK  int               `json:"split_k,omitempty"` // 0 lets the kernel choose (gemv and tiled split K)
+	// WeightFormat is how W is stored (cgo/quant.go); dense (0) is W of DType. GroupSize is the
+	// grouped formats' group along K (int4 32, 64 or 128; mxfp4 32).
+	WeightFormat cgo.WeightFormat `json:"weight_format,omitempty"`
+	GroupSize    int              `json:"group_size,omitempty"`
+}
+
+// quantized reports whether W is stored in a quantized format.
+func (s LinearSpec) quantized() bool { return s.WeightFormat != cgo.WeightDense }
+
+// weightBytes is what one call reads of W: its elements, and for a quantized W its packed
+// values, scales and zero points.
+func (s LinearSpec) weightBytes() uint64 {
+	if s.quantized() {
+		return s.WeightFormat.Layout(s.N, s.K, s.GroupSize).Bytes()
+	}
+	return uint64(s.N) * uint64(s.K) * s.DType.Bytes()
 }
 
 // maxLinearRefRows is how many output features (rows of W) the float64 reference computes,
@@ -31,7 +47,7 @@ const maxLinearRefRows = 64
 func (s LinearSpec) Bytes() float64 {
 	e := float64(s.DType.Bytes())
 	b, n, k := float64(s.Batch), float64(s.N), float64(s.K)
-	return (n*k + b*k + b*n) * e
+	return float64(s.weightBytes()) + (b*k+b*n)*e
 }
 
 // FLOPs of a call: 2·Batch·N·K.
@@ -45,7 +61,18 @@ func (s LinearSpec) MinDeviceBytes() uint64 {
 	}
 	e := s.DType.Bytes()
 	b, n, k := uint64(s.Batch), uint64(s.N), uint64(s.K)
-	return roundUp(n*k*e, copyAlign) + b*k*e + b*n*e
+	return s.weightStride() + b*k*e + b*n*e
+}
+
+// weightStride is one rotated copy of W: for a quantized W, its values, scales and zero points
+// in one block (each part copyAlign-aligned), so that every timed call reads all three from
+// HBM.
+func (s LinearSpec) weightStride() uint64 {
+	if !s.quantized() {
+		return roundUp(s.weightBytes(), copyAlign)
+	}
+	l := s.WeightFormat.Layout(s.N, s.K, s.GroupSize)
+	return roundUp(l.WBytes, copyAlign) + roundUp(l.ScaleBytes, copyAlign) + roundUp(l.ZeroBytes, copyAlign)
 }
 
 // check reports a spec that cannot run: invalid values fail, shapes the kernels do not take
@@ -70,6 +97,12 @@ func (s LinearSpec) check() (status, reason string) {
 		return StatusSkipped, fmt.Sprintf("unsupported: dtype %v (the linear kernels take bf16 or fp16)", s.DType)
 	case s.Variant == cgo.LinearMMA && s.SplitK > 1:
 		return StatusSkipped, fmt.Sprintf("unsupported: split-k %d with the mma variant (gemv and tiled split K)", s.SplitK)
+	case !s.WeightFormat.Valid():
+		return StatusFailed, fmt.Sprintf("invalid weight format %v", s.WeightFormat)
+	case s.quantized():
+		if err := s.WeightFormat.CheckShape(s.N, s.K, s.GroupSize); err != nil {
+			return StatusSkipped, "unsupported: " + err.Error()
+		}
 	}
 	return "", ""
 }
@@ -77,11 +110,15 @@ func (s LinearSpec) check() (status, reason string) {
 // linearInputs are the hashed inputs of a measurement, as `verify linear` makes them: unit X
 // and W scaled by 1/sqrt(k), so outputs stay near 1/3 whatever k is.
 func linearInputs(s LinearSpec, seed uint64) ref.LinearInputs {
-	return ref.LinearInputs{
+	in := ref.LinearInputs{
 		DType: ref.DType(s.DType), Batch: s.Batch, N: s.N, K: s.K,
 		SeedX: ref.Hash64(seed, 0), SeedW: ref.Hash64(seed, 1),
 		ScaleX: 1, ScaleW: float32(1 / math.Sqrt(float64(s.K))),
 	}
+	if s.quantized() {
+		in.Weights = ref.QuantFill{Format: s.WeightFormat, N: s.N, K: s.K, GroupSize: s.GroupSize, Seed: in.SeedW, Scale: in.ScaleW}
+	}
+	return in
 }
 
 // Linear verifies, then times, one decode linear layer. W rotates through enough copies that
@@ -112,16 +149,24 @@ func linearRun(dev *cgo.Device, s LinearSpec, o Options) (Outcome, Check) {
 	}
 	out := Outcome{Kernel: kernel, Emulated: info.emulated, Bytes: s.Bytes(), FLOPs: s.FLOPs()}
 
-	plan, workspace, err := dev.LinearPlan(cgo.LinearParams{X: planAddress, W: planAddress, Y: planAddress,
-		Batch: s.Batch, N: s.N, K: s.K, DType: s.DType, Variant: s.Variant, SplitK: s.SplitK})
+	params := cgo.LinearParams{X: planAddress, W: planAddress, Y: planAddress,
+		Batch: s.Batch, N: s.N, K: s.K, DType: s.DType, Variant: s.Variant, SplitK: s.SplitK,
+		WeightFormat: s.WeightFormat, GroupSize: s.GroupSize}
+	if s.quantized() {
+		params.Scales = planAddress
+		if s.WeightFormat == cgo.WeightINT4ZeroPt {
+			params.Zeros = planAddress
+		}
+	}
+	plan, workspace, err := dev.LinearPlan(params)
 	if err != nil {
 		return merge(out, fromError(kernel, "planning", err)), noCheck
 	}
 	out.Plan = Plan{Variant: plan.Variant.String(), SplitK: plan.SplitK, WorkspaceBytes: workspace}
 
 	elem := s.DType.Bytes()
-	wBytes := uint64(s.N) * uint64(s.K) * elem
-	wStride := roundUp(wBytes, copyAlign)
+	wBytes := s.weightBytes()
+	wStride := s.weightStride()
 	other := uint64(s.Batch)*uint64(s.K)*elem + uint64(s.Batch)*uint64(s.N)*elem + workspace
 	if ok, why := Fits(dev, wStride+other); !ok {
 		return merge(out, skipped(kernel, "does not fit: %s", why)), noCheck
@@ -154,19 +199,37 @@ func linearRun(dev *cgo.Device, s LinearSpec, o Options) (Outcome, Check) {
 	if err := x.FillHash(s.DType, uint64(s.Batch)*uint64(s.K), in.SeedX, in.ScaleX); err != nil {
 		return merge(out, failed(kernel, "filling X: %v", err)), noCheck
 	}
-	// One fill over every copy: copy 0 holds exactly the W the reference sees; the others hold
-	// more of the same hash stream (the values do not change the time).
-	if err := w.FillHash(s.DType, w.Bytes/elem, in.SeedW, in.ScaleW); err != nil {
+	// atCopy places plan's W (and a quantized W's scales and zeros) at copy c of the rotation.
+	atCopy := func(p cgo.LinearParams, c int) cgo.LinearParams {
+		p.W = w.Ptr + uint64(c)*wStride
+		if s.quantized() {
+			l := s.WeightFormat.Layout(s.N, s.K, s.GroupSize)
+			p.Scales = p.W + roundUp(l.WBytes, copyAlign)
+			if l.ZeroBytes > 0 {
+				p.Zeros = p.Scales + roundUp(l.ScaleBytes, copyAlign)
+			}
+		}
+		return p
+	}
+	plan = atCopy(plan, 0)
+	if s.quantized() {
+		// Every copy filled alike from the reference's seed (the values do not change the time).
+		for c := range out.Rotation.Copies {
+			p := atCopy(plan, c)
+			if err := dev.FillQuantized(cgo.QuantFill{W: p.W, Scales: p.Scales, Zeros: p.Zeros, Format: s.WeightFormat,
+				N: s.N, K: s.K, GroupSize: s.GroupSize, Seed: in.SeedW, Scale: in.ScaleW}); err != nil {
+				return merge(out, failed(kernel, "filling W: %v", err)), noCheck
+			}
+		}
+	} else if err := w.FillHash(s.DType, w.Bytes/elem, in.SeedW, in.ScaleW); err != nil {
+		// One fill over every copy: copy 0 holds exactly the W the reference sees; the others
+		// hold more of the same hash stream (the values do not change the time).
 		return merge(out, failed(kernel, "filling W: %v", err)), noCheck
 	}
 
 	return verifyThenTime(dev, o, out, kernel,
 		func() Check { return verifyLinear(dev, plan, y, in, o.Seed, o.checkOnly) },
-		func(call int) error {
-			p := plan
-			p.W = w.Ptr + uint64(call%out.Rotation.Copies)*wStride
-			return dev.Linear(p)
-		})
+		func(call int) error { return dev.Linear(atCopy(plan, call%out.Rotation.Copies)) })
 }
 
 // merge keeps what out already knows (bytes, plan, rotation, verification) and takes the

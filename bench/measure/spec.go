@@ -79,6 +79,12 @@ func (s Spec) Key() string {
 	case KindLinear:
 		l := s.Linear
 		fmt.Fprintf(&b, "linear %s m=%d n=%d k=%d", l.DType, l.Batch, l.N, l.K)
+		if l.WeightFormat != cgo.WeightDense {
+			fmt.Fprintf(&b, " w=%s", l.WeightFormat)
+			if l.GroupSize != 0 {
+				fmt.Fprintf(&b, " group=%d", l.GroupSize)
+			}
+		}
 		if l.Variant != cgo.LinearAuto {
 			fmt.Fprintf(&b, " variant=%s", l.Variant)
 		}
@@ -156,6 +162,9 @@ func (s Spec) Label() string {
 	}
 	switch s.Kind {
 	case KindLinear:
+		if l := s.Linear; l.WeightFormat != cgo.WeightDense {
+			return fmt.Sprintf("linear %dx%dx%d %s", l.Batch, l.N, l.K, l.WeightFormat)
+		}
 		return fmt.Sprintf("linear %dx%dx%d", s.Linear.Batch, s.Linear.N, s.Linear.K)
 	case KindAttention:
 		return fmt.Sprintf("attention B=%d S=%d", s.Attention.Batch, s.Attention.contextsMax())

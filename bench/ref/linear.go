@@ -13,6 +13,14 @@ type LinearInputs struct {
 	Batch, N, K    int
 	SeedX, SeedW   uint64
 	ScaleX, ScaleW float32
+	// Weights, when set, gives W's rows instead of SeedW and ScaleW: a quantized W (QuantFill
+	// for one db_fill_quantized filled, QuantWeights for given bytes), dequantised exactly.
+	Weights WeightRows
+}
+
+// WeightRows gives row r of W (output channel r) in out[:K], exactly.
+type WeightRows interface {
+	Row(r int, out []float64)
 }
 
 // LinearReference is the exact product of the dtype-rounded inputs, in float64.
@@ -68,9 +76,13 @@ func LinearRows(in LinearInputs, rows []int) LinearReference {
 			defer wg.Done()
 			w := make([]float64, in.K)
 			for r := range next {
-				base := uint64(rows[r]) * uint64(in.K)
-				for kk := range w {
-					w[kk] = float64(FillValue(in.DType, in.SeedW, in.ScaleW, base+uint64(kk)))
+				if in.Weights != nil {
+					in.Weights.Row(rows[r], w)
+				} else {
+					base := uint64(rows[r]) * uint64(in.K)
+					for kk := range w {
+						w[kk] = float64(FillValue(in.DType, in.SeedW, in.ScaleW, base+uint64(kk)))
+					}
 				}
 				for b := 0; b < in.Batch; b++ {
 					xb := x[b*in.K : (b+1)*in.K]

@@ -24,7 +24,7 @@ func benchLinearCommand() *cli.Command {
 		Name:  "linear",
 		Usage: "time the decode linear layers of a model (or one N x K shape) at each batch size",
 		UsageText: "decodebench bench linear (--model NAME [--tp N] | --n N --k K) [--batch LIST] [--dtype bf16|fp16] " +
-			"[--variant auto|gemv|mma|tiled|cublas] [--peer cublas] [--backend auto|cuda|emu] [--out FILE.jsonl] [--json]\n\n   LIST syntax: " + axes.Syntax,
+			"[--weight-dtype bf16|fp16|fp8|fp8-tensor|int8|int4|int4-zp|mxfp4 [--group-size G]] [--variant auto|gemv|mma|tiled|cublas] [--peer cublas] [--backend auto|cuda|emu] [--out FILE.jsonl] [--json]\n\n   LIST syntax: " + axes.Syntax,
 		Description: "With --model, every distinct linear shape of one decode step (fused QKV, O, fused gate/up,\n" +
 			"down, LM head; routers and experts for a mixture of experts) at each batch size; a shape the\n" +
 			"kernels lack (quantized or fp8 weights, grouped linears) is listed as skipped, naming the kernel.\n" +
@@ -32,7 +32,7 @@ func benchLinearCommand() *cli.Command {
 			"an empty kernel's launch-to-launch time (the launch baseline). --peer cublas also measures\n" +
 			"cuBLASLt on every shape, verified and timed the same way: CUBLAS/OURS = cuBLAS time / ours\n" +
 			"(> 1: ours is faster), n/a where cuBLASLt cannot run (the emulator, no libcublasLt).",
-		Flags: append(append(shapeFlags("1-256*2"),
+		Flags: append(append(append(shapeFlags("1-256*2"), groupSizeFlag()),
 			&cli.IntFlag{Name: "n", EnvVars: []string{"DECODEBENCH_N"}, Usage: "output features (rows of W), instead of --model"},
 			&cli.IntFlag{Name: "k", EnvVars: []string{"DECODEBENCH_K"}, Usage: "input features, a positive multiple of 8, instead of --model"},
 			&cli.StringFlag{Name: "variant", Value: "auto", EnvVars: []string{"DECODEBENCH_VARIANT"}, Usage: "kernel: gemv, mma, tiled, cublas (cuBLASLt) or auto"},
@@ -89,19 +89,42 @@ func parseBenchLinear(c *cli.Context) (jobs []linearJob, modelName string, tp in
 		if err != nil {
 			return nil, "", 0, err
 		}
+		weights, err := parseWeightDType(c, c.String("weight-dtype"), dtype)
+		if err != nil {
+			return nil, "", 0, err
+		}
+		if err := weights.checkShape(n, k); err != nil {
+			return nil, "", 0, err
+		}
 		for _, b := range batches {
 			jobs = append(jobs, linearJob{name: "linear", stepBatch: b,
-				spec: measure.LinearSpec{Batch: b, N: n, K: k, DType: dtype, Variant: variant, SplitK: splitK}})
+				spec: measure.LinearSpec{Batch: b, N: n, K: k, DType: dtype, Variant: variant, SplitK: splitK,
+					WeightFormat: weights.format, GroupSize: weights.group}})
 		}
 		return jobs, "", 0, nil
 	case !haveModel:
 		return nil, "", 0, usageError("bench linear needs --model NAME (or --model-config FILE), or --n N --k K")
+	}
+	// A kernel format bench/model does not price (int4, int4-zp, fp8-tensor, mxfp4) is this
+	// command's alone: the model keeps its own dtypes, and the jobs below take the format.
+	weightName := c.String("weight-dtype")
+	if _, err := model.ParseDType(weightName); weightName != "" && err != nil {
+		if err := c.Set("weight-dtype", ""); err != nil {
+			return nil, "", 0, err
+		}
 	}
 	shape, err := resolveModel(c)
 	if err != nil {
 		return nil, "", 0, err
 	}
 	dtype, err := parseKernelDType(c, shape.WeightDType)
+	if err != nil {
+		return nil, "", 0, err
+	}
+	if model.DType(weightName) == shape.WeightDType && (shape.WeightDType == model.BF16 || shape.WeightDType == model.FP16) {
+		weightName = dtype.String() // the model's dense dtype, as --dtype runs it
+	}
+	weights, err := parseWeightDType(c, weightName, dtype)
 	if err != nil {
 		return nil, "", 0, err
 	}
@@ -117,14 +140,22 @@ func parseBenchLinear(c *cli.Context) (jobs []linearJob, modelName string, tp in
 				continue
 			}
 			missing := sweep.MissingKernel(k, shape) // a grouped linear always lacks its kernel
+			spec := measure.LinearSpec{Batch: k.M, N: k.N, K: k.K, DType: dtype, Variant: variant, SplitK: splitK}
+			if weights.quantizes(k.Name) {
+				// --weight-dtype stores the model's projections in the format, whatever its
+				// config says; a shape the format does not take is skipped, naming why.
+				spec.WeightFormat, spec.GroupSize = weights.format, weights.group
+				if k.Kind == model.KindLinear {
+					missing = "" // the format the config names is replaced by --weight-dtype's
+				}
+			}
 			key := [3]int{k.M, k.N, k.K}
 			if i, dup := seen[key]; dup && step[i].missing == missing {
 				step[i].name += "+" + k.Name
 				continue
 			}
 			seen[key] = len(step)
-			step = append(step, linearJob{name: k.Name, stepBatch: b, missing: missing,
-				spec: measure.LinearSpec{Batch: k.M, N: k.N, K: k.K, DType: dtype, Variant: variant, SplitK: splitK}})
+			step = append(step, linearJob{name: k.Name, stepBatch: b, missing: missing, spec: spec})
 		}
 		for _, j := range step {
 			if _, ok := byName[j.name]; !ok {

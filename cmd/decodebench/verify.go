@@ -43,7 +43,7 @@ func verifyLinearCommand() *cli.Command {
 	return &cli.Command{
 		Name:      "linear",
 		Usage:     "check Y = X·Wᵀ (the decode linear layer) for one shape",
-		UsageText: "decodebench verify linear --batch B --n N --k K [--dtype bf16|fp16] [--variant auto|gemv|mma|tiled] [--split-k S] [--backend auto|cuda|emu] [--seed S] [--json]",
+		UsageText: "decodebench verify linear --batch B --n N --k K [--dtype bf16|fp16] [--weight-dtype bf16|fp16|fp8|fp8-tensor|int8|int4|int4-zp|mxfp4 [--group-size G]] [--variant auto|gemv|mma|tiled] [--split-k S] [--backend auto|cuda|emu] [--seed S] [--json]",
 		Flags: append([]cli.Flag{
 			&cli.IntFlag{Name: "batch", Usage: fmt.Sprintf("sequences in the batch (rows of X and Y), 1..%d", cgo.MaxBatch)},
 			&cli.IntFlag{Name: "n", Usage: "output features (rows of W), >= 1"},
@@ -53,7 +53,7 @@ func verifyLinearCommand() *cli.Command {
 			&cli.IntFlag{Name: "split-k", Usage: fmt.Sprintf("K splits of the gemv or tiled variant, 1..%d; 0 lets the kernel choose", cgo.MaxSplitK)},
 			&cli.Uint64Flag{Name: "seed", Value: 1, Usage: "seed of the input hash (X and W get distinct seeds derived from it)"},
 			jsonFlag(),
-		}, backendFlags()...),
+		}, append([]cli.Flag{weightDTypeFlag(), groupSizeFlag()}, backendFlags()...)...),
 		OnUsageError: onUsageError,
 		Action:       verifyLinearAction,
 	}
@@ -62,6 +62,7 @@ func verifyLinearCommand() *cli.Command {
 // linearRequest is a validated `verify linear` command line.
 type linearRequest struct {
 	in      ref.LinearInputs
+	weights weightChoice
 	variant cgo.LinearVariant
 	splitK  int
 	seed    uint64
@@ -90,6 +91,12 @@ func parseLinearRequest(c *cli.Context) (linearRequest, error) {
 	dtype, err := ref.ParseDType(c.String("dtype"))
 	if err != nil || (dtype != ref.BF16 && dtype != ref.FP16) {
 		return r, usageError("--dtype %q: the linear kernels take bf16 or fp16", c.String("dtype"))
+	}
+	if r.weights, err = parseWeightDType(c, c.String("weight-dtype"), cgo.DType(dtype)); err != nil {
+		return r, err
+	}
+	if err := r.weights.checkShape(n, k); err != nil {
+		return r, err
 	}
 	if r.variant, err = cgo.ParseLinearVariant(c.String("variant")); err != nil {
 		return r, usageError("--variant: %v", err)
@@ -165,6 +172,8 @@ type linearReport struct {
 	OutOfBound     int           `json:"out_of_bound"`
 	Mismatches     []elementJSON `json:"mismatches,omitempty"`
 	Kernel         string        `json:"kernel"`
+	WeightFormat   string        `json:"weight_format,omitempty"` // quantized W only (--weight-dtype)
+	GroupSize      int           `json:"group_size,omitempty"`
 	Variant        string        `json:"variant"`
 	SplitK         int           `json:"split_k"`
 	WorkspaceBytes uint64        `json:"workspace_bytes"`
@@ -208,8 +217,12 @@ func verifyLinearAction(c *cli.Context) error {
 	out, asJSON := c.App.Writer, c.Bool("json")
 	if !asJSON {
 		in := req.in
-		fmt.Fprintf(out, "verify linear: batch %d, n %d, k %d, %v, seed %d on the %s\n",
-			in.Batch, in.N, in.K, in.DType, req.seed, describeDevice(lib, dev))
+		weights := ""
+		if req.weights.format != cgo.WeightDense {
+			weights = ", weights " + req.weights.String()
+		}
+		fmt.Fprintf(out, "verify linear: batch %d, n %d, k %d, %v%s, seed %d on the %s\n",
+			in.Batch, in.N, in.K, in.DType, weights, req.seed, describeDevice(lib, dev))
 	}
 	rep, err := runLinear(dev, req, out, asJSON)
 	if err != nil {
@@ -222,7 +235,8 @@ func verifyLinearAction(c *cli.Context) error {
 // runLinear is measure.Verify of the requested call; it only turns the Check into the report.
 func runLinear(dev *cgo.Device, req linearRequest, out io.Writer, quiet bool) (linearReport, error) {
 	in := req.in
-	spec := measure.LinearSpec{Batch: in.Batch, N: in.N, K: in.K, DType: cgo.DType(in.DType), Variant: req.variant, SplitK: req.splitK}
+	spec := measure.LinearSpec{Batch: in.Batch, N: in.N, K: in.K, DType: cgo.DType(in.DType), Variant: req.variant, SplitK: req.splitK,
+		WeightFormat: req.weights.format, GroupSize: req.weights.group}
 	c := measure.Verify(dev, spec.Spec(), verifyOptions(req.seed))
 	if err := checkRan(c, "the linear kernels refuse this shape"); err != nil {
 		return linearReport{}, err
@@ -233,9 +247,12 @@ func runLinear(dev *cgo.Device, req linearRequest, out io.Writer, quiet bool) (l
 	rep := linearReport{
 		Passed: c.Passed, Reason: c.Reason, RelError: relErrorOf(c.Verification), Tolerance: c.Tolerance,
 		Worst: toElementJSON(c.Worst, in.N), NonFinite: c.NonFinite, OutOfBound: c.OutOfBound,
-		Kernel: "linear", Variant: c.Plan.Variant, SplitK: max(c.Plan.SplitK, 1), WorkspaceBytes: c.Plan.WorkspaceBytes,
+		Kernel: "linear", Variant: c.Plan.Variant, GroupSize: req.weights.group, SplitK: max(c.Plan.SplitK, 1), WorkspaceBytes: c.Plan.WorkspaceBytes,
 		Batch: in.Batch, N: in.N, K: in.K, DType: in.DType.String(),
 		Seed: req.seed, SeedX: in.SeedX, SeedW: in.SeedW, ScaleW: in.ScaleW,
+	}
+	if req.weights.format != cgo.WeightDense {
+		rep.WeightFormat = req.weights.format.String()
 	}
 	if c.Passed {
 		rep.Reason = ""
