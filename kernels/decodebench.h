@@ -286,6 +286,8 @@ typedef struct {
   int32_t grid_x, grid_y, grid_z;
   int32_t block_threads;
   int32_t smem_bytes;        /* dynamic + static shared memory per block */
+  int32_t work_units;        /* equal units of work the blocks share (a grid-stride kernel's:
+                                each block takes units b, b + blocks, ...); 0: one per block */
 } db_launch_info;
 /* Plans p (as db_*_plan does) and lists the kernel launches one call makes, in order. For
  * attention: *count = 1 (the decode kernel); out may be NULL with max 0 to ask only the count;

@@ -243,7 +243,7 @@ void test_linear_launches(db_context *ctx) {
     int launches;
   } cases[] = {
       {1, 4096, 4096, DB_LINEAR_GEMV, 1,
-       "(anonymous namespace)::linear_gemv_kernel<__nv_bfloat16, 1, true>", 1},
+       "(anonymous namespace)::linear_gemv_kernel<__nv_bfloat16, 1, true, 1>", 1},
       {8, 4096, 4096, DB_LINEAR_MMA, 0, "(anonymous namespace)::linear_mma_kernel<__nv_bfloat16, 2>", 1},
       {64, 4096, 4096, DB_LINEAR_TILED, 2,
        "(anonymous namespace)::linear_tiled_kernel<__nv_bfloat16, 64, 4, 2, 4>", 2},
