@@ -146,7 +146,9 @@ typedef struct {
 } db_linear_params;
 
 /* Validates p, resolves variant and split_k where they are AUTO / 0 (written back into p), and
- * gives the workspace the call needs. Unsupported shapes return DB_ERR_UNSUPPORTED_SHAPE with a
+ * gives the workspace the call needs. A stream-K plan (the tiled variant's automatic choice
+ * where no split count fills whole waves) leaves split_k 0, which plans it again, and needs a
+ * workspace for the partials of the tiles its blocks share. Unsupported shapes return DB_ERR_UNSUPPORTED_SHAPE with a
  * message that names the value. */
 int db_linear_plan(db_context *ctx, db_linear_params *p, uint64_t *workspace_bytes);
 int db_linear(db_context *ctx, const db_linear_params *p);

@@ -390,7 +390,7 @@ extern "C" int db_linear_plan(db_context *ctx, db_linear_params *p, uint64_t *wo
     LinearPlan plan{};
     DB_CHECK(plan_linear(ctx, p, &plan));
     p->variant = plan.variant;
-    p->split_k = plan.split_k;
+    p->split_k = plan.streamk ? 0 : plan.split_k;  // 0 passed back plans the same stream-K
     if (workspace_bytes) *workspace_bytes = plan.workspace_bytes;
     return DB_OK;
   });
