@@ -163,8 +163,8 @@ kernels-check-selftest: $(KERNELS_CHECK) $(LIBDIR)/libdecodebench_cuda.so
 	  $(KERNELS_SELFTEST_KEEP) $(KERNELS_SELFTEST_DIR)/linear_gemv.o \
 	  > $(KERNELS_SELFTEST_DIR)/gate.out 2>&1; rc=$$?; set -e; cat $(KERNELS_SELFTEST_DIR)/gate.out; \
 	if [ $$rc -ne 1 ]; then echo "kernels-check-selftest: FAIL: the gate exited $$rc on the planted regression, want 1"; exit 1; fi; \
-	if ! grep -q '^linear_gemv_kernel<__nv_bfloat16, 1, true> .* FAIL ' $(KERNELS_SELFTEST_DIR)/gate.out; then \
-	  echo "kernels-check-selftest: FAIL: the gate failed, but not on linear_gemv_kernel<__nv_bfloat16, 1, true>'s loop"; exit 1; fi; \
+	if ! grep -q '^linear_gemv_kernel<__nv_bfloat16, 1, true, 1> .* FAIL ' $(KERNELS_SELFTEST_DIR)/gate.out; then \
+	  echo "kernels-check-selftest: FAIL: the gate failed, but not on linear_gemv_kernel<__nv_bfloat16, 1, true, 1>'s loop"; exit 1; fi; \
 	if grep ' FAIL ' $(KERNELS_SELFTEST_DIR)/gate.out | grep -v '^linear_gemv_kernel<'; then \
 	  echo "kernels-check-selftest: FAIL: kernels the regression did not touch failed too (above)"; exit 1; fi; \
 	echo "kernels-check-selftest: ok: the gate fails on the planted regression (#pragma unroll 1 on the GEMV's load loop)"

@@ -137,11 +137,11 @@ type InFlight struct {
 	Loads int
 	// MinLoads is the least of that count over every stall of the trip (the first stall's
 	// figure when it is the only one), at MinAddr: a trip that stalls three times keeps the
-	// memory system as busy as its emptiest stall allows. A stall is a wait for a load issued
-	// since the warp's previous stall; a wait for loads that were already in flight through an
-	// earlier stall costs next to nothing (they were issued together and land together), so it
-	// is no stall: a loop that issues four loads and then consumes them one by one stalls once,
-	// with four in flight.
+	// memory system as busy as its emptiest stall allows. Loads issued with no wait between
+	// them are a burst, and land together; a wait is a stall when it waits for a load of a later
+	// burst than the last stall did, and costs next to nothing otherwise: a loop that issues four
+	// loads and then consumes them one by one stalls once, with four in flight; a pipeline that
+	// waits once a trip for the copies of two trips ago stalls every trip.
 	MinLoads int
 	MinAddr  int
 	// Waits is how many stalls one trip makes.
@@ -158,7 +158,7 @@ type InFlight struct {
 }
 
 type pendingLoad struct {
-	epoch    int // stalls the warp had made when it issued the load
+	epoch    int // waits the warp had made when it issued the load (its burst)
 	op       string
 	kind     int
 	firstReg int // kind loadGlobal: the destination, 4 registers from here; else -1
@@ -187,7 +187,8 @@ func MeasureInFlight(f *Function, l Loop) InFlight {
 	var (
 		outstanding []pendingLoad
 		nextGroup   int
-		stalls      int
+		waits       int
+		lastStall   = -1 // the latest burst the last stall waited for
 		result      = InFlight{ConsumerAddr: -1}
 	)
 	// A cp.async pipeline waits for n > 0 groups in its steady state and for none on its last
@@ -238,14 +239,18 @@ func MeasureInFlight(f *Function, l Loop) InFlight {
 					}
 				}
 			}
-			stall := false
+			stall, latest := false, lastStall
 			for i, p := range outstanding {
-				if retire[i] && p.epoch >= stalls {
+				if retire[i] && p.epoch > lastStall {
 					stall = true
+					latest = max(latest, p.epoch)
 				}
 			}
 			if stall {
-				stalls++
+				lastStall = latest
+			}
+			if how != "" {
+				waits++ // a load this instruction issues is of the next burst
 			}
 			if how != "" && measuring {
 				if result.ConsumerAddr < 0 {
@@ -274,13 +279,13 @@ func MeasureInFlight(f *Function, l Loop) InFlight {
 			}
 			switch kind := in.loadKind(); {
 			case kind == loadGlobal:
-				p := pendingLoad{epoch: stalls, op: in.Op, kind: kind, firstReg: in.destination(), writeBar: -1, group: -1}
+				p := pendingLoad{epoch: waits, op: in.Op, kind: kind, firstReg: in.destination(), writeBar: -1, group: -1}
 				if in.Ctrl != nil {
 					p.writeBar = in.Ctrl.WriteBar
 				}
 				outstanding = append(outstanding, p)
 			case kind == loadAsync:
-				outstanding = append(outstanding, pendingLoad{epoch: stalls, op: in.Op, kind: kind, firstReg: -1, writeBar: -1, group: -1})
+				outstanding = append(outstanding, pendingLoad{epoch: waits, op: in.Op, kind: kind, firstReg: -1, writeBar: -1, group: -1})
 			case in.base() == "LDGDEPBAR":
 				for i := range outstanding {
 					if outstanding[i].kind == loadAsync && outstanding[i].group < 0 {
