@@ -11,7 +11,9 @@
 //   TILED (linear_tiled.cu) shared-memory tiles, cp.async pipeline, ldmatrix, batch 17..1024.
 // AUTO picks by batch at kGemvMaxAutoBatch and kMmaMaxAutoBatch: predictions from the kernels'
 // machine code (kernels/README.md), to be swept on a card (bench linear --variant each, batch
-// 1..64).
+// 1..64); at batch 5..16 it takes the tiled kernel where the MMA's units cannot fill the card.
+// Every planner sizes its grid to the blocks the SMs hold and shares the work so that the
+// launch fills at least kWholeWaves of the card where any plan can (wave_efficiency).
 #include "cublas.cuh"
 #include "linear_common.cuh"
 

@@ -5,17 +5,18 @@
 // and trip, so a trip is 2 x 4 = 8 independent 16-byte loads of W a lane (4 KiB a warp). The
 // loop carries them in registers one trip ahead (batch tiles 1, 2, 4), in two buffers that take
 // turns: the next trip's eight loads are issued before this trip's FMAs, so they land while those
-// FMAs run (sm_90, batch 1: ptxas still waits for a buffer before issuing the other's next loads
-// into the same scoreboard, so a warp has 12-18 of its loads in flight at its waits; README.md).
+// FMAs run (sm_90, batch 1, one warp a pair: 12 loads in flight at each of the k loop's stalls;
+// kernels/README.md).
 // The activations come from L1 (every warp of an SM rereads the same few KiB): staging them in
 // shared memory would cost a barrier and occupancy for no fewer L1 wavefronts.
 //
-// Warps stride over the row pairs (grid-stride), and the grid is at most the blocks every SM is
-// sure to hold (gemv_min_blocks from __launch_bounds__), sized so that every warp gets the same
-// number of row pairs (linear.cu): a shape with a few more rows than one round (the
-// Llama-3-70B qkv, n = 10240: 5120 row pairs, 1.08 waves of one pair a warp) runs as rounds
-// that every resident warp shares, with no near-empty wave at the end.
-// Split-K over gridDim.y (fp32 partials, then linear.cu's reduce) where n alone leaves SMs idle.
+// Blocks stride over units of row pairs, and the grid is at most the blocks the SMs hold
+// (cudaOccupancyMaxActiveBlocksPerMultiprocessor), so every block gets the same number of
+// units give or take one. KW warps share a unit's pairs' K (the planner picks 1, 2 or 4 so that
+// the units fill whole waves: Llama-3-8B's qkv, 3072 row pairs, is 1.45 rounds of the card's
+// 2112 warps with a pair a warp, 2.9 with two warps a pair).
+// Split-K over gridDim.y (fp32 partials, then linear.cu's reduce) where no warp count fills the
+// card.
 #include "linear_common.cuh"
 
 namespace {

@@ -12,10 +12,12 @@
 //     an ldmatrix phase reads, and the 8 chunks a row's copies write, fall in 8 different bank
 //     groups;
 //   - ldmatrix.x4 loads the A (W) and B (X) fragments; every warp reuses the block's X tile.
-// Every W byte is read from DRAM once a call: the blocks of one W tile (its batch tiles) are
-// consecutive in the grid, so they run together and the later ones read the tile from L2.
-// Split-K (the planner's choice, so that the launch fills whole waves of the card): blocks of
-// split s write fp32 partials [s][batch][n], which linear.cu's reduce sums in split order.
+// Every W byte is read from DRAM once a call: the blocks of one W tile (its batch tiles) run
+// together (consecutive in the grid; in stream-K, G / batch_tiles apart in one wave) and the
+// later ones read the tile from L2.
+// No split, split-K or stream-K (the planner's choice, so that the launch fills whole waves of
+// the card; see the kernel): split-K and stream-K blocks write fp32 partials [slot][batch][n],
+// which linear.cu's reduces sum in slot order.
 // Shared memory: 80 KiB (BN 32, 4 stages) or 96 KiB (BN 64, 4 stages; BN 128, 3 stages): within
 // the opt-in limit of sm_86 / sm_89 (99 KiB) and two blocks an SM on sm_90 (228 KiB).
 #include "linear_common.cuh"
