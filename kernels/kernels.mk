@@ -146,7 +146,7 @@ kernels-check: $(KERNELS_CHECK) $(LIBDIR)/libdecodebench_cuda.so $(LIBDIR)/libde
 # linear launches to the wave rule on a machine without nvcc (cmd/kernels-check/presets_test.go;
 # where the build's log exists the test reads it and fails when this copy differs).
 kernels-check-testdata: $(LIBDIR)/libdecodebench_cuda.so
-	awk -v q="'" '/Compiling entry function/ { split($$0, p, q); keep = p[4] == "sm_90" && p[2] ~ /linear_/ } \
+	awk -v q="'" '/Compiling entry function/ { split($$0, p, q); keep = p[4] == "sm_90" && p[2] ~ /linear_(gemv|mma|tiled|splitk_reduce|streamk_reduce)_kernel/ } \
 	  keep { print } /Used [0-9]+ registers/ { keep = 0 }' $(KERNELS_BUILD)/kernels-ptxas.log \
 	  > cmd/kernels-check/testdata/linear-ptxas.log
 
