@@ -52,34 +52,36 @@ __global__ void linear_splitk_reduce_kernel(const float *__restrict__ partial, T
 }
 constexpr int kReduceThreads = 256;
 
-// Stream-K: y[i] = round_to_T(sum of the partials of i's tile's segments, in slot (k) order),
-// for the tiles no one block covered whole (those it stored itself). Tiles are numbered as the
-// tiled kernel's stream-K order: batch tile outermost, then W tile.
+// Stream-K: the tiles no one block covered whole (those it stored itself) get y = round_to_T(sum
+// of their segments' partials, in slot (k) order). Block j looks at the boundary between
+// stream-K blocks j and j + 1: the tile it falls inside, when it is the first boundary there,
+// is this block's to finish. Tiles are numbered as the tiled kernel's stream-K order: batch
+// tile outermost, then W tile.
 template <class T>
 __global__ void linear_streamk_reduce_kernel(const float *__restrict__ partial, T *__restrict__ y,
                                              int batch, int n, int bn, int ktiles,
                                              int64_t iters, int blocks) {
+  const int64_t start = ((int64_t)blockIdx.x + 1) * iters / blocks;  // block j + 1's first
+  const int64_t tile = start / ktiles, first_it = tile * ktiles;
+  if (start == first_it) return;  // on a tile edge: nothing split here
+  if (((int64_t)blockIdx.x * iters / blocks) > first_it && blockIdx.x > 0) return;  // not the first
+  const int64_t first = streamk_owner(first_it, iters, blocks);
+  const int segments = (int)(streamk_owner(first_it + ktiles - 1, iters, blocks) - first + 1);
+  const int m_tiles = (n + kTiledBM - 1) / kTiledBM;
+  const int m0 = (int)(tile % m_tiles) * kTiledBM, b0 = (int)(tile / m_tiles) * bn;
   const uint64_t outputs = (uint64_t)batch * n;
-  const int64_t m_tiles = (n + kTiledBM - 1) / kTiledBM;
-  const uint64_t stride = (uint64_t)gridDim.x * blockDim.x;
-  for (uint64_t i = (uint64_t)blockIdx.x * blockDim.x + threadIdx.x; i < outputs; i += stride) {
-    const int b = (int)(i / n), r = (int)(i % n);
-    const int64_t first_it = ((int64_t)(b / bn) * m_tiles + r / kTiledBM) * ktiles;
-    const int64_t first = streamk_owner(first_it, iters, blocks);
-    const int64_t segments = streamk_owner(first_it + ktiles - 1, iters, blocks) - first + 1;
-    if (segments == 1) continue;
+  for (int idx = threadIdx.x; idx < bn * kTiledBM; idx += blockDim.x) {
+    const int b = b0 + idx / kTiledBM, r = m0 + idx % kTiledBM;
+    if (b >= batch || r >= n) continue;
+    const uint64_t i = (uint64_t)b * n + r;
     float sum = 0.0f;
-    for (int64_t s = 0; s < segments; ++s) sum += partial[(uint64_t)s * outputs + i];
+    for (int s = 0; s < segments; ++s) sum += partial[(uint64_t)s * outputs + i];
     y[i] = db_dtype<T>::from_float(sum);
   }
 }
 
-int reduce_blocks_per_sm(const db_context *ctx, bool streamk, int *blocks_per_sm) {
-  static std::atomic<int> split_cache[64], streamk_cache[64];
-  if (streamk)
-    return cached_occupancy(linear_streamk_reduce_kernel<__nv_bfloat16>, streamk_cache,
-                            ctx->device, kReduceThreads, 0, kReduceSm90Registers,
-                            "linear_streamk_reduce_kernel", blocks_per_sm);
+int reduce_blocks_per_sm(const db_context *ctx, int *blocks_per_sm) {
+  static std::atomic<int> split_cache[64];
   return cached_occupancy(linear_splitk_reduce_kernel<__nv_bfloat16>, split_cache, ctx->device,
                           kReduceThreads, 0, kReduceSm90Registers, "linear_splitk_reduce_kernel",
                           blocks_per_sm);
@@ -338,11 +340,16 @@ int plan_linear(const db_context *ctx, const db_linear_params *p, LinearPlan *pl
   if (plan->split_k > 1) {
     plan->reduce_outputs = (uint64_t)p->batch * (uint64_t)p->n;
     plan->workspace_bytes = (uint64_t)plan->split_k * plan->reduce_outputs * 4u;
-    int per_sm = 0;
-    DB_CHECK(reduce_blocks_per_sm(ctx, plan->streamk != 0, &per_sm));
-    plan->reduce_units = (int64_t)db_ceil_div(plan->reduce_outputs, kReduceThreads);
-    plan->reduce_grid = (unsigned)std::min<int64_t>(plan->reduce_units,
-                                                    (int64_t)ctx->sm_count * per_sm);
+    if (plan->streamk) {  // a block for each boundary between stream-K blocks
+      plan->reduce_units = std::max(1, plan->streamk - 1);
+      plan->reduce_grid = (unsigned)plan->reduce_units;
+    } else {
+      int per_sm = 0;
+      DB_CHECK(reduce_blocks_per_sm(ctx, &per_sm));
+      plan->reduce_units = (int64_t)db_ceil_div(plan->reduce_outputs, kReduceThreads);
+      plan->reduce_grid = (unsigned)std::min<int64_t>(plan->reduce_units,
+                                                      (int64_t)ctx->sm_count * per_sm);
+    }
   }
   return DB_OK;
 }

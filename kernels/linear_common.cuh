@@ -109,7 +109,7 @@ constexpr int gemv_sm90_registers(int batch_tile) {
 }
 constexpr int kMmaSm90Registers = 108;
 constexpr int tiled_sm90_registers(int bn) { return bn == 32 ? 149 : bn == 64 ? 113 : 128; }
-constexpr int kReduceSm90Registers = 32; /* split-K's; stream-K's has 26 (8 blocks either way) */
+constexpr int kReduceSm90Registers = 32; /* the split-K reduce (grid-stride over the outputs) */
 
 /* db_occupancy, asked once per kernel and device (the answer does not change): cache is the
  * kernel's own (a static of the caller's instantiation). */
