@@ -66,10 +66,21 @@ type LaunchInfo struct {
 	GridZ        int
 	BlockThreads int
 	SmemBytes    int // dynamic + static shared memory per block
+	// WorkUnits is how many equal units of work the blocks share (a grid-stride kernel: block
+	// b takes units b, b + blocks, ...); 0 when each block is one unit.
+	WorkUnits int
 }
 
 // Blocks is the launch's grid size.
 func (l LaunchInfo) Blocks() int64 { return int64(l.GridX) * int64(l.GridY) * int64(l.GridZ) }
+
+// Units is the work units the launch's blocks share: WorkUnits, or one a block.
+func (l LaunchInfo) Units() int64 {
+	if l.WorkUnits > 0 {
+		return int64(l.WorkUnits)
+	}
+	return l.Blocks()
+}
 
 // maxLaunches bounds one call's list; today's calls make one or two launches.
 const maxLaunches = 16
@@ -116,6 +127,7 @@ func launchesFromC(out []C.db_launch_info, count C.int32_t) []LaunchInfo {
 			Kernel: C.GoString(&c.kernel[0]),
 			GridX:  int(c.grid_x), GridY: int(c.grid_y), GridZ: int(c.grid_z),
 			BlockThreads: int(c.block_threads), SmemBytes: int(c.smem_bytes),
+			WorkUnits: int(c.work_units),
 		})
 	}
 	return launches

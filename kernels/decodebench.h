@@ -154,7 +154,9 @@ typedef struct {
 } db_linear_params;
 
 /* Validates p, resolves variant and split_k where they are AUTO / 0 (written back into p), and
- * gives the workspace the call needs. Unsupported shapes return DB_ERR_UNSUPPORTED_SHAPE with a
+ * gives the workspace the call needs. A stream-K plan (the tiled variant's automatic choice
+ * where no split count fills whole waves) leaves split_k 0, which plans it again, and needs a
+ * workspace for the partials of the tiles its blocks share. Unsupported shapes return DB_ERR_UNSUPPORTED_SHAPE with a
  * message that names the value. */
 int db_linear_plan(db_context *ctx, db_linear_params *p, uint64_t *workspace_bytes);
 int db_linear(db_context *ctx, const db_linear_params *p);
@@ -379,6 +381,8 @@ typedef struct {
   int32_t grid_x, grid_y, grid_z;
   int32_t block_threads;
   int32_t smem_bytes;        /* dynamic + static shared memory per block */
+  int32_t work_units;        /* equal units of work the blocks share (a grid-stride kernel's:
+                                each block takes units b, b + blocks, ...); 0: one per block */
 } db_launch_info;
 /* Plans p (as db_*_plan does) and lists the kernel launches one call makes, in order. For
  * attention: *count = 1 (the decode kernel); out may be NULL with max 0 to ask only the count;

@@ -5,17 +5,18 @@
 // and trip, so a trip is 2 x 4 = 8 independent 16-byte loads of W a lane (4 KiB a warp). The
 // loop carries them in registers one trip ahead (batch tiles 1, 2, 4), in two buffers that take
 // turns: the next trip's eight loads are issued before this trip's FMAs, so they land while those
-// FMAs run (sm_90, batch 1: ptxas still waits for a buffer before issuing the other's next loads
-// into the same scoreboard, so a warp has 12-18 of its loads in flight at its waits; README.md).
+// FMAs run (sm_90, batch 1, one warp a pair: 12 loads in flight at each of the k loop's stalls;
+// kernels/README.md).
 // The activations come from L1 (every warp of an SM rereads the same few KiB): staging them in
 // shared memory would cost a barrier and occupancy for no fewer L1 wavefronts.
 //
-// Warps stride over the row pairs (grid-stride), and the grid is at most the blocks every SM is
-// sure to hold (gemv_min_blocks from __launch_bounds__), sized so that every warp gets the same
-// number of row pairs (linear.cu): a shape with a few more rows than one round (the
-// Llama-3-70B qkv, n = 10240: 5120 row pairs, 1.08 waves of one pair a warp) runs as rounds
-// that every resident warp shares, with no near-empty wave at the end.
-// Split-K over gridDim.y (fp32 partials, then linear.cu's reduce) where n alone leaves SMs idle.
+// Blocks stride over units of row pairs, and the grid is at most the blocks the SMs hold
+// (cudaOccupancyMaxActiveBlocksPerMultiprocessor), so every block gets the same number of
+// units give or take one. KW warps share a unit's pairs' K (the planner picks 1, 2 or 4 so that
+// the units fill whole waves: Llama-3-8B's qkv, 3072 row pairs, is 1.45 rounds of the card's
+// 2112 warps with a pair a warp, 2.9 with two warps a pair).
+// Split-K over gridDim.y (fp32 partials, then linear.cu's reduce) where no warp count fills the
+// card.
 #include "linear_common.cuh"
 
 namespace {
@@ -101,20 +102,37 @@ DB_DEVICE void gemv_fma_trip(float (&acc0)[BT], float (&acc1)[BT], const GemvTri
 // Carry: the loop holds the next trip's loads in registers (batch tiles 1..4; at 8 the
 // registers it would take push the kernel past 128 and the batch tile of 8 is a fallback for a
 // forced GEMV at large batch, not a decode path).
-template <class T, int BT, bool Carry>
+//
+// KW warps share a row pair (the planner's choice, so that shapes with few rows fill whole
+// waves): warp w takes the trips w % KW, w % KW + KW, ... of the split's K (a trip is
+// kGemvUnroll sweeps of the warp's 32 lanes), and the slices' sums meet in shared memory,
+// added in slice order. KW is a template argument: computed at run time its arithmetic costs
+// the carried loop the registers of half its loads in flight (sm_90, ptxas at 128).
+template <class T, int BT, bool Carry, int KW>
 __global__ __launch_bounds__(kGemvThreads, gemv_min_blocks(BT)) void linear_gemv_kernel(
     const uint4 *__restrict__ x, const uint4 *__restrict__ w, T *__restrict__ y,
     float *__restrict__ partial, int batch, int n, int k, int chunks_per_split) {
-  constexpr int kStride = 32 * kGemvUnroll;  // chunks a warp covers in one trip
+  constexpr int kStride = 32 * kGemvUnroll * KW;  // chunks between a warp's trips
+  constexpr int kTrip = 32 * kGemvUnroll;         // chunks a trip covers
+  constexpr int k_warps = KW, pairs_per_unit = kGemvWarps / KW;
+  DB_SHARED(float, slice_sums, kGemvWarps * 2 * BT);  // [warp][row][batch]
   const int lane = threadIdx.x & 31, warp = threadIdx.x >> 5;
+  const int slice = warp % KW;
   const int chunks = k >> 3;
-  const int c_begin = blockIdx.y * chunks_per_split;
-  const int c_end = db_min(chunks, c_begin + chunks_per_split);
+  const int split_begin = blockIdx.y * chunks_per_split;
+  const int c_end = db_min(chunks, split_begin + chunks_per_split);
+  const int c_begin = split_begin + slice * kTrip;
   const int row_pairs = (n + 1) >> 1;
+  const int units = (row_pairs + pairs_per_unit - 1) / pairs_per_unit;
   if (partial) partial += (size_t)blockIdx.y * batch * n;
 
-  for (int pair = blockIdx.x * kGemvWarps + warp; pair < row_pairs;
-       pair += gridDim.x * kGemvWarps) {
+  // Blocks stride over units of pairs_per_unit row pairs (the same count for every warp of a
+  // block, so the barriers below are block-uniform). A warp past the last pair recomputes it
+  // and stores nothing: a bound that varied by unit would cost the carried loop registers
+  // (sm_90: ptxas then keeps half as many loads in flight at the k loop's first stall).
+  for (int unit = blockIdx.x; unit < units; unit += gridDim.x) {
+    const int pair = db_min(unit * pairs_per_unit + warp / k_warps, row_pairs - 1);
+    const bool has_pair = unit * pairs_per_unit + warp / k_warps < row_pairs;
     const int row0 = pair * kGemvRowsPerWarp;
     const bool has_row1 = row0 + 1 < n;
     const uint4 *w0 = w + (size_t)row0 * chunks;
@@ -161,6 +179,27 @@ __global__ __launch_bounds__(kGemvThreads, gemv_min_blocks(BT)) void linear_gemv
         acc0[b] = db_warp_sum(acc0[b]);
         acc1[b] = db_warp_sum(acc1[b]);
       }
+      if (k_warps > 1) {
+        if (slice > 0 && lane == 0) {
+          DB_UNROLL
+          for (int b = 0; b < BT; ++b) {
+            slice_sums[(warp * 2 + 0) * BT + b] = acc0[b];
+            slice_sums[(warp * 2 + 1) * BT + b] = acc1[b];
+          }
+        }
+        __syncthreads();
+        if (slice == 0) {
+          for (int v = 1; v < k_warps; ++v) {
+            DB_UNROLL
+            for (int b = 0; b < BT; ++b) {
+              acc0[b] += slice_sums[((warp + v) * 2 + 0) * BT + b];
+              acc1[b] += slice_sums[((warp + v) * 2 + 1) * BT + b];
+            }
+          }
+        }
+        __syncthreads();  // slice_sums is the next batch tile's
+      }
+      if (slice != 0 || !has_pair) continue;
       DB_UNROLL
       for (int b = 0; b < BT; ++b) {
         if (!b_ok[b]) continue;
@@ -172,37 +211,76 @@ __global__ __launch_bounds__(kGemvThreads, gemv_min_blocks(BT)) void linear_gemv
   }
 }
 
-template <class T, int BT, bool Carry>
+template <class T, int BT, bool Carry, int KW>
 int gemv_launch(const db_context *ctx, const db_linear_params *p, const LinearPlan &plan,
                 const LaunchSink *sink) {
   if (sink) {
     char name[128];
-    std::snprintf(name, sizeof name, "(anonymous namespace)::linear_gemv_kernel<%s, %d, %s>",
-                  dtype_cxx_name<T>(), BT, Carry ? "true" : "false");
-    return sink_add(*sink, name, plan.grid, plan.threads, plan.smem + plan.static_smem);
+    std::snprintf(name, sizeof name, "(anonymous namespace)::linear_gemv_kernel<%s, %d, %s, %d>",
+                  dtype_cxx_name<T>(), BT, Carry ? "true" : "false", KW);
+    return sink_add(*sink, name, plan.grid, plan.threads, plan.smem + plan.static_smem, plan.units);
   }
   float *partial = plan.split_k > 1 ? reinterpret_cast<float *>(p->workspace) : nullptr;
-  return DB_LAUNCH((linear_gemv_kernel<T, BT, Carry>), plan.grid, dim3(plan.threads), 0,
+  return DB_LAUNCH((linear_gemv_kernel<T, BT, Carry, KW>), plan.grid, dim3(plan.threads), 0,
                    ctx->stream, reinterpret_cast<const uint4 *>(p->x),
                    reinterpret_cast<const uint4 *>(p->w), reinterpret_cast<T *>(p->y), partial,
                    p->batch, p->n, p->k, plan.per_split);
+}
+
+// The instantiations: (config, batch tile, carried loads); each with 1, 2 and 4 warps a row
+// pair except the batch tile of 8 (a fallback, never planned by AUTO), which has 1.
+#define DB_GEMV_CONFIGS(X) \
+  X(kGemvB1, 1, true)      \
+  X(kGemvB2, 2, true)      \
+  X(kGemvB4, 4, true)
+
+template <class T, int BT, bool Carry>
+int gemv_dispatch_kw(const db_context *ctx, const db_linear_params *p, const LinearPlan &plan,
+                     const LaunchSink *sink) {
+  switch (plan.k_warps) {
+    case 1: return gemv_launch<T, BT, Carry, 1>(ctx, p, plan, sink);
+    case 2: return gemv_launch<T, BT, Carry, 2>(ctx, p, plan, sink);
+    case 4: return gemv_launch<T, BT, Carry, 4>(ctx, p, plan, sink);
+  }
+  return db_fail(DB_ERR_INTERNAL, "linear: no GEMV kernel for %d warps a row pair", plan.k_warps);
 }
 
 template <class T>
 int gemv_dispatch(const db_context *ctx, const db_linear_params *p, const LinearPlan &plan,
                   const LaunchSink *sink) {
   switch (plan.config) {
-    case kGemvB1: return gemv_launch<T, 1, true>(ctx, p, plan, sink);
-    case kGemvB2: return gemv_launch<T, 2, true>(ctx, p, plan, sink);
-    case kGemvB4: return gemv_launch<T, 4, true>(ctx, p, plan, sink);
-    case kGemvB8: return gemv_launch<T, 8, false>(ctx, p, plan, sink);
+#define DB_GEMV_CASE(id, bt, carry) \
+  case id: return gemv_dispatch_kw<T, bt, carry>(ctx, p, plan, sink);
+    DB_GEMV_CONFIGS(DB_GEMV_CASE)
+#undef DB_GEMV_CASE
+    case kGemvB8:
+      if (plan.k_warps != 1) break;
+      return gemv_launch<T, 8, false, 1>(ctx, p, plan, sink);
   }
-  return db_fail(DB_ERR_INTERNAL, "linear: no GEMV kernel for config %d", plan.config);
+  return db_fail(DB_ERR_INTERNAL, "linear: no GEMV kernel for config %d, %d warps a row pair",
+                 plan.config, plan.k_warps);
 }
 
 }  // namespace
 
 namespace db_lin {
+
+int gemv_blocks_per_sm(const db_context *ctx, int config, int *blocks_per_sm) {
+  // The warps a pair do not change the registers ptxas gives (within a few; the gate holds
+  // the table to each instantiation's own figure).
+  static std::atomic<int> cache[4][64];
+  switch (config) {
+#define DB_GEMV_OCC(id, bt, carry)                                                                 \
+  case id:                                                                                         \
+    return cached_occupancy(linear_gemv_kernel<__nv_bfloat16, bt, carry, 1>, cache[id],          \
+                            ctx->device, kGemvThreads, 0, gemv_sm90_registers(bt),                 \
+                            "linear_gemv_kernel", blocks_per_sm);
+    DB_GEMV_CONFIGS(DB_GEMV_OCC)
+    DB_GEMV_OCC(kGemvB8, 8, false)
+#undef DB_GEMV_OCC
+  }
+  return db_fail(DB_ERR_INTERNAL, "linear: no GEMV kernel for config %d", config);
+}
 
 int gemv_run(const db_context *ctx, const db_linear_params *p, const LinearPlan &plan,
              const LaunchSink *sink) {

@@ -156,7 +156,7 @@ int mma_launch(const db_context *ctx, const db_linear_params *p, const LinearPla
     char name[128];
     std::snprintf(name, sizeof name, "(anonymous namespace)::linear_mma_kernel<%s, %d>",
                   dtype_cxx_name<T>(), kMmaTilesN);
-    return sink_add(*sink, name, plan.grid, plan.threads, plan.smem + plan.static_smem);
+    return sink_add(*sink, name, plan.grid, plan.threads, plan.smem + plan.static_smem, plan.units);
   }
   return DB_LAUNCH((linear_mma_kernel<T, kMmaTilesN>), plan.grid, dim3(plan.threads),
                    (size_t)plan.smem, ctx->stream, reinterpret_cast<const uint4 *>(p->x),
@@ -167,6 +167,18 @@ int mma_launch(const db_context *ctx, const db_linear_params *p, const LinearPla
 }  // namespace
 
 namespace db_lin {
+
+int mma_blocks_per_sm(const db_context *ctx, int warps, int *blocks_per_sm) {
+  static std::atomic<int> cache[5][64];
+  int i = 0;
+  while (i < 4 && (1 << i) < warps) ++i;
+  if ((1 << i) != warps)
+    return db_fail(DB_ERR_INTERNAL, "linear: mma block of %d warps is not a power of two <= 16",
+                   warps);
+  return cached_occupancy(linear_mma_kernel<__nv_bfloat16, kMmaTilesN>, cache[i], ctx->device,
+                          warps * 32, (size_t)warps * kMmaTilesN * 4 * 32 * sizeof(float),
+                          kMmaSm90Registers, "linear_mma_kernel", blocks_per_sm);
+}
 
 int mma_run(const db_context *ctx, const db_linear_params *p, const LinearPlan &plan,
             const LaunchSink *sink) {

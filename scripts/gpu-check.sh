@@ -381,7 +381,7 @@ for f in sorted(glob.glob(sys.argv[1] + "/**/run.json", recursive=True)):
     walk(json.load(open(f)), [f.split("/gpu-check/")[-1]])
 print("launch baseline (empty kernel, launch to launch):")
 for k, v in found: print("  %s = %s" % (k, v))
-if not found: print("  not recorded: no run.json here has a launch field (the Go side that records it is another branch)")
+if not found: print("  not recorded: no run.json here has a launch field (did the sweep or bench step fail? see the log)")
 ' "$RES" >"$RES/launch-baseline.txt" 2>&1 || echo "launch baseline: run.json unreadable" >"$RES/launch-baseline.txt"
 cat "$RES/launch-baseline.txt" | tee -a "$LOG"
 [ -f "$RES/kernels-check.txt" ] || echo "kernels-check: not run (see the log)" >"$RES/kernels-check.txt"

@@ -18,7 +18,8 @@ type Manifest struct {
 type ManifestEntry struct {
 	Kernel string       `json:"kernel"` // demangled, without arguments: "linear_gemv_kernel<__nv_bfloat16, 1>"
 	Loop   LoopSelector `json:"loop"`   // "most-loads" (the default) or "#n"
-	// Minimum is the fewest 16-byte loads a warp may have in flight at the loop's first stall.
+	// Minimum is the fewest 16-byte loads a warp may have in flight at any wait of the loop's
+	// trip (the least over its waits).
 	Minimum int `json:"minimum"`
 	// BlockThreads and DynamicSmemBytes are the block the planner launches the kernel with at
 	// the shapes that matter (for occupancy; the waves section reads each launch's own).
@@ -65,25 +66,30 @@ func LoadManifest(path string) (*Manifest, error) {
 
 // LoopResult is one manifest loop as the gate measured it: an object of kernels-check.json.
 type LoopResult struct {
-	Kernel        string         `json:"kernel"`
-	Loop          LoopSelector   `json:"loop"`
-	LoopHead      string         `json:"loop_head,omitempty"` // SASS address of the loop's first instruction
-	LoopEnd       string         `json:"loop_end,omitempty"`  // and of its backward branch
-	LoadsInFlight int            `json:"loads_in_flight"`
-	LoadsPerTrip  int            `json:"loads_per_trip"`
-	FirstWait     string         `json:"first_wait,omitempty"` // "0x0780 scoreboard SB4"
-	LoadsByOp     map[string]int `json:"loads_by_opcode,omitempty"`
-	Minimum       int            `json:"minimum"`
-	OK            bool           `json:"ok"`
-	Registers     int            `json:"registers"`
-	Smem          int            `json:"smem"` // static + the manifest's dynamic bytes per block
-	SpillBytes    int            `json:"spill_bytes"`
-	BlockThreads  int            `json:"block_threads"`
-	BlocksPerSM   int            `json:"blocks_per_sm"`
-	WarpsPerSM    int            `json:"warps_per_sm"`
-	Limit         string         `json:"occupancy_limit,omitempty"`
+	Kernel   string       `json:"kernel"`
+	Loop     LoopSelector `json:"loop"`
+	LoopHead string       `json:"loop_head,omitempty"` // SASS address of the loop's first instruction
+	LoopEnd  string       `json:"loop_end,omitempty"`  // and of its backward branch
+	// LoadsInFlight is the least over the trip's waits of the 16-byte loads in flight there
+	// (what the minimum holds); FirstStallLoads is the count at the first wait alone.
+	LoadsInFlight   int            `json:"loads_in_flight"`
+	LeastWait       string         `json:"least_wait,omitempty"` // where that least is: "0x1c00"
+	Waits           int            `json:"waits"`                // instructions of the trip that wait for a load
+	FirstStallLoads int            `json:"first_stall_loads"`
+	LoadsPerTrip    int            `json:"loads_per_trip"`
+	FirstWait       string         `json:"first_wait,omitempty"` // "0x0780 scoreboard SB4"
+	LoadsByOp       map[string]int `json:"loads_by_opcode,omitempty"`
+	Minimum         int            `json:"minimum"`
+	OK              bool           `json:"ok"`
+	Registers       int            `json:"registers"`
+	Smem            int            `json:"smem"` // static + the manifest's dynamic bytes per block
+	SpillBytes      int            `json:"spill_bytes"`
+	BlockThreads    int            `json:"block_threads"`
+	BlocksPerSM     int            `json:"blocks_per_sm"`
+	WarpsPerSM      int            `json:"warps_per_sm"`
+	Limit           string         `json:"occupancy_limit,omitempty"`
 	// KiBInFlightPerSM is LoadsInFlight x 16 B x 32 lanes x WarpsPerSM / 1024: what the SM has
-	// requested from memory at the loops' first stalls (an H200 SM wants about 40-48 KiB).
+	// requested from memory at the loops' emptiest waits (an H200 SM wants about 40-48 KiB).
 	KiBInFlightPerSM float64 `json:"kib_in_flight_per_sm"`
 	Error            string  `json:"error,omitempty"`
 }
@@ -181,14 +187,16 @@ func CheckLoops(m *Manifest, k *Kernels, limits SMLimits) []LoopResult {
 		}
 		fl := MeasureInFlight(f, l)
 		r.LoopHead, r.LoopEnd = fmt.Sprintf("0x%04x", l.Head), fmt.Sprintf("0x%04x", l.End)
-		r.LoadsInFlight, r.LoadsPerTrip, r.LoadsByOp = fl.Loads, fl.PerTrip, fl.ByOp
+		r.LoadsInFlight, r.FirstStallLoads, r.LoadsPerTrip, r.LoadsByOp = fl.MinLoads, fl.Loads, fl.PerTrip, fl.ByOp
+		r.Waits = fl.Waits
 		if fl.ConsumerAddr >= 0 {
 			r.FirstWait = fmt.Sprintf("0x%04x %s", fl.ConsumerAddr, fl.Consumer)
+			r.LeastWait = fmt.Sprintf("0x%04x", fl.MinAddr)
 		} else {
 			r.FirstWait = "none in the loop"
 		}
-		r.KiBInFlightPerSM = float64(fl.Loads*16*32*r.WarpsPerSM) / 1024
-		r.OK = r.Error == "" && fl.Loads >= e.Minimum
+		r.KiBInFlightPerSM = float64(fl.MinLoads*16*32*r.WarpsPerSM) / 1024
+		r.OK = r.Error == "" && fl.MinLoads >= e.Minimum
 		results = append(results, r)
 	}
 	return results

@@ -4,6 +4,7 @@ import (
 	"bytes"
 	"encoding/json"
 	"errors"
+	"fmt"
 	"os"
 	"os/exec"
 	"path/filepath"
@@ -270,22 +271,24 @@ func TestGateEndToEnd(t *testing.T) {
 		}
 	}
 	dir := t.TempDir()
-	manifest := filepath.Join(dir, "manifest.json")
-	if err := os.WriteFile(manifest, []byte(`{"arch": "sm_90", "loops": [
-	  {"kernel": "linear_gemv_kernel<__nv_bfloat16, 1>", "loop": "most-loads", "minimum": 4, "block_threads": 128}]}`), 0o644); err != nil {
-		t.Fatal(err)
-	}
+	// The old GEMV's trip waits 7 times: 4 loads in flight at the first, 1 at the emptiest
+	// (0x0b50); with #pragma unroll 1 on its load loop, 1 and 1. The gate holds the least.
 	for _, c := range []struct {
-		fixture string
-		code    int
-		loads   int
-	}{{"gemv-bf16-1.sass", 0, 4}, {"gemv-bf16-1-unroll1.sass", 1, 1}} {
+		fixture       string
+		minimum, code int
+		least, first  int
+	}{{"gemv-bf16-1.sass", 1, 0, 1, 4}, {"gemv-bf16-1.sass", 2, 1, 1, 4}, {"gemv-bf16-1-unroll1.sass", 1, 0, 1, 1}} {
+		manifest := filepath.Join(dir, "manifest.json")
+		if err := os.WriteFile(manifest, []byte(fmt.Sprintf(`{"arch": "sm_90", "loops": [
+	  {"kernel": "linear_gemv_kernel<__nv_bfloat16, 1>", "loop": "most-loads", "minimum": %d, "block_threads": 128}]}`, c.minimum)), 0o644); err != nil {
+			t.Fatal(err)
+		}
 		out := filepath.Join(dir, c.fixture+".json")
 		var stdout, stderr bytes.Buffer
 		code := run([]string{"-manifest", manifest, "-sass", filepath.Join("testdata", c.fixture), "-ptxas", "testdata/ptxas.log",
 			"-json", out, "-library", "none"}, &stdout, &stderr)
 		if code != c.code {
-			t.Errorf("%s: exit %d, want %d\n%s%s", c.fixture, code, c.code, stdout.String(), stderr.String())
+			t.Errorf("%s at minimum %d: exit %d, want %d\n%s%s", c.fixture, c.minimum, code, c.code, stdout.String(), stderr.String())
 		}
 		data, err := os.ReadFile(out)
 		if err != nil {
@@ -299,8 +302,10 @@ func TestGateEndToEnd(t *testing.T) {
 			t.Fatalf("%s: %d loops in the JSON, want 1", c.fixture, len(rep.Loops))
 		}
 		l := rep.Loops[0]
-		if l.LoadsInFlight != c.loads || l.OK != (c.code == 0) || l.Minimum != 4 || l.Registers != 56 || l.BlocksPerSM != 9 || l.WarpsPerSM != 36 {
-			t.Errorf("%s: %+v, want %d in flight, 56 registers, 9 blocks and 36 warps per SM", c.fixture, l, c.loads)
+		if l.LoadsInFlight != c.least || l.FirstStallLoads != c.first || l.OK != (c.code == 0) || l.Minimum != c.minimum ||
+			l.Registers != 56 || l.BlocksPerSM != 9 || l.WarpsPerSM != 36 {
+			t.Errorf("%s: %+v, want %d in flight at the emptiest wait, %d at the first, 56 registers, 9 blocks and 36 warps per SM",
+				c.fixture, l, c.least, c.first)
 		}
 		if !strings.Contains(stdout.String(), "Waves: skipped") {
 			t.Errorf("%s: the table does not say the waves were skipped:\n%s", c.fixture, stdout.String())
@@ -334,12 +339,17 @@ func TestGateWavesThroughALibrary(t *testing.T) {
 	lib := cgotest.FakeLibrary(t, "libdecodebench_launches.so", "FAKE_LAUNCHES")
 	dir := t.TempDir()
 	manifest := filepath.Join(dir, "manifest.json")
-	os.WriteFile(manifest, []byte(`{"loops": [{"kernel": "linear_gemv_kernel<__nv_bfloat16, 1>", "minimum": 4, "block_threads": 128}]}`), 0o644)
+	os.WriteFile(manifest, []byte(`{"loops": [{"kernel": "linear_gemv_kernel<__nv_bfloat16, 1>", "minimum": 1, "block_threads": 128}]}`), 0o644)
 	out := filepath.Join(dir, "out.json")
 	var stdout, stderr bytes.Buffer
+	// The fake's geometry (n / 8 blocks of 9 an SM) leaves most launches short of a wave: the
+	// loops pass, the wave rule fails the gate.
 	if code := run([]string{"-manifest", manifest, "-sass", "testdata/gemv-bf16-1.sass", "-ptxas", "testdata/ptxas.log",
-		"-json", out, "-library", lib}, &stdout, &stderr); code != 0 {
-		t.Fatalf("exit %d\n%s%s", code, stdout.String(), stderr.String())
+		"-json", out, "-library", lib}, &stdout, &stderr); code != 1 {
+		t.Fatalf("exit %d, want 1 (the wave rule)\n%s%s", code, stdout.String(), stderr.String())
+	}
+	if !strings.Contains(stdout.String(), "(wave rule)") || strings.Contains(stdout.String(), "below its minimum") {
+		t.Errorf("want a wave-rule failure and no loop failure:\n%s", stdout.String())
 	}
 	data, _ := os.ReadFile(out)
 	var rep Report
@@ -348,6 +358,9 @@ func TestGateWavesThroughALibrary(t *testing.T) {
 	}
 	if rep.WavesSkipped != "" || len(rep.Waves) == 0 {
 		t.Fatalf("waves skipped (%q) or none: %s", rep.WavesSkipped, stdout.String())
+	}
+	if !rep.OK || rep.WavesOK || len(rep.WaveFailures) == 0 {
+		t.Errorf("loops ok %v, waves ok %v, %d wave failures: want the loops ok and the waves failing", rep.OK, rep.WavesOK, len(rep.WaveFailures))
 	}
 	var qkv, attention, reduce bool
 	for _, w := range rep.Waves {
@@ -370,4 +383,66 @@ func TestMain(m *testing.M) {
 	code := m.Run()
 	cgotest.RemoveFakes()
 	os.Exit(code)
+}
+
+// The gate holds the least over a trip's stalls: here the first wait has 3 loads in flight
+// (last trip's R12, this trip's R4 and R8), the second only 2; the third waits for R8, issued
+// with R4 (one burst), which has landed with it: no stall.
+func TestLeastOverTheWaits(t *testing.T) {
+	listing := ` Function : _Z4testv
+ /*0000*/ MOV R1, R2 ; /* 0x0000000000000000 */
+.L_x_0:
+ /*0010*/ LDG.E.128 R4, [R2.64] ; /* 0x0000000000000000 */
+ /*0020*/ LDG.E.128 R8, [R2.64+0x10] ; /* 0x0000000000000000 */
+ /*0030*/ FFMA R20, R12, R12, R20 ; /* 0x0000000000000000 */
+ /*0040*/ FFMA R21, R4, R4, R21 ; /* 0x0000000000000000 */
+ /*0050*/ LDG.E.128 R12, [R2.64+0x20] ; /* 0x0000000000000000 */
+ /*0060*/ FFMA R22, R8, R8, R22 ; /* 0x0000000000000000 */
+ /*0070*/ @P0 BRA ` + "`" + `(.L_x_0) ; /* 0x0000000000000000 */
+ /*0080*/ EXIT ; /* 0x0000000000000000 */
+ /*0090*/ BRA 0x90; /* 0x0000000000000000 */
+`
+	funcs, err := ParseSASS(strings.NewReader(listing))
+	if err != nil {
+		t.Fatal(err)
+	}
+	got := MeasureInFlight(funcs[0], Loops(funcs[0])[0])
+	if got.Loads != 3 || got.ConsumerAddr != 0x30 || got.MinLoads != 2 || got.MinAddr != 0x40 || got.Waits != 2 {
+		t.Errorf("first stall %d at 0x%04x, least %d at 0x%04x over %d stalls; want 3 at 0x0030, 2 at 0x0040 over 2",
+			got.Loads, got.ConsumerAddr, got.MinLoads, got.MinAddr, got.Waits)
+	}
+}
+
+func TestWaveRule(t *testing.T) {
+	// 8B qkv at batch 1: 3072 row pairs on 528 GEMV blocks (4 an SM): a unit a warp, 4 a block
+	// is 768 units, 2 rounds, 73%; two warps a pair (1536 units) take 3 rounds, 97%.
+	if f := WaveFill(768, 528, 528); abs(f-768.0/1056) > 1e-9 {
+		t.Errorf("WaveFill(768, 528, 528) = %v", f)
+	}
+	if f := WaveFill(1536, 528, 528); abs(f-1536.0/1584) > 1e-9 {
+		t.Errorf("WaveFill(1536, 528, 528) = %v", f)
+	}
+	// One block a unit: 128 blocks on 264 slots fill 48%; 285 take 2 waves, 54%.
+	if f := WaveFill(128, 128, 264); abs(f-128.0/264) > 1e-9 {
+		t.Errorf("WaveFill(128, 128, 264) = %v", f)
+	}
+	if f := WaveFill(285, 285, 264); abs(f-285.0/528) > 1e-9 {
+		t.Errorf("WaveFill(285, 285, 264) = %v", f)
+	}
+	big := Call{Kind: "linear", N: 4096, K: 4096}
+	for _, c := range []struct {
+		w    Wave
+		want string
+	}{
+		{Wave{Call: big, Fill: 0.97}, RuleOK},
+		{Wave{Call: big, Fill: 0.48}, RuleFail},
+		{Wave{Call: big, Fill: 0.3, Launch: 1}, "exempt: reduce"},
+		{Wave{Call: Call{Kind: "linear", N: 8, K: 4096}, Fill: 0.01}, "exempt: small W"},
+		{Wave{Call: big, Error: "no block fits an SM"}, RuleFail},
+		{Wave{Call: Call{Kind: "attention"}, Fill: 0.4}, ""},
+	} {
+		if got := WaveRule(c.w); got != c.want {
+			t.Errorf("WaveRule(%+v) = %q, want %q", c.w, got, c.want)
+		}
+	}
 }

@@ -135,6 +135,17 @@ type InFlight struct {
 	// stall. Loads issued in one trip and consumed in the next (a register double buffer, a
 	// cp.async pipeline) count too.
 	Loads int
+	// MinLoads is the least of that count over every stall of the trip (the first stall's
+	// figure when it is the only one), at MinAddr: a trip that stalls three times keeps the
+	// memory system as busy as its emptiest stall allows. Loads issued with no wait between
+	// them are a burst, and land together; a wait is a stall when it waits for a load of a later
+	// burst than the last stall did, and costs next to nothing otherwise: a loop that issues four
+	// loads and then consumes them one by one stalls once, with four in flight; a pipeline that
+	// waits once a trip for the copies of two trips ago stalls every trip.
+	MinLoads int
+	MinAddr  int
+	// Waits is how many stalls one trip makes.
+	Waits int
 	// PerTrip is the 16-byte loads one trip issues (the body read once, straight through).
 	PerTrip int
 	// ConsumerAddr is where that first wait is, -1 when no instruction of the loop waits for a
@@ -147,6 +158,7 @@ type InFlight struct {
 }
 
 type pendingLoad struct {
+	epoch    int // waits the warp had made when it issued the load (its burst)
 	op       string
 	kind     int
 	firstReg int // kind loadGlobal: the destination, 4 registers from here; else -1
@@ -175,6 +187,8 @@ func MeasureInFlight(f *Function, l Loop) InFlight {
 	var (
 		outstanding []pendingLoad
 		nextGroup   int
+		waits       int
+		lastStall   = -1 // the latest burst the last stall waited for
 		result      = InFlight{ConsumerAddr: -1}
 	)
 	// A cp.async pipeline waits for n > 0 groups in its steady state and for none on its last
@@ -225,12 +239,33 @@ func MeasureInFlight(f *Function, l Loop) InFlight {
 					}
 				}
 			}
-			if how != "" && measuring && result.ConsumerAddr < 0 {
-				result.ConsumerAddr, result.Consumer = in.Addr, how
-				result.Loads = len(outstanding)
-				result.ByOp = map[string]int{}
-				for _, p := range outstanding {
-					result.ByOp[p.op]++
+			stall, latest := false, lastStall
+			for i, p := range outstanding {
+				if retire[i] && p.epoch > lastStall {
+					stall = true
+					latest = max(latest, p.epoch)
+				}
+			}
+			if stall {
+				lastStall = latest
+			}
+			if how != "" {
+				waits++ // a load this instruction issues is of the next burst
+			}
+			if how != "" && measuring {
+				if result.ConsumerAddr < 0 {
+					result.ConsumerAddr, result.Consumer = in.Addr, how
+					result.Loads = len(outstanding)
+					result.ByOp = map[string]int{}
+					for _, p := range outstanding {
+						result.ByOp[p.op]++
+					}
+				}
+				if stall && (result.Waits == 0 || len(outstanding) < result.MinLoads) {
+					result.MinLoads, result.MinAddr = len(outstanding), in.Addr
+				}
+				if stall {
+					result.Waits++
 				}
 			}
 			if how != "" {
@@ -244,13 +279,13 @@ func MeasureInFlight(f *Function, l Loop) InFlight {
 			}
 			switch kind := in.loadKind(); {
 			case kind == loadGlobal:
-				p := pendingLoad{op: in.Op, kind: kind, firstReg: in.destination(), writeBar: -1, group: -1}
+				p := pendingLoad{epoch: waits, op: in.Op, kind: kind, firstReg: in.destination(), writeBar: -1, group: -1}
 				if in.Ctrl != nil {
 					p.writeBar = in.Ctrl.WriteBar
 				}
 				outstanding = append(outstanding, p)
 			case kind == loadAsync:
-				outstanding = append(outstanding, pendingLoad{op: in.Op, kind: kind, firstReg: -1, writeBar: -1, group: -1})
+				outstanding = append(outstanding, pendingLoad{epoch: waits, op: in.Op, kind: kind, firstReg: -1, writeBar: -1, group: -1})
 			case in.base() == "LDGDEPBAR":
 				for i := range outstanding {
 					if outstanding[i].kind == loadAsync && outstanding[i].group < 0 {
@@ -261,10 +296,13 @@ func MeasureInFlight(f *Function, l Loop) InFlight {
 			}
 		}
 	}
+	if result.ConsumerAddr >= 0 && result.Waits == 0 { // waits, but for loads already waited for
+		result.MinLoads, result.MinAddr = result.Loads, result.ConsumerAddr
+	}
 	if result.ConsumerAddr < 0 {
 		// Nothing in the loop waits: its loads are consumed after it, and all of one trip's
 		// are in flight at once.
-		result.Loads = result.PerTrip
+		result.Loads, result.MinLoads, result.MinAddr = result.PerTrip, result.PerTrip, -1
 	}
 	return result
 }

@@ -1,12 +1,14 @@
 // Command kernels-check is the static performance gate of the CUDA kernels (`make
 // kernels-check`). It reads the sm_90 SASS of the built objects (cuobjdump) and ptxas's
 // resource report, and for every hot loop of kernels/perf-manifest.json counts the 16-byte
-// global or cp.async loads a warp has in flight at the loop's first stall, with the kernel's
-// registers, shared memory, blocks and warps per SM. It then plans the launches of every linear
-// and attention call of a Llama-3-8B and -70B decode step through the kernels library
-// (db_linear_launches, db_attention_launches) as a 132-SM H200 would, and gives each launch's
-// waves. It prints both tables, writes them as JSON, and exits 1 when a loop falls below its
-// minimum (or the manifest names a kernel or loop the SASS lacks).
+// global or cp.async loads a warp has in flight at every wait of the loop's trip (the least of
+// them is what the manifest's minimum holds; the first stall's count is a column beside it),
+// with the kernel's registers, shared memory, blocks and warps per SM. It then plans the
+// launches of every linear and attention call of a Llama-3-8B and -70B decode step through the
+// kernels library (db_linear_launches, db_attention_launches) as a 132-SM H200 would, and gives
+// each launch's waves. It prints both tables, writes them as JSON, and exits 1 when a loop falls
+// below its minimum (or the manifest names a kernel or loop the SASS lacks) or a linear launch
+// fails the wave rule (WaveRule).
 //
 //	kernels-check [flags] build/cuda/*.o
 //	kernels-check -sass listing.sass [flags]
@@ -42,6 +44,9 @@ type Report struct {
 	PlannerSMs   int    `json:"planner_sm_count,omitempty"` // what the library's planner saw
 	Waves        []Wave `json:"waves,omitempty"`
 	WavesSkipped string `json:"waves_skipped,omitempty"`
+	// WaveFailures names the linear launches the wave rule fails (see WaveRule).
+	WavesOK      bool     `json:"waves_ok"`
+	WaveFailures []string `json:"wave_failures,omitempty"`
 }
 
 // EnvEmuSMCount is the emulator's SM count setting (kernels/emu): the planner then splits work
@@ -145,6 +150,13 @@ func run(args []string, stdout, stderr io.Writer) int {
 			rep.WavesSkipped = err.Error()
 		}
 	}
+	rep.WavesOK = true
+	for _, v := range rep.Waves {
+		if v.Rule == RuleFail {
+			rep.WavesOK = false
+			rep.WaveFailures = append(rep.WaveFailures, fmt.Sprintf("%s %s batch %d: %s %.0f%%", v.Model, v.Name, v.Batch, shortKernel(v.Kernel), 100*v.Fill))
+		}
+	}
 	printWaves(stdout, rep)
 
 	if *jsonPath != "" {
@@ -161,9 +173,14 @@ func run(args []string, stdout, stderr io.Writer) int {
 	}
 	if !rep.OK {
 		fmt.Fprintf(stdout, "kernels-check: FAIL: a loop is below its minimum or missing (see %s)\n", *manifestPath)
+	}
+	if !rep.WavesOK {
+		fmt.Fprintf(stdout, "kernels-check: FAIL: %d linear launches of the decode steps fill under %.0f%% of the card's block slots (wave rule)\n", len(rep.WaveFailures), 100*WholeWaves)
+	}
+	if !rep.OK || !rep.WavesOK {
 		return 1
 	}
-	fmt.Fprintf(stdout, "kernels-check: ok: %d loops at or above their minimums\n", len(rep.Loops))
+	fmt.Fprintf(stdout, "kernels-check: ok: %d loops at or above their minimums; every linear launch of the decode steps fills whole waves\n", len(rep.Loops))
 	return 0
 }
 
@@ -222,16 +239,16 @@ func planWithLibrary(path string, sms int, kernels *Kernels) (int, []Wave, error
 }
 
 func printLoops(w io.Writer, rep Report) {
-	fmt.Fprintf(w, "Static gate (%s): 16-byte loads a warp has in flight at each hot loop's first stall\n", rep.Arch)
+	fmt.Fprintf(w, "Static gate (%s): 16-byte loads a warp has in flight at the emptiest wait of each hot loop's trip\n", rep.Arch)
 	tw := tabwriter.NewWriter(w, 0, 0, 2, ' ', 0)
-	fmt.Fprintln(tw, "kernel\tloop\tin flight\tmin\tok\tper trip\tregs\tsmem\tthreads\tblocks/SM\twarps/SM\tKiB/SM\tfirst wait")
+	fmt.Fprintln(tw, "kernel\tloop\tin flight\tmin\tok\tat\twaits\tfirst stall\tper trip\tregs\tsmem\tthreads\tblocks/SM\twarps/SM\tKiB/SM\tfirst wait")
 	for _, r := range rep.Loops {
 		ok := "ok"
 		if !r.OK {
 			ok = "FAIL"
 		}
-		fmt.Fprintf(tw, "%s\t%s %s\t%d\t%d\t%s\t%d\t%d\t%d\t%d\t%d (%s)\t%d\t%.0f\t%s\n", r.Kernel, r.Loop, r.LoopHead,
-			r.LoadsInFlight, r.Minimum, ok, r.LoadsPerTrip, r.Registers, r.Smem, r.BlockThreads,
+		fmt.Fprintf(tw, "%s\t%s %s\t%d\t%d\t%s\t%s\t%d\t%d\t%d\t%d\t%d\t%d\t%d (%s)\t%d\t%.0f\t%s\n", r.Kernel, r.Loop, r.LoopHead,
+			r.LoadsInFlight, r.Minimum, ok, r.LeastWait, r.Waits, r.FirstStallLoads, r.LoadsPerTrip, r.Registers, r.Smem, r.BlockThreads,
 			r.BlocksPerSM, r.Limit, r.WarpsPerSM, r.KiBInFlightPerSM, r.FirstWait)
 	}
 	tw.Flush()
@@ -261,7 +278,7 @@ func printWaves(w io.Writer, rep Report) {
 	}
 	fmt.Fprintln(w, ")")
 	tw := tabwriter.NewWriter(w, 0, 0, 2, ' ', 0)
-	fmt.Fprintln(tw, "model\tcall\tbatch\tshape\tkernel\tblocks\tthreads\tblocks/SM\twaves\tlast wave")
+	fmt.Fprintln(tw, "model\tcall\tbatch\tshape\tkernel\tblocks\tunits\tthreads\tblocks/SM\twaves\tlast wave\tfill\trule")
 	for _, v := range rep.Waves {
 		shape := fmt.Sprintf("n=%d k=%d", v.N, v.K)
 		if v.Kind != "linear" {
@@ -271,16 +288,19 @@ func printWaves(w io.Writer, rep Report) {
 			fmt.Fprintf(tw, "%s\t%s\t%d\t%s\t%s\t\t\t\t\t%s\n", v.Model, v.Name, v.Batch, shape, v.Kernel, v.Error)
 			continue
 		}
-		fmt.Fprintf(tw, "%s\t%s\t%d\t%s\t%s\t%d\t%d\t%d\t%.2f\t%.0f%%\n", v.Model, v.Name, v.Batch, shape, v.Kernel,
-			v.Blocks, v.BlockThreads, v.BlocksPerSM, v.Waves, 100*v.LastWave)
+		fmt.Fprintf(tw, "%s\t%s\t%d\t%s\t%s\t%d\t%d\t%d\t%d\t%.2f\t%.0f%%\t%.0f%%\t%s\n", v.Model, v.Name, v.Batch, shape, v.Kernel,
+			v.Blocks, v.Units, v.BlockThreads, v.BlocksPerSM, v.Waves, 100*v.LastWave, 100*v.Fill, v.Rule)
 	}
 	tw.Flush()
+	if n := len(rep.WaveFailures); n > 0 {
+		fmt.Fprintf(w, "  %d linear launches fill under %.0f%% of the card (wave rule): %s\n", n, 100*WholeWaves, strings.Join(rep.WaveFailures, "; "))
+	}
 }
 
 // listLoops prints every loop holding 16-byte loads, kernel by kernel.
 func listLoops(w io.Writer, k *Kernels) {
 	tw := tabwriter.NewWriter(w, 0, 0, 2, ' ', 0)
-	fmt.Fprintln(tw, "kernel\tloop\thead\tloads (own)\tin flight\tper trip\tregs\tfirst wait")
+	fmt.Fprintln(tw, "kernel\tloop\thead\tloads (own)\tin flight (least)\tfirst stall\tper trip\tregs\tfirst wait")
 	for _, name := range k.names {
 		f, _ := k.Function(name)
 		res, _ := k.Resources(name)
@@ -289,7 +309,7 @@ func listLoops(w io.Writer, k *Kernels) {
 				continue
 			}
 			fl := MeasureInFlight(f, l)
-			fmt.Fprintf(tw, "%s\t#%d\t0x%04x\t%d\t%d\t%d\t%d\t0x%04x %s\n", name, i+1, l.Head, l.Loads, fl.Loads, fl.PerTrip,
+			fmt.Fprintf(tw, "%s\t#%d\t0x%04x\t%d\t%d\t%d\t%d\t%d\t0x%04x %s\n", name, i+1, l.Head, l.Loads, fl.MinLoads, fl.Loads, fl.PerTrip,
 				res.Registers, fl.ConsumerAddr, fl.Consumer)
 		}
 	}

@@ -4,6 +4,7 @@ import (
 	"errors"
 	"fmt"
 	"math"
+	"strings"
 
 	"github.com/decodebench/decodebench/bench/model"
 	"github.com/decodebench/decodebench/cgo"
@@ -31,10 +32,10 @@ type Call struct {
 }
 
 // WaveModels and the batches and contexts the waves are planned at: the decode shapes of
-// Llama-3-8B and -70B from batch 1 to 256; attention at short and long contexts.
+// Llama-3-8B and -70B from batch 1 to 1024; attention at short and long contexts.
 var (
 	WaveModels        = []string{"llama3-8b", "llama3-70b"}
-	WaveLinearBatches = []int{1, 8, 16, 64, 256}
+	WaveLinearBatches = []int{1, 8, 16, 64, 256, 1024}
 	WaveAttention     = []struct{ Batch, Context int }{{1, 8192}, {1, 32768}, {16, 8192}, {64, 4096}, {256, 1024}}
 )
 
@@ -81,7 +82,71 @@ type Wave struct {
 	// launch is whole waves): 1.08 waves leave the card 54% idle for the last one.
 	Waves    float64 `json:"waves"`
 	LastWave float64 `json:"last_wave"`
-	Error    string  `json:"error,omitempty"`
+	// Units is the work units the blocks share (a grid-stride kernel's; else one a block), and
+	// Fill how well they fill the card (WaveFill); Rule is the wave rule's verdict (WaveRule).
+	Units int64   `json:"units"`
+	Fill  float64 `json:"fill"`
+	Rule  string  `json:"rule,omitempty"`
+	Error string  `json:"error,omitempty"`
+}
+
+// The wave rule. Every main launch of a linear call (launch 0: the GEMV, MMA or tiled kernel)
+// must fill at least WholeWaves of the card, Fill = units / (ceil(units / blocks) x
+// ceil(blocks / slots) x slots) with slots = blocks per SM (ptxas's figures) x SMs: the share of
+// the launch's block-time that does work when every block takes as long as the busiest. 0.9
+// allows a tenth of the card idle in the last round, about what a launch's own start costs
+// (2-3 us) beside the 20-30 us of an 8B layer's linear at batch 1; a looser rule (two full
+// waves, say) passes 1.5 waves, which leave a quarter idle. Exempt:
+//   - calls whose weights are under SmallWeightBytes: at ~4.8 TB/s 8 MiB stream in 1.7 us,
+//     less than a launch costs, so they are bound by latency, not by how they fill the SMs
+//     (routers, the smallest presets' projections);
+//   - the split-K / stream-K reduce (launch 1): it reads only the partials of the split tiles
+//     (a few MB at the decode shapes) and costs about one launch.
+//
+// The planners (kernels/linear.cu, kWholeWaves and kSmallWeightBytes) aim at the same figure
+// with the emulator's register table; blocks per SM here come from ptxas, so a stale table
+// fails this rule too.
+const (
+	WholeWaves       = 0.9
+	SmallWeightBytes = 8 << 20
+	RuleOK           = "ok"
+	RuleFail         = "FAIL"
+)
+
+// WaveFill is the share of a launch's block-time that does work: units equal units shared by
+// blocks blocks (each takes units b, b + blocks, ...) on slots resident blocks.
+func WaveFill(units, blocks int64, slots int) float64 {
+	if units <= 0 || blocks <= 0 || slots <= 0 {
+		return 0
+	}
+	ceil := func(a, b int64) int64 { return (a + b - 1) / b }
+	return float64(units) / (float64(ceil(units, blocks)) * float64(ceil(blocks, int64(slots))) * float64(slots))
+}
+
+// WaveRule gives the wave rule's verdict on w: RuleOK, RuleFail, or "exempt: why".
+func WaveRule(w Wave) string {
+	switch {
+	case w.Kind != model.KindLinear:
+		return ""
+	case w.Error != "":
+		return RuleFail
+	case w.Launch > 0:
+		return "exempt: reduce"
+	case 2*int64(w.N)*int64(w.K) < SmallWeightBytes:
+		return "exempt: small W"
+	case w.Fill < WholeWaves:
+		return RuleFail
+	}
+	return RuleOK
+}
+
+// shortKernel is a kernel's name without its namespace and template arguments.
+func shortKernel(name string) string {
+	name = strings.TrimPrefix(name, "(anonymous namespace)::")
+	if i := strings.Index(name, "<"); i >= 0 {
+		name = name[:i]
+	}
+	return name
 }
 
 // Fake device addresses for planning: planners check they are non-zero and aligned, and read
@@ -124,18 +189,22 @@ func PlanWaves(planner Planner, calls []Call, k *Kernels, limits SMLimits, sms i
 			return waves, err
 		}
 		if err != nil {
-			waves = append(waves, Wave{Call: c, Launch: -1, Error: err.Error()})
+			w := Wave{Call: c, Launch: -1, Error: err.Error()}
+			w.Rule = WaveRule(w)
+			waves = append(waves, w)
 			continue
 		}
 		for i, l := range launches {
-			waves = append(waves, waveOf(c, i, l, k, limits, sms))
+			w := waveOf(c, i, l, k, limits, sms)
+			w.Rule = WaveRule(w)
+			waves = append(waves, w)
 		}
 	}
 	return waves, nil
 }
 
 func waveOf(c Call, i int, l cgo.LaunchInfo, k *Kernels, limits SMLimits, sms int) Wave {
-	w := Wave{Call: c, Launch: i, Kernel: l.Kernel, Blocks: l.Blocks(), BlockThreads: l.BlockThreads, Smem: l.SmemBytes}
+	w := Wave{Call: c, Launch: i, Kernel: l.Kernel, Blocks: l.Blocks(), Units: l.Units(), BlockThreads: l.BlockThreads, Smem: l.SmemBytes}
 	res, ok := k.Resources(l.Kernel)
 	if !ok {
 		w.Error = fmt.Sprintf("ptxas reported nothing for %q (db_launch_info.kernel must be the demangled name)", l.Kernel)
@@ -153,6 +222,7 @@ func waveOf(c Call, i int, l cgo.LaunchInfo, k *Kernels, limits SMLimits, sms in
 		return w
 	}
 	w.Waves, w.LastWave = Waves(w.Blocks, occ.BlocksPerSM*sms)
+	w.Fill = WaveFill(w.Units, w.Blocks, occ.BlocksPerSM*sms)
 	return w
 }
 
