@@ -19,6 +19,7 @@ import (
 	"github.com/decodebench/decodebench/bench/gpuinfo"
 	"github.com/decodebench/decodebench/bench/gpuinfo/fakenvml"
 	"github.com/decodebench/decodebench/bench/measure"
+	"github.com/decodebench/decodebench/bench/format"
 	"github.com/decodebench/decodebench/bench/roofline"
 	"github.com/decodebench/decodebench/bench/validate"
 	"github.com/decodebench/decodebench/cgo"
@@ -45,16 +46,20 @@ func validateCommand() *cli.Command {
 			"Exit status: 0 when every check passes (warnings allowed), 1 when any fails or the box\n" +
 			"cannot be validated (no driver, no GPU), 130 when interrupted, 2 for a bad flag or value.",
 		Flags: []cli.Flag{
-			&cli.StringFlag{Name: "gpus", Value: "all", EnvVars: []string{"DECODEBENCH_GPUS"},
-				Usage: "cards to validate: all, or a comma-separated list of NVML indices and UUIDs"},
-			&cli.StringFlag{Name: "expect", EnvVars: []string{"DECODEBENCH_EXPECT"},
-				Usage: "the kind every card must be, as a bench/roofline key (h100-sxm, h200, ...); a card of another kind fails"},
+			listFlag(&cli.StringFlag{Name: "device", Value: "all", EnvVars: []string{"DECODEBENCH_DEVICE"},
+				Usage: "cards to validate: all, or a comma-separated list of NVML indices and UUIDs (given twice, the lists join)"}),
+			oldName(listFlag(&cli.StringFlag{Name: "gpus"}), "device", nil),
+			&cli.StringFlag{Name: "gpu", EnvVars: []string{"DECODEBENCH_GPU"},
+				Usage: "the spec row every card must be (h100-sxm, h200, ...); a card of another kind fails"},
+			oldName(&cli.StringFlag{Name: "expect"}, "gpu", nil),
 			&cli.IntFlag{Name: "expect-count", EnvVars: []string{"DECODEBENCH_EXPECT_COUNT"},
 				Usage: "the number of GPUs the box must have: fewer fails (a card fell off the bus); 0 skips the check"},
 			&cli.StringFlag{Name: "thresholds", EnvVars: []string{"DECODEBENCH_THRESHOLDS"},
 				Usage: "a JSON thresholds file that overrides any built-in threshold (docs/thresholds.example.json)"},
-			&cli.StringFlag{Name: "json", EnvVars: []string{"DECODEBENCH_VALIDATE_JSON"},
+			&cli.StringFlag{Name: "out", EnvVars: []string{"DECODEBENCH_VALIDATE_OUT"}, TakesFile: true,
 				Usage: "write the report as JSON to this file (- for standard output, the table then goes to standard error)"},
+			oldName(&cli.StringFlag{Name: "json"}, "out", nil),
+			formatFlag(format.All...),
 			&cli.DurationFlag{Name: "idle-wait", Value: 30 * time.Second, EnvVars: []string{"DECODEBENCH_IDLE_WAIT"},
 				Usage: "how long to wait for other processes to leave a card before calling it busy"},
 			&cli.StringFlag{Name: "backend", Value: cgo.BackendAuto, EnvVars: []string{"DECODEBENCH_BACKEND"},
@@ -76,6 +81,7 @@ func validateCommand() *cli.Command {
 
 // validateRequest is a checked command line.
 type validateRequest struct {
+	format       string // --format of stdout
 	selection    string
 	expect       *roofline.GPU
 	expectCount  int
@@ -111,19 +117,19 @@ func checkGPUSelection(spec string) error {
 }
 
 func parseValidateRequest(c *cli.Context) (validateRequest, error) {
-	r := validateRequest{selection: c.String("gpus"), expectCount: c.Int("expect-count"), jsonPath: c.String("json"),
+	r := validateRequest{selection: c.String("device"), expectCount: c.Int("expect-count"), jsonPath: c.String("out"),
 		idleWait: c.Duration("idle-wait"), backend: c.String("backend"), allChecks: c.Bool("all-checks"),
 		simulateGPUs: c.Int("simulate-gpus"), thresholds: validate.BuiltinThresholds()}
 	if c.NArg() > 0 {
-		return r, usageError("validate takes no arguments (got %q); choose cards with --gpus", c.Args().First())
+		return r, usageError("validate takes no arguments (got %q); choose cards with --device", c.Args().First())
 	}
 	if err := checkGPUSelection(r.selection); err != nil {
-		return r, usageError("--gpus %q: %v; want all, or a comma-separated list of indices (0, 1, ...) and UUIDs (GPU-...)", r.selection, err)
+		return r, usageError("--device %q: %v; want all, or a comma-separated list of indices (0, 1, ...) and UUIDs (GPU-...)", r.selection, err)
 	}
-	if name := c.String("expect"); name != "" {
+	if name := c.String("gpu"); name != "" {
 		g, err := roofline.LookupGPU(name)
 		if err != nil {
-			return r, usageError("--expect: %v", err)
+			return r, usageError("--gpu: %v", err)
 		}
 		r.expect = &g
 	}
@@ -148,6 +154,12 @@ func parseValidateRequest(c *cli.Context) (validateRequest, error) {
 		return r, usageError("--suite: %v", err)
 	}
 	r.suite = suite
+	if r.format, err = parseFormat(c); err != nil {
+		return r, err
+	}
+	if r.format != format.Table && r.jsonPath == "-" {
+		return r, usageError("--out - and --format %s: both print on standard output; give --out a file", r.format)
+	}
 	if r.simulateGPUs < 0 || r.simulateGPUs > 64 {
 		return r, usageError("--simulate-gpus %d: want 0..64", r.simulateGPUs)
 	}
@@ -155,11 +167,11 @@ func parseValidateRequest(c *cli.Context) (validateRequest, error) {
 		// Where the report goes is checked before minutes of suite, by creating (and removing)
 		// the temporary file the report will be written through.
 		if err := os.MkdirAll(filepath.Dir(r.jsonPath), 0o755); err != nil {
-			return r, usageError("--json %s: %v", r.jsonPath, err)
+			return r, usageError("--out %s: %v", r.jsonPath, err)
 		}
 		f, err := validate.CreateAtomic(r.jsonPath)
 		if err != nil {
-			return r, usageError("--json: %v", err)
+			return r, usageError("--out: %v", err)
 		}
 		f.Abort()
 	}
@@ -176,8 +188,8 @@ func validateAction(c *cli.Context) error {
 		errOut = os.Stderr
 	}
 	table := out
-	if req.jsonPath == "-" {
-		table = errOut
+	if req.jsonPath == "-" || req.format != format.Table {
+		table = errOut // stdout holds the JSON report or the --format rows
 	}
 	host := c.String("hostname")
 	if host == "" {
@@ -214,6 +226,11 @@ func validateAction(c *cli.Context) error {
 	}
 	if req.jsonPath != "" {
 		if err := writeReport(out, req.jsonPath, report); err != nil {
+			return failure("writing the report: %v", err)
+		}
+	}
+	if req.format != format.Table && (runErr == nil || report.Interrupted != "") {
+		if err := writeValidateRows(out, req.format, report); err != nil {
 			return failure("writing the report: %v", err)
 		}
 	}
@@ -446,4 +463,32 @@ var validateRunnerHook func(validate.Runner) validate.Runner
 func isAll(selection string) bool {
 	selection = strings.TrimSpace(selection)
 	return selection == "" || selection == "all"
+}
+
+// writeValidateRows prints the report in a --format other than the table: json is the whole
+// report (what --out writes); md, csv and jsonl are its checks, one a row, the box's first.
+func writeValidateRows(w io.Writer, name string, r validate.Report) error {
+	if name == format.JSON {
+		return writeJSON(w, r)
+	}
+	rows := format.Rows{Columns: []string{"card", "uuid", "id", "category", "verdict", "value", "threshold", "compare", "unit", "message"}}
+	add := func(card, uuid any, ch validate.Check) {
+		var value, threshold any
+		if ch.Value != nil {
+			value = *ch.Value
+		}
+		if ch.Threshold != nil {
+			threshold = *ch.Threshold
+		}
+		rows.Add(card, uuid, ch.ID, ch.Category, string(ch.Verdict), value, threshold, ch.Compare, ch.Unit, ch.Message)
+	}
+	for _, ch := range r.Checks {
+		add("box", nil, ch)
+	}
+	for _, card := range r.Cards {
+		for _, ch := range card.Checks {
+			add(card.Index, card.UUID, ch)
+		}
+	}
+	return format.Write(w, name, rows)
 }
