@@ -95,8 +95,8 @@ type benchSettings struct {
 	backend  backendChoice
 	opts     measure.Options
 	outPath  string
-	format   string // --format; every format but table keeps the table's prose off stdout
-	asJSON   bool   // --format is not table: stdout carries only the records
+	format   string  // --format; every format but table keeps the table's prose off stdout
+	asJSON   bool    // --format is not table: stdout carries only the records
 	ceiling  float64 // read ceiling in bytes/s, 0 = measure it
 	maxBytes float64 // 0 = no limit
 }

@@ -16,10 +16,10 @@ import (
 	"github.com/NVIDIA/go-nvml/pkg/nvml"
 	"github.com/urfave/cli/v2"
 
+	"github.com/decodebench/decodebench/bench/format"
 	"github.com/decodebench/decodebench/bench/gpuinfo"
 	"github.com/decodebench/decodebench/bench/gpuinfo/fakenvml"
 	"github.com/decodebench/decodebench/bench/measure"
-	"github.com/decodebench/decodebench/bench/format"
 	"github.com/decodebench/decodebench/bench/roofline"
 	"github.com/decodebench/decodebench/bench/validate"
 	"github.com/decodebench/decodebench/cgo"
