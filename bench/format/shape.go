@@ -25,7 +25,7 @@ func Shape(name, text string) (columns []string, rows int, err error) {
 		if err := json.Unmarshal([]byte(text), &objs); err != nil {
 			return nil, 0, fmt.Errorf("json: %w", err)
 		}
-		return objectsShape(objs)
+		return objectsShape(objs, true)
 	case JSONL:
 		var objs []json.RawMessage
 		for _, l := range lines {
@@ -37,7 +37,7 @@ func Shape(name, text string) (columns []string, rows int, err error) {
 			}
 			objs = append(objs, json.RawMessage(l))
 		}
-		return objectsShape(objs)
+		return objectsShape(objs, false)
 	case MD:
 		if len(lines) < 2 || !strings.HasPrefix(lines[1], "| --- |") {
 			return nil, 0, fmt.Errorf("md: no header and separator: %q", text)
@@ -66,20 +66,25 @@ func Shape(name, text string) (columns []string, rows int, err error) {
 	return nil, 0, Check(name, All)
 }
 
-// objectsShape is the columns of JSON objects (the first one's keys, in order) and their
-// count; every object must have the same keys.
-func objectsShape(objs []json.RawMessage) ([]string, int, error) {
+// objectsShape is the columns of JSON objects (every key, in the order they first appear)
+// and their count. same: every object must have the same keys, as Write's do; JSON Lines
+// streamed as records are measured may leave out keys a record does not have.
+func objectsShape(objs []json.RawMessage, same bool) ([]string, int, error) {
 	var columns []string
+	seen := map[string]bool{}
 	for i, o := range objs {
-		o = bytes.TrimSpace(o)
-		keys, _, err := orderedKeys(o)
+		keys, _, err := orderedKeys(bytes.TrimSpace(o))
 		if err != nil {
 			return nil, 0, err
 		}
-		if i == 0 {
-			columns = keys
-		} else if strings.Join(keys, ",") != strings.Join(columns, ",") {
+		if same && i > 0 && strings.Join(keys, ",") != strings.Join(columns, ",") {
 			return nil, 0, fmt.Errorf("object %d has keys %v, the first %v", i, keys, columns)
+		}
+		for _, k := range keys {
+			if !seen[k] {
+				seen[k] = true
+				columns = append(columns, k)
+			}
 		}
 	}
 	return columns, len(objs), nil

@@ -45,7 +45,7 @@ func stepCommand() *cli.Command {
 		Name:  "step",
 		Usage: "run whole decode steps on the GPU (eager and as a CUDA graph) beside their composed time and the roofline",
 		UsageText: "decodebench step (--model NAME | --model-config FILE) [--batch LIST] [--context LIST] [--steps T]\n" +
-			"       [--mode graph|eager|both] [--tp N] [--dtype bf16|fp16] [--json] [--out DIR] [--backend auto|cuda|emu]\n\n" +
+			"       [--mode graph|eager|both] [--tp N] [--dtype bf16|fp16] [--format table|md|csv|json|jsonl] [--out DIR] [--backend auto|cuda|emu]\n\n" +
 			"   LIST syntax: " + axes.Syntax,
 		Description: "For each configuration (batch B, context S) the model's synthetic weights are filled on the device,\n" +
 			"a KV cache of S tokens per sequence, then T steps run in which each sequence's greedy token is the next\n" +
@@ -55,7 +55,7 @@ func stepCommand() *cli.Command {
 			"  graph:    the same step captured once in a CUDA graph and replayed.\n" +
 			"eager - graph is what launches cost; graph - composed is what running together costs. Each sample\n" +
 			"is T steps from the same start, timed by events on the stream, under the sampling rule of every\n" +
-			"measurement. One line per configuration as it finishes, then a table (--json: the records).\n" +
+			"measurement. One line per configuration as it finishes, then a table (--format jsonl: the records).\n" +
 			"With --tp N the step is one GPU's shard and the all-reduces are left out. Exit status: 0 all ok,\n" +
 			"1 a configuration failed, 2 a usage error, 130 interrupted.",
 		Flags:        stepFlags(),

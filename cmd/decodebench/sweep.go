@@ -480,9 +480,13 @@ func sweepAction(c *cli.Context) error {
 	if reportErr != nil {
 		return failure("writing the report of %s: %v", req.out, reportErr)
 	}
-	fmt.Fprintf(c.App.Writer, "report: %s\n", filepath.Join(req.out, report.HTMLFile))
+	prose := c.App.Writer
+	if req.format != format.Table {
+		prose = c.App.ErrWriter
+	}
+	fmt.Fprintf(prose, "report: %s\n", filepath.Join(req.out, report.HTMLFile))
 	if target.lib.Emulated() {
-		fmt.Fprintln(c.App.Writer, "EMULATED: the kernels ran on the CPU emulator; these times are not a speed.")
+		fmt.Fprintln(prose, "EMULATED: the kernels ran on the CPU emulator; these times are not a speed.")
 	}
 	switch {
 	case res.BudgetExhausted:

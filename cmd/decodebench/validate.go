@@ -29,8 +29,8 @@ func validateCommand() *cli.Command {
 	return &cli.Command{
 		Name:  "validate",
 		Usage: "give this box a production verdict: every card's health, correctness and speed (PASS, WARN or FAIL)",
-		UsageText: "decodebench validate [--gpus all|LIST] [--expect GPU] [--thresholds FILE] [--expect-count N]\n" +
-			"                     [--json FILE] [--idle-wait 30s] [--backend auto|cuda|emu] [--hostname NAME] [--all-checks]",
+		UsageText: "decodebench validate [--device all|LIST] [--gpu ROW] [--thresholds FILE] [--expect-count N]\n" +
+			"                     [--out FILE] [--format table|md|csv|json|jsonl] [--idle-wait 30s] [--backend auto|cuda|emu] [--hostname NAME] [--all-checks]",
 		Description: "Runs, on every selected card at once (one worker per card), a fixed suite that takes under\n" +
 			"2 minutes per box: health from NVML (ECC and uncorrectable errors, retired pages, row\n" +
 			"remapping, PCIe link, throttling, temperature, power, other processes), every kernel\n" +
@@ -94,7 +94,7 @@ type validateRequest struct {
 	simulateGPUs int
 }
 
-// checkGPUSelection checks the form of --gpus before NVML is opened, so that a typo is a usage
+// checkGPUSelection checks the form of --device before NVML is opened, so that a typo is a usage
 // error on any machine; whether the cards exist is validate.SelectGPUs's question.
 func checkGPUSelection(spec string) error {
 	if spec = strings.TrimSpace(spec); spec == "" || spec == "all" {
@@ -285,7 +285,7 @@ func runValidate(ctx context.Context, req validateRequest, report *validate.Repo
 
 	selected, err := validate.SelectGPUs(sys.Devices, req.selection)
 	if err != nil {
-		return usageError("--gpus: %v", err)
+		return usageError("--device: %v", err)
 	}
 	if req.backend != cgo.BackendEmu {
 		// CUDA must number devices by PCI bus id, as the device map assumes.
@@ -426,7 +426,7 @@ func openTargets(lib nvml.Interface, sys gpuinfo.System, selected []int, kernels
 		} else {
 			cudaIndex, ok := dmap.CUDA(i)
 			if !ok {
-				return nil, closeAll, usageError("--gpus: GPU %d (%s) is not visible to CUDA (CUDA_VISIBLE_DEVICES=%q)", i, d.UUID, os.Getenv("CUDA_VISIBLE_DEVICES"))
+				return nil, closeAll, usageError("--device: GPU %d (%s) is not visible to CUDA (CUDA_VISIBLE_DEVICES=%q)", i, d.UUID, os.Getenv("CUDA_VISIBLE_DEVICES"))
 			}
 			t.BackendDevice = cudaIndex
 			t.Open = func() (validate.Runner, error) {
