@@ -166,6 +166,27 @@ func checkFlagRules(c *cli.Context) error {
 		}
 		uses[target] = append(uses[target], flagUse{given: name, value: value})
 	}
+	// An old name's environment variable (DECODEBENCH_GPUS) still works where the line gives
+	// neither name.
+	for _, old := range c.Command.Flags {
+		r, ok := renamedFlags[old]
+		oldName := old.Names()[0]
+		target := byName[r.to]
+		if !ok || target == nil || len(uses[target]) > 0 || !c.IsSet(oldName) {
+			continue
+		}
+		value := fmt.Sprint(c.Value(oldName))
+		if r.convert != nil {
+			converted, err := r.convert(value)
+			if err != nil {
+				return usageError("%s=%q: %v", envName(old), value, err)
+			}
+			value = converted
+		}
+		fmt.Fprintf(errWriter(c), "decodebench: %s is %s now; the old name still works\n", envName(old), envName(target))
+		order = append(order, target)
+		uses[target] = []flagUse{{given: oldName, value: value}}
+	}
 	for _, f := range order {
 		list := uses[f]
 		name := f.Names()[0]
@@ -189,6 +210,14 @@ func checkFlagRules(c *cli.Context) error {
 		}
 	}
 	return nil
+}
+
+// envName is the flag's environment variable (addEnvVars gives one to every flag).
+func envName(f cli.Flag) string {
+	if d, ok := f.(cli.DocGenerationFlag); ok && len(d.GetEnvVars()) > 0 {
+		return d.GetEnvVars()[0]
+	}
+	return "DECODEBENCH_" + strings.ToUpper(strings.ReplaceAll(f.Names()[0], "-", "_"))
 }
 
 func errWriter(c *cli.Context) io.Writer {

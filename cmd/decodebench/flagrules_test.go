@@ -180,3 +180,17 @@ func TestOldFlagNames(t *testing.T) {
 		t.Errorf("sweep --gpu 3: stderr %q, want the notice that --device names the device", stderr)
 	}
 }
+
+// An old name's environment variable still sets the new flag, with a notice.
+func TestOldEnvironmentVariables(t *testing.T) {
+	scrubEnv(t)
+	t.Setenv("DECODEBENCH_EXPECT", "h900")
+	_, stderr, code, msg := runApp(t, "validate")
+	if code != exitUsage || !strings.Contains(msg, `--gpu: unknown GPU "h900"`) || !strings.Contains(stderr, "DECODEBENCH_EXPECT is DECODEBENCH_GPU now") {
+		t.Errorf("DECODEBENCH_EXPECT=h900: exit %d %q, stderr %q; want it read as --gpu h900 with a notice", code, msg, stderr)
+	}
+	t.Setenv("DECODEBENCH_GPU", "h100-sxm")
+	if _, stderr, _, _ = runApp(t, "validate", "--simulate-gpus", "1", "--gpu", "h900"); strings.Contains(stderr, "DECODEBENCH_EXPECT") {
+		t.Errorf("the line's --gpu gave way to the old variable: %q", stderr)
+	}
+}

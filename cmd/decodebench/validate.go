@@ -58,7 +58,7 @@ func validateCommand() *cli.Command {
 				Usage: "a JSON thresholds file that overrides any built-in threshold (docs/thresholds.example.json)"},
 			&cli.StringFlag{Name: "out", EnvVars: []string{"DECODEBENCH_VALIDATE_OUT"}, TakesFile: true,
 				Usage: "write the report as JSON to this file (- for standard output, the table then goes to standard error)"},
-			oldName(&cli.StringFlag{Name: "json"}, "out", nil),
+			oldName(&cli.StringFlag{Name: "json", EnvVars: []string{"DECODEBENCH_VALIDATE_JSON"}}, "out", nil),
 			formatFlag(format.All...),
 			&cli.DurationFlag{Name: "idle-wait", Value: 30 * time.Second, EnvVars: []string{"DECODEBENCH_IDLE_WAIT"},
 				Usage: "how long to wait for other processes to leave a card before calling it busy"},
