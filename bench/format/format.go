@@ -34,7 +34,7 @@ func Check(name string, accepted []string) error {
 			return nil
 		}
 	}
-	return fmt.Errorf("--format %q: want one of %s", name, strings.Join(accepted, ", "))
+	return fmt.Errorf("--format %q: accepted are %s", name, strings.Join(accepted, ", "))
 }
 
 // Structured reports whether the format is for programs (JSON, JSON Lines, CSV) rather than

@@ -11,17 +11,23 @@ import (
 	"io"
 	"os"
 	"strings"
+	"sync"
 
 	"github.com/urfave/cli/v2"
 
 	"github.com/decodebench/decodebench/bench/format"
 )
 
+// flagRulesMu guards the three tables below: each app built (one a test) adds its flags.
+var flagRulesMu sync.Mutex
+
 // listFlags are the flags whose values are lists: given twice, their values are joined.
 var listFlags = map[cli.Flag]bool{}
 
 // listFlag marks f as a list.
 func listFlag(f *cli.StringFlag) *cli.StringFlag {
+	flagRulesMu.Lock()
+	defer flagRulesMu.Unlock()
 	listFlags[f] = true
 	return f
 }
@@ -48,6 +54,8 @@ func oldName(f cli.Flag, to string, convert func(string) (string, error)) cli.Fl
 	case *cli.IntFlag:
 		v.Hidden = true
 	}
+	flagRulesMu.Lock()
+	defer flagRulesMu.Unlock()
 	renamedFlags[f] = renamed{to: to, convert: convert}
 	return f
 }
@@ -66,7 +74,9 @@ var formatAccepted = map[cli.Flag][]string{}
 // formatFlag is --format, accepting the formats named (the first is the default).
 func formatFlag(accepted ...string) *cli.StringFlag {
 	f := &cli.StringFlag{Name: "format", Value: accepted[0],
-		Usage: "what to print on standard output: " + strings.Join(accepted, ", ") + " (csv, json and jsonl for programs; md pastes into an issue)"}
+		Usage: "what to print on standard output: " + strings.Join(accepted, ", ") + " (md pastes into an issue; json is for programs)"}
+	flagRulesMu.Lock()
+	defer flagRulesMu.Unlock()
 	formatAccepted[f] = accepted
 	return f
 }
@@ -86,6 +96,8 @@ func jsonAlias(to string) cli.Flag {
 func parseFormat(c *cli.Context) (string, error) {
 	name := c.String("format")
 	accepted := format.All
+	flagRulesMu.Lock()
+	defer flagRulesMu.Unlock()
 	for _, f := range c.Command.Flags {
 		if a, ok := formatAccepted[f]; ok {
 			accepted = a
@@ -107,6 +119,8 @@ type flagUse struct {
 // to their new flags, reading the command line as typed (urfave/cli keeps only the last value
 // of a flag given twice).
 func checkFlagRules(c *cli.Context) error {
+	flagRulesMu.Lock()
+	defer flagRulesMu.Unlock()
 	if c.Args().Present() && c.Command.Command(c.Args().First()) != nil {
 		return nil // the subcommand's own check reads the line
 	}
