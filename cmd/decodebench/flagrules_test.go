@@ -134,6 +134,8 @@ func TestRepeatedFlags(t *testing.T) {
 		{[]string{"validate", "--simulate-gpus", "1", "--gpu", "h200", "--expect", "h100-sxm"}, "--gpu given 2 times"},
 		{[]string{"sweep", "--model", "llama3-8b", "--reserve", "0.1", "--reserve", "0.2"}, "--reserve given 2 times"},
 		{[]string{"step", "--model", "llama3-8b", "--steps", "1", "--steps", "2"}, "--steps given 2 times"},
+		{[]string{"validate", "--max-time", "1s", "--max-time", "2s"}, "--max-time given 2 times"},
+		{[]string{"validate", "--min-time", "2s", "--max-time", "1s"}, "timing flags: "},
 	} {
 		_, code, msg := runCLI(t, tc.args...)
 		if code != exitUsage || !strings.Contains(msg, tc.want) {

@@ -60,6 +60,10 @@ func validateCommand() *cli.Command {
 				Usage: "write the report as JSON to this file (- for standard output, the table then goes to standard error)"},
 			oldName(&cli.StringFlag{Name: "json", EnvVars: []string{"DECODEBENCH_VALIDATE_JSON"}}, "out", nil),
 			formatFlag(format.All...),
+			&cli.DurationFlag{Name: "min-time", EnvVars: []string{"DECODEBENCH_MIN_TIME"},
+				Usage: "sample each timed kernel for at least this long (e.g. 500ms; default: the suite's)"},
+			&cli.DurationFlag{Name: "max-time", EnvVars: []string{"DECODEBENCH_MAX_TIME"},
+				Usage: "and stop once this long has passed (e.g. 2s; default: the suite's)"},
 			&cli.DurationFlag{Name: "idle-wait", Value: 30 * time.Second, EnvVars: []string{"DECODEBENCH_IDLE_WAIT"},
 				Usage: "how long to wait for other processes to leave a card before calling it busy"},
 			&cli.StringFlag{Name: "backend", Value: cgo.BackendAuto, EnvVars: []string{"DECODEBENCH_BACKEND"},
@@ -152,6 +156,16 @@ func parseValidateRequest(c *cli.Context) (validateRequest, error) {
 	suite, err := validate.SuiteByName(c.String("suite"))
 	if err != nil {
 		return r, usageError("--suite: %v", err)
+	}
+	// --min-time and --max-time change the suite's timing rule, as in bench and sweep.
+	if c.IsSet("min-time") {
+		suite.Timing.MinSeconds = c.Duration("min-time").Seconds()
+	}
+	if c.IsSet("max-time") {
+		suite.Timing.MaxSeconds = c.Duration("max-time").Seconds()
+	}
+	if err := suite.Timing.Validate(); err != nil {
+		return r, usageError("timing flags: %v", err)
 	}
 	r.suite = suite
 	if r.format, err = parseFormat(c); err != nil {
