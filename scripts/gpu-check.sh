@@ -252,7 +252,7 @@ done
 # ---- 4. bench, then the peer ------------------------------------------------------------------
 B=("$BIN" bench)
 if [ "$DRY" = 1 ]; then
-	TIMING=(--warmup 1 --min-samples 3 --min-seconds 0 --max-seconds 0.5 --target-spread 0.05)
+	TIMING=(--warmup 1 --min-samples 3 --min-time 0s --max-time 500ms --target-spread 0.05)
 	cat >"$RES/tiny-llama.json" <<'EOF'
 {"model_type": "llama", "hidden_size": 128, "intermediate_size": 96, "num_hidden_layers": 2,
  "num_attention_heads": 2, "num_key_value_heads": 1, "head_dim": 64, "vocab_size": 200, "torch_dtype": "bfloat16"}
@@ -269,7 +269,7 @@ EOF
 else
 	# A shorter sampling rule than timing.Default's (0.5 s, 0.5%, 10 s) so that ~200 shapes fit the
 	# budget; every record says the rule it was taken with.
-	TIMING=(--warmup 2 --min-samples 10 --min-seconds 0.15 --max-seconds 0.6 --target-spread 0.01)
+	TIMING=(--warmup 2 --min-samples 10 --min-time 150ms --max-time 600ms --target-spread 0.01)
 	MODEL_8B=(--model llama3-8b)
 	MODEL_70B=(--model llama3-70b)
 	LINEAR_BATCHES=1-256*2
@@ -347,7 +347,7 @@ else
 fi
 step "sweep llama3-8b" 100 "$BIN" sweep --backend "$BACKEND" "${SWEEP_MODEL[@]}" "${SWEEP_AXES[@]}" \
 	--progress lines --out "$RES/sweep"
-step "validate" 150 "$BIN" validate --backend "$BACKEND" "${VALIDATE_EXTRA[@]}" --json "$RES/validate.json"
+step "validate" 150 "$BIN" validate --backend "$BACKEND" "${VALIDATE_EXTRA[@]}" --out "$RES/validate.json"
 bench_model 70b "${MODEL_70B[@]}"
 cublas_peer 70b "${MODEL_70B[@]}"
 # The tensor-core attention kernel (--variant mma) at the 8B and 70B layouts, next to the default

@@ -3,6 +3,7 @@ package plan
 import (
 	"encoding/json"
 	"fmt"
+	"github.com/decodebench/decodebench/bench/format"
 	"io"
 	"math"
 	"path/filepath"
@@ -16,9 +17,9 @@ import (
 
 // Output formats of a plan.
 const (
-	FormatTable    = "table"
-	FormatMarkdown = "md"
-	FormatJSON     = "json"
+	FormatTable    = format.Table // the names every command's --format shares
+	FormatMarkdown = format.MD
+	FormatJSON     = format.JSON
 )
 
 // Formats are the formats Write takes.

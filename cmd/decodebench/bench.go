@@ -16,6 +16,7 @@ import (
 	"github.com/urfave/cli/v2"
 
 	"github.com/decodebench/decodebench/bench/axes"
+	"github.com/decodebench/decodebench/bench/format"
 	"github.com/decodebench/decodebench/bench/measure"
 	"github.com/decodebench/decodebench/bench/model"
 	"github.com/decodebench/decodebench/bench/sweep"
@@ -59,15 +60,18 @@ func benchFlags() []cli.Flag {
 	return append([]cli.Flag{
 		&cli.StringFlag{Name: "out", EnvVars: []string{"DECODEBENCH_BENCH_OUT"}, TakesFile: true,
 			Usage: "append one JSON Lines record per measurement to this file, each written as soon as it is measured"},
-		&cli.BoolFlag{Name: "json", EnvVars: []string{"DECODEBENCH_JSON"}, Usage: "print the JSON Lines records instead of a table"},
+		formatFlag(format.All...),
+		jsonAlias(format.JSONL),
 		&cli.Uint64Flag{Name: "seed", Value: 1, EnvVars: []string{"DECODEBENCH_SEED"}, Usage: "seed of the input hash"},
 		&cli.IntFlag{Name: "warmup", Value: d.Warmup, EnvVars: []string{"DECODEBENCH_WARMUP"}, Usage: "untimed samples before sampling"},
 		&cli.IntFlag{Name: "min-samples", Value: d.MinSamples, EnvVars: []string{"DECODEBENCH_MIN_SAMPLES"}, Usage: "take at least this many samples"},
-		&cli.Float64Flag{Name: "min-seconds", Value: d.MinSeconds, EnvVars: []string{"DECODEBENCH_MIN_SECONDS"}, Usage: "and sample for at least this long"},
+		&cli.DurationFlag{Name: "min-time", Value: seconds(d.MinSeconds), EnvVars: []string{"DECODEBENCH_MIN_TIME"}, Usage: "and sample for at least this long (e.g. 500ms)"},
+		oldName(&cli.Float64Flag{Name: "min-seconds"}, "min-time", secondsToDuration),
 		&cli.Float64Flag{Name: "target-spread", Value: d.TargetSpread, EnvVars: []string{"DECODEBENCH_TARGET_SPREAD"},
 			Usage: "then stop once (Q3 - Q1) / median falls under this"},
-		&cli.Float64Flag{Name: "max-seconds", Value: d.MaxSeconds, EnvVars: []string{"DECODEBENCH_MAX_SECONDS"},
-			Usage: "or once this long has passed (the record says it did not converge)"},
+		&cli.DurationFlag{Name: "max-time", Value: seconds(d.MaxSeconds), EnvVars: []string{"DECODEBENCH_MAX_TIME"},
+			Usage: "or once this long has passed (e.g. 2s; the record says it did not converge)"},
+		oldName(&cli.Float64Flag{Name: "max-seconds"}, "max-time", secondsToDuration),
 		&cli.Float64Flag{Name: "rotate-factor", Value: measure.DefaultRotateFactor, EnvVars: []string{"DECODEBENCH_ROTATE_FACTOR"},
 			Usage: "rotate weights and KV caches through copies of at least this many times the L2 size"},
 	}, backendFlags()...)
@@ -76,8 +80,8 @@ func benchFlags() []cli.Flag {
 // shapeFlags are the extra flags of the linear and attention commands.
 func shapeFlags(batchDefault string) []cli.Flag {
 	return append(modelFlags(),
-		&cli.StringFlag{Name: "batch", Value: batchDefault, EnvVars: []string{"DECODEBENCH_BATCH"},
-			Usage: "batch sizes, LIST syntax: " + axes.Syntax},
+		listFlag(&cli.StringFlag{Name: "batch", Value: batchDefault, EnvVars: []string{"DECODEBENCH_BATCH"},
+			Usage: "batch sizes, LIST syntax: " + axes.Syntax}),
 		&cli.StringFlag{Name: "dtype", EnvVars: []string{"DECODEBENCH_DTYPE"},
 			Usage: "bf16 or fp16 (default: the model's, else bf16)"},
 		&cli.Float64Flag{Name: "read-ceiling-gbps", EnvVars: []string{"DECODEBENCH_READ_CEILING_GBPS"},
@@ -91,22 +95,27 @@ type benchSettings struct {
 	backend  backendChoice
 	opts     measure.Options
 	outPath  string
-	asJSON   bool
+	format   string  // --format; every format but table keeps the table's prose off stdout
+	asJSON   bool    // --format is not table: stdout carries only the records
 	ceiling  float64 // read ceiling in bytes/s, 0 = measure it
 	maxBytes float64 // 0 = no limit
 }
 
 func parseBenchSettings(c *cli.Context, shapeCmd bool) (benchSettings, error) {
-	s := benchSettings{outPath: c.String("out"), asJSON: c.Bool("json")}
+	s := benchSettings{outPath: c.String("out")}
 	var err error
+	if s.format, err = parseFormat(c); err != nil {
+		return s, err
+	}
+	s.asJSON = s.format != format.Table
 	if s.backend, err = parseBackendFlags(c); err != nil {
 		return s, err
 	}
 	s.opts = measure.DefaultOptions()
 	s.opts.Seed = c.Uint64("seed")
 	s.opts.RotateFactor = c.Float64("rotate-factor")
-	s.opts.Timing = timing.Config{Warmup: c.Int("warmup"), MinSamples: c.Int("min-samples"), MinSeconds: c.Float64("min-seconds"),
-		TargetSpread: c.Float64("target-spread"), MaxSeconds: c.Float64("max-seconds")}
+	s.opts.Timing = timing.Config{Warmup: c.Int("warmup"), MinSamples: c.Int("min-samples"), MinSeconds: c.Duration("min-time").Seconds(),
+		TargetSpread: c.Float64("target-spread"), MaxSeconds: c.Duration("max-time").Seconds()}
 	if err := s.opts.Timing.Validate(); err != nil {
 		return s, usageError("timing flags: %v", err)
 	}
@@ -262,11 +271,20 @@ func (s *benchSession) close() {
 }
 
 // finish is the command's exit: 1 when any measurement failed. It prints the headline first
-// (on stderr with --json, so that stdout stays JSON Lines).
+// (on stderr in every --format but table, so that stdout holds only the records).
 func (s *benchSession) finish() error {
 	w := s.stdout
 	if s.settings.asJSON {
 		w = s.stderr
+	}
+	if s.settings.asJSON && s.settings.format != format.JSONL {
+		rows, err := format.FromRecords(s.records)
+		if err != nil {
+			return failure("encoding the records: %v", err)
+		}
+		if err := format.Write(s.stdout, s.settings.format, rows); err != nil {
+			return err
+		}
 	}
 	fmt.Fprintln(w)
 	for _, line := range benchHeadline(s.device, s.lib.Emulated(), s.records, s.labels) {
@@ -381,7 +399,7 @@ func (s *benchSession) record(kind, kernel string, o measure.Outcome, tel teleme
 	return r
 }
 
-// emit writes a record to --out (and to stdout with --json) and counts failures.
+// emit writes a record to --out (and to stdout at once with --format jsonl) and counts failures.
 func (s *benchSession) emit(r benchRecord, label string) error {
 	line, err := json.Marshal(r)
 	if err != nil {
@@ -393,7 +411,7 @@ func (s *benchSession) emit(r benchRecord, label string) error {
 			return failure("writing %s: %v", s.settings.outPath, err)
 		}
 	}
-	if s.settings.asJSON {
+	if s.settings.format == format.JSONL { // each record as soon as it is measured
 		if _, err := s.stdout.Write(line); err != nil {
 			return err
 		}

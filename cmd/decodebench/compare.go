@@ -4,7 +4,6 @@ import (
 	"fmt"
 	"os"
 	"path/filepath"
-	"slices"
 	"strconv"
 	"strings"
 
@@ -30,7 +29,7 @@ func compareCommand() *cli.Command {
 				Usage: "directory for the comparison (default: compare-<A>-vs-<B> beside DIR_A)"},
 			&cli.StringFlag{Name: "threshold", Value: "3%", Usage: "the change that counts: a fraction or a percentage in (0, 1), e.g. 0.03 or 3%"},
 			&cli.StringFlag{Name: "confidence", Value: "95%", Usage: "confidence of the intervals: a fraction or a percentage in [0.5, 1), e.g. 0.95 or 95%"},
-			&cli.StringFlag{Name: "format", Value: report.FormatTable, Usage: "what to print: " + strings.Join(report.CompareFormats, ", ")},
+			formatFlag(report.CompareFormats...),
 		},
 		OnUsageError: onUsageError,
 		Action:       compareAction,
@@ -73,9 +72,9 @@ func compareAction(c *cli.Context) error {
 	if !(gate.Confidence >= 0.5 && gate.Confidence < 1) {
 		return usageError("--confidence %s: must be at least 50%% and less than 100%%, such as 95%% or 0.95", c.String("confidence"))
 	}
-	format := c.String("format")
-	if !slices.Contains(report.CompareFormats, format) {
-		return usageError("--format %q: accepted are %s", format, strings.Join(report.CompareFormats, ", "))
+	format, err := parseFormat(c)
+	if err != nil {
+		return err
 	}
 	a, b := c.Args().Get(0), c.Args().Get(1)
 	for _, dir := range []string{a, b} {

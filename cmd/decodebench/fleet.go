@@ -116,7 +116,7 @@ func fleetAction(c *cli.Context) error {
 		printFleet(c.App.Writer, s, plots)
 	}
 	if s.Boxes == 0 {
-		return failure("no validate report in %s: fleet reads the *.json files that `decodebench validate --json FILE` writes (schema %s)%s",
+		return failure("no validate report in %s: fleet reads the *.json files that `decodebench validate --out FILE` writes (schema %s)%s",
 			strings.Join(dirs, ", "), validate.ReportSchema, map[bool]string{true: "; see the unreadable files above", false: ""}[len(unreadable) > 0])
 	}
 	if s.Verdict == validate.Fail || s.Verdict == validate.Incomplete {

@@ -134,7 +134,7 @@ func TestFleetNoReports(t *testing.T) {
 	os.WriteFile(filepath.Join(garbage, "b.json"), []byte("[1, 2]"), 0o644)
 	for _, dir := range []string{empty, garbage} {
 		stdout, _, code, msg := runFleetCLI(t, "fleet", "--out", filepath.Join(t.TempDir(), "plots"), dir)
-		if code != exitFailure || !strings.Contains(msg, "no validate report in "+dir) || !strings.Contains(msg, "validate --json") {
+		if code != exitFailure || !strings.Contains(msg, "no validate report in "+dir) || !strings.Contains(msg, "validate --out") {
 			t.Errorf("%s: exit %d, message %q", dir, code, msg)
 		}
 		if strings.Contains(stdout, "()") {

@@ -202,3 +202,28 @@ func TestHarnessScrubsTheEnvironment(t *testing.T) {
 		t.Errorf("the caller's environment was not restored when the test ended")
 	}
 }
+
+// overrideFlags is base with extra appended, less every flag of base that extra gives again:
+// a test's extra --batch replaces the helper's rather than joining it (list flags given twice
+// are merged, other flags given twice are refused).
+func overrideFlags(base []string, extra ...string) []string {
+	given := map[string]bool{}
+	for _, a := range extra {
+		if strings.HasPrefix(a, "--") {
+			name, _, _ := strings.Cut(a, "=")
+			given[name] = true
+		}
+	}
+	var out []string
+	for i := 0; i < len(base); i++ {
+		name, _, hasValue := strings.Cut(base[i], "=")
+		if strings.HasPrefix(name, "--") && given[name] {
+			if !hasValue && i+1 < len(base) && !strings.HasPrefix(base[i+1], "--") {
+				i++
+			}
+			continue
+		}
+		out = append(out, base[i])
+	}
+	return append(out, extra...)
+}

@@ -4,7 +4,9 @@ import (
 	"fmt"
 	"io"
 	"slices"
+	"strings"
 
+	"github.com/decodebench/decodebench/bench/format"
 	"github.com/decodebench/decodebench/bench/measure"
 	"github.com/decodebench/decodebench/bench/sweep/report"
 )
@@ -94,4 +96,37 @@ func benchHeadline(device string, emulated bool, records []benchRecord, labels [
 		lines = append(lines, fmt.Sprintf("Read ceiling, median: %s over %d kernels", percent(m), len(fractions)))
 	}
 	return lines
+}
+
+// Every sweep's and predict's axes unless asked otherwise: powers of two from 1 to 256
+// sequences and from 1k to 32k tokens, the range where decode goes from bandwidth-bound to
+// compute-bound on current cards.
+const (
+	defaultBatches  = "1-256*2"
+	defaultContexts = "1k-32k*2"
+)
+
+// writeSweepSummary writes the run's headline per card and model as rows: what the table
+// format prints as sentences.
+func writeSweepSummary(w io.Writer, name, dir string) error {
+	hs, err := report.Headlines(dir)
+	if err != nil {
+		return fmt.Errorf("headline: %w", err)
+	}
+	rows := format.Rows{Columns: []string{"card", "model", "emulated", "configs_ok", "configs", "batch1_batch", "batch1_context",
+		"batch1_per_request_tokens_per_s", "peak_batch", "peak_context", "peak_per_server_tokens_per_s",
+		"median_fraction_of_datasheet", "median_fraction_of_measured", "composed_over_e2e", "verdict", "warnings"}}
+	for _, h := range hs {
+		var sb, sc, pb, pc any
+		var sRate, pRate any
+		if h.Single != nil {
+			sb, sc, sRate = h.Single.Batch, h.Single.Context, h.Single.PerRequestTokensPerSec
+		}
+		if h.Peak != nil {
+			pb, pc, pRate = h.Peak.Batch, h.Peak.Context, h.Peak.PerServerTokensPerSec
+		}
+		rows.Add(h.Card, h.Model, h.Emulated, h.OK, h.Total, sb, sc, sRate, pb, pc, pRate,
+			h.MedianDatasheet, h.MedianMeasured, h.EndToEnd, h.Verdict, strings.Join(h.Warnings, "; "))
+	}
+	return format.Write(w, name, rows)
 }

@@ -66,6 +66,7 @@ func newApp() *cli.App {
 	for _, cmd := range app.Commands {
 		addEnvVars(cmd)
 		addUsageErrors(cmd)
+		addFlagRules(cmd)
 	}
 	return app
 }

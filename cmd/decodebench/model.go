@@ -11,6 +11,7 @@ import (
 	"github.com/urfave/cli/v2"
 
 	"github.com/decodebench/decodebench/bench/axes"
+	"github.com/decodebench/decodebench/bench/format"
 	"github.com/decodebench/decodebench/bench/model"
 	"github.com/decodebench/decodebench/bench/sweep"
 )
@@ -34,11 +35,12 @@ func modelCommand() *cli.Command {
 			{
 				Name:      "show",
 				Usage:     "show a model's shape, parameter counts, bytes per step and its kernel shapes",
-				UsageText: "decodebench model show (--model NAME | --model-config FILE) [--tp N] [--batch B] [--context S] [--json]",
+				UsageText: "decodebench model show (--model NAME | --model-config FILE) [--tp N] [--batch B] [--context S] [--format table|md|csv|json|jsonl]",
 				Flags: append(modelFlags(),
 					&cli.StringFlag{Name: "batch", Value: "1", EnvVars: []string{"DECODEBENCH_BATCH"}, Usage: "batch size for the per-step numbers: one whole number >= 1"},
 					&cli.StringFlag{Name: "context", Value: "4k", EnvVars: []string{"DECODEBENCH_CONTEXT"}, Usage: "context length for the per-step numbers: one whole number of tokens >= 1, k = 1024 (8k = 8192)"},
-					jsonFlag()),
+					formatFlag(format.All...),
+					jsonAlias(format.JSON)),
 				Action: func(c *cli.Context) error {
 					if c.NArg() > 0 {
 						return usageError("model show takes no arguments (got %q); use --model NAME", c.Args().First())
@@ -55,7 +57,11 @@ func modelCommand() *cli.Command {
 					if err != nil {
 						return err
 					}
-					return modelShow(c.App.Writer, shape, batch, context, c.Bool("json"))
+					name, err := parseFormat(c)
+					if err != nil {
+						return err
+					}
+					return modelShow(c.App.Writer, shape, batch, context, name)
 				},
 			},
 		},
@@ -150,7 +156,9 @@ type modelShowJSON struct {
 	Kernels                        []model.Kernel `json:"kernels"`
 }
 
-func modelShow(stdout io.Writer, s model.Shape, batch, context int, asJSON bool) error {
+// modelShow prints the model in the format named: json is the whole document (shape, counts,
+// bytes and its kernels); md, csv and jsonl are the kernels of one step, one a row.
+func modelShow(stdout io.Writer, s model.Shape, batch, context int, name string) error {
 	out := modelShowJSON{
 		Name: s.Name, Family: s.Family, Source: s.Source, TP: max(s.TP, 1), Shape: s,
 		ParamsTotal: s.ParamsTotal(), ParamsActive: s.ParamsActive(),
@@ -164,8 +172,15 @@ func modelShow(stdout io.Writer, s model.Shape, batch, context int, asJSON bool)
 		FLOPsPerStep:       s.FLOPsPerStep(batch, context),
 		Kernels:            s.Kernels(batch, context),
 	}
-	if asJSON {
+	switch name {
+	case format.JSON:
 		return writeJSON(stdout, out)
+	case format.MD, format.CSV, format.JSONL:
+		rows, err := format.FromRecords(out.Kernels)
+		if err != nil {
+			return failure("encoding the kernels: %v", err)
+		}
+		return format.Write(stdout, name, rows)
 	}
 	w := tabwriter.NewWriter(stdout, 0, 0, 2, ' ', 0)
 	fmt.Fprintf(w, "model\t%s (%s, from %s)\n", s.Name, s.Family, s.Source)

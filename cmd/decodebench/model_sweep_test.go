@@ -46,7 +46,7 @@ func TestSweepNewModelTypesOnTheEmulator(t *testing.T) {
 		args := []string{"sweep", "--backend", "emu", "--out", out, "--progress", "lines", "--model-config", path,
 			"--batch", "1,2", "--context", "64",
 			"--warmup", "1", "--min-samples", "3", "--min-time", "0s", "--max-time", "50ms", "--target-spread", "0.5", "--max-samples", "5",
-			"--max-rotate-bytes", "1048576", "--datasheet", "h200"}
+			"--max-rotate-bytes", "1048576", "--gpu", "h200"}
 		stdout, code, msg := runSweepCLI(t, args...)
 		if code != 0 && name == "qwen3_moe" {
 			t.Errorf("%s: exit %d: %s\n%s", name, code, msg, stdout)

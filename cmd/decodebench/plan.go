@@ -6,7 +6,6 @@ import (
 	"math"
 	"os"
 	"path/filepath"
-	"slices"
 	"strconv"
 	"strings"
 
@@ -39,7 +38,7 @@ func planCommand() *cli.Command {
 			&cli.StringFlag{Name: "tokens-per-s", Usage: "traffic: output tokens per second (instead of --requests-per-s and --output-tokens)"},
 			&cli.StringFlag{Name: "headroom", Value: "0", Usage: "fraction of each server's rate kept spare, in [0, 1) (0.2: servers run at 80%)"},
 			&cli.StringFlag{Name: "price-per-gpu-hour", Usage: "price of one GPU for an hour (any currency): gives the cost per million output tokens"},
-			&cli.StringFlag{Name: "format", Value: plan.FormatTable, Usage: "what to print: " + strings.Join(plan.Formats, ", ")},
+			formatFlag(plan.Formats...),
 			&cli.StringFlag{Name: "out", Usage: "also write plan.json, plan.md and the frontier chart (PNG and SVG) into this directory"},
 		),
 		Action: planAction,
@@ -121,9 +120,9 @@ func planAction(c *cli.Context) error {
 	if c.NArg() > 1 {
 		return usageError("plan takes at most one run directory (got %d arguments: %s); flags go before it", c.NArg(), strings.Join(c.Args().Slice(), " "))
 	}
-	format := c.String("format")
-	if !slices.Contains(plan.Formats, format) {
-		return usageError("--format %q: accepted are %s", format, strings.Join(plan.Formats, ", "))
+	format, err := parseFormat(c)
+	if err != nil {
+		return err
 	}
 	req, err := planRequest(c)
 	if err != nil {

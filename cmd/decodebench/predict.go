@@ -15,6 +15,7 @@ import (
 	"github.com/urfave/cli/v2"
 
 	"github.com/decodebench/decodebench/bench/axes"
+	"github.com/decodebench/decodebench/bench/format"
 	"github.com/decodebench/decodebench/bench/gpuinfo"
 	"github.com/decodebench/decodebench/bench/model"
 	"github.com/decodebench/decodebench/bench/roofline"
@@ -34,15 +35,16 @@ func predictCommand() *cli.Command {
 		Flags: append(modelFlags(),
 			&cli.StringFlag{Name: "gpu", Value: "auto", EnvVars: []string{"DECODEBENCH_GPU"},
 				Usage: "a GPU spec row (h200, h100-sxm, a100-80gb, ...), or auto: the first GPU NVML sees, else h200"},
-			&cli.StringFlag{Name: "batch", Value: "1-256*2", EnvVars: []string{"DECODEBENCH_BATCH"},
-				Usage: "batch sizes, e.g. 1,2,4 or 1-256*2 (see LIST syntax)"},
-			&cli.StringFlag{Name: "context", Value: "1k,8k,32k", EnvVars: []string{"DECODEBENCH_CONTEXT"},
-				Usage: "context lengths in tokens (k = 1024), e.g. 1k,8k,32k or 1k-128k*2"},
+			listFlag(&cli.StringFlag{Name: "batch", Value: defaultBatches, EnvVars: []string{"DECODEBENCH_BATCH"},
+				Usage: "batch sizes, e.g. 1,2,4 or 1-256*2 (see LIST syntax)"}),
+			listFlag(&cli.StringFlag{Name: "context", Value: defaultContexts, EnvVars: []string{"DECODEBENCH_CONTEXT"},
+				Usage: "context lengths in tokens (k = 1024), e.g. 1k,8k,32k or 1k-128k*2 (the default is sweep's)"}),
 			&cli.Float64Flag{Name: "reserve", Value: 0.1, EnvVars: []string{"DECODEBENCH_RESERVE"},
 				Usage: "fraction of GPU memory kept free (activations, allocator) when asking whether a batch fits: a number in [0, 1)"},
 			&cli.StringFlag{Name: "out", EnvVars: []string{"DECODEBENCH_OUT"},
 				Usage: "write predict.csv, predict.json and the plots (PNG and SVG) into this directory"},
-			jsonFlag()),
+			formatFlag(format.All...),
+			jsonAlias(format.JSON)),
 		Action: predictAction,
 	}
 }
@@ -94,6 +96,10 @@ func predictAction(c *cli.Context) error {
 			return err
 		}
 	}
+	name, err := parseFormat(c)
+	if err != nil {
+		return err
+	}
 	gpu, note, err := resolveGPU(c.String("gpu"))
 	if err != nil {
 		return err
@@ -104,19 +110,23 @@ func predictAction(c *cli.Context) error {
 	ceiling := roofline.DatasheetCeiling(gpu)
 	rows := predictRows(shape, gpu, ceiling, batches, contexts, reserve)
 
-	if c.Bool("json") {
-		if err := writeJSON(c.App.Writer, rows); err != nil {
+	if name == format.Table {
+		printPredict(c.App.Writer, shape, gpu, ceiling, rows, contexts, reserve)
+	} else {
+		table, err := format.FromRecords(rows)
+		if err != nil {
+			return failure("encoding the rows: %v", err)
+		}
+		if err := format.Write(c.App.Writer, name, table); err != nil {
 			return err
 		}
-	} else {
-		printPredict(c.App.Writer, shape, gpu, ceiling, rows, contexts, reserve)
 	}
 	if dir := c.String("out"); dir != "" {
 		paths, err := writePredictOutputs(dir, shape, gpu, ceiling, rows, batches, contexts)
 		if err != nil {
 			return failure("writing %s: %v", dir, err)
 		}
-		if !c.Bool("json") {
+		if name == format.Table {
 			fmt.Fprintf(c.App.Writer, "\nwrote %d files to %s: %s, ...\n", len(paths), dir, filepath.Base(paths[0]))
 		}
 	}

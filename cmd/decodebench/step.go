@@ -15,6 +15,7 @@ import (
 	"github.com/urfave/cli/v2"
 
 	"github.com/decodebench/decodebench/bench/axes"
+	"github.com/decodebench/decodebench/bench/format"
 	"github.com/decodebench/decodebench/bench/measure"
 	"github.com/decodebench/decodebench/bench/model"
 	"github.com/decodebench/decodebench/bench/roofline"
@@ -44,7 +45,7 @@ func stepCommand() *cli.Command {
 		Name:  "step",
 		Usage: "run whole decode steps on the GPU (eager and as a CUDA graph) beside their composed time and the roofline",
 		UsageText: "decodebench step (--model NAME | --model-config FILE) [--batch LIST] [--context LIST] [--steps T]\n" +
-			"       [--mode graph|eager|both] [--tp N] [--dtype bf16|fp16] [--json] [--out DIR] [--backend auto|cuda|emu]\n\n" +
+			"       [--mode graph|eager|both] [--tp N] [--dtype bf16|fp16] [--format table|md|csv|json|jsonl] [--out DIR] [--backend auto|cuda|emu]\n\n" +
 			"   LIST syntax: " + axes.Syntax,
 		Description: "For each configuration (batch B, context S) the model's synthetic weights are filled on the device,\n" +
 			"a KV cache of S tokens per sequence, then T steps run in which each sequence's greedy token is the next\n" +
@@ -54,7 +55,7 @@ func stepCommand() *cli.Command {
 			"  graph:    the same step captured once in a CUDA graph and replayed.\n" +
 			"eager - graph is what launches cost; graph - composed is what running together costs. Each sample\n" +
 			"is T steps from the same start, timed by events on the stream, under the sampling rule of every\n" +
-			"measurement. One line per configuration as it finishes, then a table (--json: the records).\n" +
+			"measurement. One line per configuration as it finishes, then a table (--format jsonl: the records).\n" +
 			"With --tp N the step is one GPU's shard and the all-reduces are left out. Exit status: 0 all ok,\n" +
 			"1 a configuration failed, 2 a usage error, 130 interrupted.",
 		Flags:        stepFlags(),
@@ -80,23 +81,25 @@ func stepFlags() []cli.Flag {
 	}
 	flags := append(modelFlags(),
 		&cli.StringFlag{Name: "dtype", EnvVars: env("DTYPE"), Usage: "weights, activations and KV cache: bf16 or fp16 (default: the model's)"},
-		&cli.StringFlag{Name: "batch", Value: "1", EnvVars: env("BATCH"), Usage: fmt.Sprintf("batch sizes, 1..%d", cgo.MaxBatch)},
-		&cli.StringFlag{Name: "context", Value: "1k", EnvVars: env("CONTEXT"), Usage: "cached tokens per sequence when the first step starts (k = 1024)"},
+		listFlag(&cli.StringFlag{Name: "batch", Value: "1", EnvVars: env("BATCH"), Usage: fmt.Sprintf("batch sizes, 1..%d", cgo.MaxBatch)}),
+		listFlag(&cli.StringFlag{Name: "context", Value: "1k", EnvVars: env("CONTEXT"), Usage: "cached tokens per sequence when the first step starts (k = 1024)"}),
 		&cli.IntFlag{Name: "steps", Value: step.DefaultSteps, EnvVars: env("STEPS"), Usage: "steps in one timed sample (each sample starts from the same state)"},
 		&cli.StringFlag{Name: "mode", EnvVars: env("MODE"), Usage: "graph, eager or both (default: both where the kernels library has graphs, else eager)"},
 		&cli.BoolFlag{Name: "compare-modes", EnvVars: env("COMPARE_MODES"),
 			Usage: "first run the steps untimed in each mode and check that graph and eager give the same tokens and logits bit for bit (modes_agree)"},
 		&cli.BoolFlag{Name: "plan", EnvVars: env("PLAN"),
 			Usage: "print each configuration's step (every call with its sizes) and the device memory it needs, then exit: no device work"},
-		&cli.BoolFlag{Name: "json", EnvVars: env("JSON"), Usage: "print the JSON records (steps.jsonl's) instead of the lines and the table"},
+		formatFlag(format.All...),
+		jsonAlias(format.JSONL),
 		&cli.StringFlag{Name: "out", Aliases: []string{"o"}, EnvVars: env("STEP_OUT"),
 			Usage: "keep the run directory here (run.json, results.jsonl, kernels.jsonl, steps.jsonl); default: a temporary one, removed"},
-		&cli.StringFlag{Name: "datasheet", Value: "auto", EnvVars: env("DATASHEET"),
+		&cli.StringFlag{Name: "gpu", Value: "auto", EnvVars: env("GPU"),
 			Usage: "the spec row of the datasheet ceiling (h200, h100-sxm, ...), auto or none"},
+		oldName(&cli.StringFlag{Name: "datasheet"}, "gpu", nil),
 		hidden(&cli.IntFlag{Name: "warmup", Value: timing.Default.Warmup, EnvVars: env("WARMUP")}),
 		hidden(&cli.IntFlag{Name: "min-samples", Value: timing.Default.MinSamples, EnvVars: env("MIN_SAMPLES")}),
-		hidden(&cli.DurationFlag{Name: "min-time", Value: seconds(timing.Default.MinSeconds), EnvVars: env("MIN_TIME")}),
-		hidden(&cli.DurationFlag{Name: "max-time", Value: seconds(timing.Default.MaxSeconds), EnvVars: env("MAX_TIME")}),
+		&cli.DurationFlag{Name: "min-time", Value: seconds(timing.Default.MinSeconds), EnvVars: env("MIN_TIME"), Usage: "sample each step for at least this long (e.g. 500ms)"},
+		&cli.DurationFlag{Name: "max-time", Value: seconds(timing.Default.MaxSeconds), EnvVars: env("MAX_TIME"), Usage: "and stop once this long has passed (e.g. 2s)"},
 		hidden(&cli.Float64Flag{Name: "target-spread", Value: timing.Default.TargetSpread, EnvVars: env("TARGET_SPREAD")}),
 		hidden(&cli.Uint64Flag{Name: "probe-bytes", EnvVars: env("PROBE_BYTES")}),
 		hidden(&cli.Uint64Flag{Name: "max-rotate-bytes", EnvVars: env("MAX_ROTATE_BYTES")}),
@@ -110,7 +113,8 @@ type stepRequest struct {
 	sweep   sweepRequest // the sweep it runs: axes, backend, method
 	steps   int
 	mode    string // "" (the library's best), graph, eager or both
-	asJSON  bool
+	format  string
+	asJSON  bool // --format is not table: stdout carries only records
 	keepOut bool
 	compare bool
 }
@@ -164,7 +168,10 @@ func parseStep(c *cli.Context) (stepRequest, error) {
 			return r, usageError("--%v", err)
 		}
 	}
-	r.asJSON = c.Bool("json")
+	if r.format, err = parseFormat(c); err != nil {
+		return r, err
+	}
+	r.asJSON = r.format != format.Table
 	if r.compare = c.Bool("compare-modes"); r.compare {
 		// The comparison keeps every step's logits of each mode in host memory.
 		const most = 1 << 28
@@ -175,14 +182,14 @@ func parseStep(c *cli.Context) (stepRequest, error) {
 		}
 	}
 
-	req := sweepRequest{axes: sweep.Axes{Models: []model.Shape{shape}, Batches: batches, Contexts: contexts}, datasheet: c.String("datasheet"),
+	req := sweepRequest{axes: sweep.Axes{Models: []model.Shape{shape}, Batches: batches, Contexts: contexts}, datasheet: c.String("gpu"),
 		reserve: 0.1, progress: "none", telemetry: telemetry.DefaultInterval, peer: cgo.LinearAuto, step: sweep.StepBoth, e2eSteps: r.steps}
 	if err := req.axes.Validate(); err != nil {
 		return r, usageError("%v", err)
 	}
 	if req.datasheet != "auto" && req.datasheet != "none" {
 		if _, err := roofline.LookupGPU(req.datasheet); err != nil {
-			return r, usageError("--datasheet: %v", err)
+			return r, usageError("--gpu: %v", err)
 		}
 	}
 	b, err := parseBackendFlags(c)
@@ -301,7 +308,7 @@ func stepAction(c *cli.Context) error {
 		return failure("%v", err)
 	}
 	defer dir.Close()
-	rows := &stepRows{w: c.App.Writer, stderr: stderr, asJSON: r.asJSON}
+	rows := &stepRows{w: c.App.Writer, stderr: stderr, format: r.format}
 	runner := &sweep.Runner{
 		Dir: dir, Info: &info, Measurer: sweep.DeviceMeasurer{Device: target.dev, Options: req.options},
 		Telemetry:       telemetry.Sampler{Source: target.telemetrySource(), Interval: req.telemetry},
@@ -318,8 +325,8 @@ func stepAction(c *cli.Context) error {
 	if err != nil {
 		return failure("step stopped: %v", err)
 	}
-	if !r.asJSON {
-		writeStepTable(c.App.Writer, rows.records, target.lib.Emulated())
+	if err := rows.finish(target.lib.Emulated()); err != nil {
+		return err
 	}
 	if r.keepOut {
 		fmt.Fprintf(stderr, "run directory: %s (%s holds the step records)\n", req.out, sweep.StepsFile)
@@ -358,11 +365,27 @@ func printStepPlans(w io.Writer, r stepRequest) error {
 }
 
 // stepRows prints one line per configuration as its step record is written (the JSON record
-// with --json), and keeps the records for the table.
+// with --format jsonl), and keeps the records for the table or the other formats at the end.
 type stepRows struct {
 	w, stderr io.Writer
-	asJSON    bool
+	format    string
 	records   []step.Record
+}
+
+// finish writes the records in the --format asked: the table, or every record's fields.
+func (p *stepRows) finish(emulated bool) error {
+	switch p.format {
+	case format.Table:
+		writeStepTable(p.w, p.records, emulated)
+	case format.JSONL: // already written, one record as each finished
+	default:
+		rows, err := format.FromRecords(p.records)
+		if err != nil {
+			return failure("encoding the step records: %v", err)
+		}
+		return format.Write(p.w, p.format, rows)
+	}
+	return nil
 }
 
 func (p *stepRows) Start(int, float64)                  {}
@@ -374,7 +397,10 @@ func (p *stepRows) Stop()           {}
 
 func (p *stepRows) RecordedStep(r step.Record) {
 	p.records = append(p.records, r)
-	if p.asJSON {
+	if p.format != format.Table {
+		if p.format != format.JSONL {
+			return
+		}
 		line, err := json.Marshal(r)
 		if err == nil {
 			fmt.Fprintln(p.w, string(line))

@@ -15,6 +15,7 @@ import (
 	"github.com/urfave/cli/v2"
 
 	"github.com/decodebench/decodebench/bench/axes"
+	"github.com/decodebench/decodebench/bench/format"
 	"github.com/decodebench/decodebench/bench/measure"
 	"github.com/decodebench/decodebench/bench/roofline"
 	"github.com/decodebench/decodebench/bench/step"
@@ -76,7 +77,7 @@ func sweepCommand() *cli.Command {
 func sweepFlags() []cli.Flag {
 	env := func(name string) []string { return []string{"DECODEBENCH_" + name} }
 	list := func(name, usage string) cli.Flag {
-		return &cli.StringFlag{Name: name, EnvVars: env(strings.ToUpper(strings.ReplaceAll(name, "-", "_"))), Category: "model dimensions (lists)", Usage: usage}
+		return listFlag(&cli.StringFlag{Name: name, EnvVars: env(strings.ToUpper(strings.ReplaceAll(name, "-", "_"))), Category: "model dimensions (lists)", Usage: usage})
 	}
 	hidden := func(f cli.Flag) cli.Flag {
 		switch v := f.(type) {
@@ -91,7 +92,7 @@ func sweepFlags() []cli.Flag {
 		}
 		return f
 	}
-	backend := backendFlags()[0] // --backend; the device is --gpu here, by index or UUID
+	backend := backendFlags()[0] // --backend; the device is --device here too, by index or UUID
 	return []cli.Flag{
 		&cli.StringFlag{Name: "model", Aliases: []string{"m"}, EnvVars: env("MODEL"), Category: "model",
 			Usage: "a preset, e.g. llama3-8b (decodebench model list shows them all); dimension flags override it"},
@@ -108,15 +109,17 @@ func sweepFlags() []cli.Flag {
 		list("head-dim", "head size: "+headDimsText()+" (default: hidden / heads)"),
 		list("layers", "decoder layers"),
 		list("vocab", "vocabulary size (rows of the LM head)"),
-		&cli.StringFlag{Name: "batch", Value: "1-256*2", EnvVars: env("BATCH"), Category: "axes",
-			Usage: fmt.Sprintf("batch sizes, 1..%d", cgo.MaxBatch)},
-		&cli.StringFlag{Name: "context", Value: "1k-32k*2", EnvVars: env("CONTEXT"), Category: "axes",
-			Usage: "context lengths in tokens (k = 1024)"},
+		listFlag(&cli.StringFlag{Name: "batch", Value: defaultBatches, EnvVars: env("BATCH"), Category: "axes",
+			Usage: fmt.Sprintf("batch sizes, 1..%d", cgo.MaxBatch)}),
+		listFlag(&cli.StringFlag{Name: "context", Value: defaultContexts, EnvVars: env("CONTEXT"), Category: "axes",
+			Usage: "context lengths in tokens (k = 1024)"}),
 		backend,
-		&cli.StringFlag{Name: "gpu", Aliases: []string{"device"}, Value: "0", EnvVars: env("DEVICE"), Category: "device",
+		&cli.StringFlag{Name: "device", Value: "0", EnvVars: env("DEVICE"), Category: "device",
 			Usage: "the GPU: an index (as nvidia-smi numbers them) or a UUID (GPU-...)"},
-		&cli.StringFlag{Name: "datasheet", Value: "auto", EnvVars: env("DATASHEET"), Category: "device",
-			Usage: "the spec row of the datasheet ceiling (h200, h100-sxm, ...), auto (the row NVML's name matches) or none"},
+		&cli.StringFlag{Name: "gpu", Value: "auto", EnvVars: env("GPU"), Category: "device",
+			Usage: "the spec row of the datasheet ceiling (h200, h100-sxm, ...), auto (the row NVML's name matches) or none; an index or UUID here is taken as --device, its old name"},
+		oldName(&cli.StringFlag{Name: "datasheet"}, "gpu", nil),
+		formatFlag(format.All...),
 		&cli.Float64Flag{Name: "reserve", Value: 0.1, EnvVars: env("RESERVE"), Category: "device",
 			Usage: "fraction of GPU memory kept free when asking whether a step's weights and KV caches fit"},
 		&cli.StringFlag{Name: "out", Aliases: []string{"o"}, EnvVars: env("OUT"), Category: "output",
@@ -137,8 +140,10 @@ func sweepFlags() []cli.Flag {
 		// The method: measure's and timing's defaults, adjustable for tests and experts, recorded in run.json.
 		hidden(&cli.IntFlag{Name: "warmup", Value: timing.Default.Warmup, EnvVars: env("WARMUP")}),
 		hidden(&cli.IntFlag{Name: "min-samples", Value: timing.Default.MinSamples, EnvVars: env("MIN_SAMPLES")}),
-		hidden(&cli.DurationFlag{Name: "min-time", Value: seconds(timing.Default.MinSeconds), EnvVars: env("MIN_TIME")}),
-		hidden(&cli.DurationFlag{Name: "max-time", Value: seconds(timing.Default.MaxSeconds), EnvVars: env("MAX_TIME")}),
+		&cli.DurationFlag{Name: "min-time", Value: seconds(timing.Default.MinSeconds), EnvVars: env("MIN_TIME"), Category: "timing",
+			Usage: "sample each kernel for at least this long (e.g. 500ms)"},
+		&cli.DurationFlag{Name: "max-time", Value: seconds(timing.Default.MaxSeconds), EnvVars: env("MAX_TIME"), Category: "timing",
+			Usage: "and stop once this long has passed (e.g. 2s; the record says it did not converge)"},
 		hidden(&cli.Float64Flag{Name: "target-spread", Value: timing.Default.TargetSpread, EnvVars: env("TARGET_SPREAD")}),
 		hidden(&cli.IntFlag{Name: "max-samples", EnvVars: env("MAX_SAMPLES")}),
 		hidden(&cli.Float64Flag{Name: "rotate-factor", Value: measure.DefaultRotateFactor, EnvVars: env("ROTATE_FACTOR")}),
@@ -158,6 +163,7 @@ type sweepRequest struct {
 	backend     string
 	gpu         string // index or UUID
 	datasheet   string // "auto", "none" or a spec row key
+	format      string // --format of the summary on stdout
 	reserve     float64
 	out         string
 	resume      bool
@@ -209,17 +215,28 @@ func parseSweep(c *cli.Context) (sweepRequest, error) {
 	if !slices.Contains(cgo.Backends, r.backend) {
 		return r, usageError("--backend %q: want one of %s", r.backend, strings.Join(cgo.Backends, ", "))
 	}
-	r.gpu = strings.TrimSpace(c.String("gpu"))
+	r.gpu = strings.TrimSpace(c.String("device"))
+	r.datasheet = strings.TrimSpace(c.String("gpu"))
+	if n, err := parseIndex(r.datasheet); isUUID(r.datasheet) || (err == nil && n >= 0) {
+		// --gpu named the device before it named the spec row; no spec row is a number or a UUID.
+		if c.IsSet("device") {
+			return r, usageError("--gpu %s and --device %s: --gpu is a spec row (h200, ...); give the device once, with --device", r.datasheet, r.gpu)
+		}
+		fmt.Fprintf(errWriter(c), "decodebench: --gpu %s names a device: that is --device now (--gpu is the spec row); taken as --device %s\n", r.datasheet, r.datasheet)
+		r.gpu, r.datasheet = r.datasheet, "auto"
+	}
 	if !isUUID(r.gpu) {
 		if n, err := parseIndex(r.gpu); err != nil || n < 0 {
-			return r, usageError("--gpu %q: give an index (0, 1, ...) or a UUID (GPU-...)", r.gpu)
+			return r, usageError("--device %q: give an index (0, 1, ...) or a UUID (GPU-...)", r.gpu)
 		}
 	}
-	r.datasheet = c.String("datasheet")
 	if r.datasheet != "auto" && r.datasheet != "none" {
 		if _, err := roofline.LookupGPU(r.datasheet); err != nil {
-			return r, usageError("--datasheet: %v", err)
+			return r, usageError("--gpu: %v", err)
 		}
+	}
+	if r.format, err = parseFormat(c); err != nil {
+		return r, err
 	}
 	if r.reserve, err = parseReserve(c); err != nil {
 		return r, err
@@ -447,17 +464,29 @@ func sweepAction(c *cli.Context) error {
 	}
 	written, reportErr := report.Write(req.out)
 	summary := sweepSummary(res, req.out)
-	fmt.Fprintln(c.App.Writer, summary)
-	printHeadlines(c.App.Writer, req.out)
+	if req.format != format.Table {
+		// The summary rows on stdout for programs; the prose goes to stderr.
+		fmt.Fprintln(c.App.ErrWriter, summary)
+		if err := writeSweepSummary(c.App.Writer, req.format, req.out); err != nil {
+			return failure("%v", err)
+		}
+	} else {
+		fmt.Fprintln(c.App.Writer, summary)
+		printHeadlines(c.App.Writer, req.out)
+	}
 	for _, n := range written.Notes {
 		fmt.Fprintln(os.Stderr, "decodebench: note: "+n)
 	}
 	if reportErr != nil {
 		return failure("writing the report of %s: %v", req.out, reportErr)
 	}
-	fmt.Fprintf(c.App.Writer, "report: %s\n", filepath.Join(req.out, report.HTMLFile))
+	prose := c.App.Writer
+	if req.format != format.Table {
+		prose = c.App.ErrWriter
+	}
+	fmt.Fprintf(prose, "report: %s\n", filepath.Join(req.out, report.HTMLFile))
 	if target.lib.Emulated() {
-		fmt.Fprintln(c.App.Writer, "EMULATED: the kernels ran on the CPU emulator; these times are not a speed.")
+		fmt.Fprintln(prose, "EMULATED: the kernels ran on the CPU emulator; these times are not a speed.")
 	}
 	switch {
 	case res.BudgetExhausted:

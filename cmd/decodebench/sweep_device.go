@@ -69,17 +69,17 @@ func openSweepTarget(req sweepRequest) (*sweepTarget, error) {
 func (t *sweepTarget) resolveDatasheet(choice string) error {
 	switch {
 	case choice == "none":
-		t.dsSource = "none (--datasheet none)"
+		t.dsSource = "none (--gpu none)"
 		return nil
 	case choice != "auto":
 		g, err := roofline.LookupGPU(choice)
 		if err != nil {
-			return usageError("--datasheet: %v", err)
+			return usageError("--gpu: %v", err)
 		}
-		t.datasheet, t.dsSource = roofline.DatasheetCeiling(g), g.Source+" (--datasheet "+choice+")"
+		t.datasheet, t.dsSource = roofline.DatasheetCeiling(g), g.Source+" (--gpu "+choice+")"
 		return nil
 	case t.lib.Emulated():
-		t.dsSource = "none: the emulator is not a GPU (--datasheet NAME sets one)"
+		t.dsSource = "none: the emulator is not a GPU (--gpu NAME sets one)"
 		return nil
 	}
 	name, mem := t.props.Name, t.props.MemTotalBytes
@@ -92,10 +92,10 @@ func (t *sweepTarget) resolveDatasheet(choice string) error {
 	}
 	if t.nvmlDev != nil && t.nvmlDev.DatasheetBandwidthBytesPerSec > 0 {
 		t.datasheet = roofline.Ceiling{Name: roofline.CeilingDatasheet, BandwidthBytesPerSec: t.nvmlDev.DatasheetBandwidthBytesPerSec}
-		t.dsSource = fmt.Sprintf("NVML: memory clock x bus width x 2; %s has no spec row, so no datasheet FLOP/s (--datasheet NAME sets one)", name)
+		t.dsSource = fmt.Sprintf("NVML: memory clock x bus width x 2; %s has no spec row, so no datasheet FLOP/s (--gpu NAME sets one)", name)
 		return nil
 	}
-	t.dsSource = fmt.Sprintf("none: %s has no spec row (--datasheet NAME sets one)", name)
+	t.dsSource = fmt.Sprintf("none: %s has no spec row (--gpu NAME sets one)", name)
 	return nil
 }
 

@@ -40,8 +40,8 @@ func tinyFakeSweep(out string, extra ...string) []string {
 		"--hidden", "64", "--ffn", "128", "--heads", "1", "--kv-heads", "1", "--head-dim", "64", "--layers", "1", "--vocab", "64",
 		"--batch", "1,2", "--context", "64",
 		"--warmup", "1", "--min-samples", "3", "--min-time", "0s", "--max-time", "50ms", "--target-spread", "0.5", "--max-samples", "5",
-		"--max-rotate-bytes", "1048576", "--datasheet", "h200"}
-	return append(args, extra...)
+		"--max-rotate-bytes", "1048576", "--gpu", "h200"}
+	return overrideFlags(args, extra...)
 }
 
 func readRunInfo(t *testing.T, dir string) sweep.RunInfo {

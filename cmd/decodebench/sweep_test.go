@@ -29,8 +29,8 @@ func tinySweep(out string, extra ...string) []string {
 		"--hidden", "128", "--ffn", "256", "--heads", "2", "--kv-heads", "1", "--head-dim", "64", "--layers", "2", "--vocab", "512",
 		"--batch", "1,2,4", "--context", "64,128",
 		"--warmup", "1", "--min-samples", "3", "--min-time", "0s", "--max-time", "50ms", "--target-spread", "0.5", "--max-samples", "5",
-		"--max-rotate-bytes", "1048576", "--datasheet", "h200"}
-	return append(args, extra...)
+		"--max-rotate-bytes", "1048576", "--gpu", "h200"}
+	return overrideFlags(args, extra...)
 }
 
 func readSweepRecords(t *testing.T, dir string) []sweep.Record {
@@ -79,8 +79,10 @@ func TestSweepUsageErrors(t *testing.T) {
 		{"head dim", []string{"--hidden", "128", "--ffn", "256", "--heads", "2", "--head-dim", "100", "--layers", "1", "--vocab", "64"}, "head dim 100"},
 		{"missing dims", []string{"--hidden", "128"}, "missing --ffn"},
 		{"tp does not divide", []string{"--model", "llama3-8b", "--tp", "3"}, "--tp 3"},
-		{"gpu", []string{"--model", "llama3-8b", "--gpu", "first"}, `--gpu "first"`},
-		{"datasheet", []string{"--model", "llama3-8b", "--datasheet", "h900"}, "--datasheet"},
+		{"device", []string{"--model", "llama3-8b", "--device", "first"}, `--device "first"`},
+		{"gpu", []string{"--model", "llama3-8b", "--gpu", "h900"}, `--gpu: unknown GPU "h900"`},
+		{"datasheet (the old --gpu)", []string{"--model", "llama3-8b", "--datasheet", "h900"}, `--gpu: unknown GPU "h900"`},
+		{"a device given twice, as --gpu and --device", []string{"--model", "llama3-8b", "--gpu", "1", "--device", "0"}, "give the device once, with --device"},
 		{"resume nothing", []string{"--model", "llama3-8b", "--resume", "nowhere"}, "--resume nowhere"},
 		{"out holds a run", []string{"--model", "llama3-8b", "--out", "taken"}, "already holds a run"},
 		{"retry without resume", []string{"--model", "llama3-8b", "--retry-failed"}, "--retry-failed goes with --resume"},

@@ -16,6 +16,7 @@ import (
 	"github.com/NVIDIA/go-nvml/pkg/nvml"
 	"github.com/urfave/cli/v2"
 
+	"github.com/decodebench/decodebench/bench/format"
 	"github.com/decodebench/decodebench/bench/gpuinfo"
 	"github.com/decodebench/decodebench/bench/gpuinfo/fakenvml"
 	"github.com/decodebench/decodebench/bench/measure"
@@ -28,8 +29,8 @@ func validateCommand() *cli.Command {
 	return &cli.Command{
 		Name:  "validate",
 		Usage: "give this box a production verdict: every card's health, correctness and speed (PASS, WARN or FAIL)",
-		UsageText: "decodebench validate [--gpus all|LIST] [--expect GPU] [--thresholds FILE] [--expect-count N]\n" +
-			"                     [--json FILE] [--idle-wait 30s] [--backend auto|cuda|emu] [--hostname NAME] [--all-checks]",
+		UsageText: "decodebench validate [--device all|LIST] [--gpu ROW] [--thresholds FILE] [--expect-count N]\n" +
+			"                     [--out FILE] [--format table|md|csv|json|jsonl] [--idle-wait 30s] [--backend auto|cuda|emu] [--hostname NAME] [--all-checks]",
 		Description: "Runs, on every selected card at once (one worker per card), a fixed suite that takes under\n" +
 			"2 minutes per box: health from NVML (ECC and uncorrectable errors, retired pages, row\n" +
 			"remapping, PCIe link, throttling, temperature, power, other processes), every kernel\n" +
@@ -45,16 +46,24 @@ func validateCommand() *cli.Command {
 			"Exit status: 0 when every check passes (warnings allowed), 1 when any fails or the box\n" +
 			"cannot be validated (no driver, no GPU), 130 when interrupted, 2 for a bad flag or value.",
 		Flags: []cli.Flag{
-			&cli.StringFlag{Name: "gpus", Value: "all", EnvVars: []string{"DECODEBENCH_GPUS"},
-				Usage: "cards to validate: all, or a comma-separated list of NVML indices and UUIDs"},
-			&cli.StringFlag{Name: "expect", EnvVars: []string{"DECODEBENCH_EXPECT"},
-				Usage: "the kind every card must be, as a bench/roofline key (h100-sxm, h200, ...); a card of another kind fails"},
+			listFlag(&cli.StringFlag{Name: "device", Value: "all", EnvVars: []string{"DECODEBENCH_DEVICE"},
+				Usage: "cards to validate: all, or a comma-separated list of NVML indices and UUIDs (given twice, the lists join)"}),
+			oldName(listFlag(&cli.StringFlag{Name: "gpus"}), "device", nil),
+			&cli.StringFlag{Name: "gpu", EnvVars: []string{"DECODEBENCH_GPU"},
+				Usage: "the spec row every card must be (h100-sxm, h200, ...); a card of another kind fails"},
+			oldName(&cli.StringFlag{Name: "expect"}, "gpu", nil),
 			&cli.IntFlag{Name: "expect-count", EnvVars: []string{"DECODEBENCH_EXPECT_COUNT"},
 				Usage: "the number of GPUs the box must have: fewer fails (a card fell off the bus); 0 skips the check"},
 			&cli.StringFlag{Name: "thresholds", EnvVars: []string{"DECODEBENCH_THRESHOLDS"},
 				Usage: "a JSON thresholds file that overrides any built-in threshold (docs/thresholds.example.json)"},
-			&cli.StringFlag{Name: "json", EnvVars: []string{"DECODEBENCH_VALIDATE_JSON"},
+			&cli.StringFlag{Name: "out", EnvVars: []string{"DECODEBENCH_VALIDATE_OUT"}, TakesFile: true,
 				Usage: "write the report as JSON to this file (- for standard output, the table then goes to standard error)"},
+			oldName(&cli.StringFlag{Name: "json", EnvVars: []string{"DECODEBENCH_VALIDATE_JSON"}}, "out", nil),
+			formatFlag(format.All...),
+			&cli.DurationFlag{Name: "min-time", EnvVars: []string{"DECODEBENCH_MIN_TIME"},
+				Usage: "sample each timed kernel for at least this long (e.g. 500ms; default: the suite's)"},
+			&cli.DurationFlag{Name: "max-time", EnvVars: []string{"DECODEBENCH_MAX_TIME"},
+				Usage: "and stop once this long has passed (e.g. 2s; default: the suite's)"},
 			&cli.DurationFlag{Name: "idle-wait", Value: 30 * time.Second, EnvVars: []string{"DECODEBENCH_IDLE_WAIT"},
 				Usage: "how long to wait for other processes to leave a card before calling it busy"},
 			&cli.StringFlag{Name: "backend", Value: cgo.BackendAuto, EnvVars: []string{"DECODEBENCH_BACKEND"},
@@ -76,6 +85,7 @@ func validateCommand() *cli.Command {
 
 // validateRequest is a checked command line.
 type validateRequest struct {
+	format       string // --format of stdout
 	selection    string
 	expect       *roofline.GPU
 	expectCount  int
@@ -88,7 +98,7 @@ type validateRequest struct {
 	simulateGPUs int
 }
 
-// checkGPUSelection checks the form of --gpus before NVML is opened, so that a typo is a usage
+// checkGPUSelection checks the form of --device before NVML is opened, so that a typo is a usage
 // error on any machine; whether the cards exist is validate.SelectGPUs's question.
 func checkGPUSelection(spec string) error {
 	if spec = strings.TrimSpace(spec); spec == "" || spec == "all" {
@@ -111,19 +121,19 @@ func checkGPUSelection(spec string) error {
 }
 
 func parseValidateRequest(c *cli.Context) (validateRequest, error) {
-	r := validateRequest{selection: c.String("gpus"), expectCount: c.Int("expect-count"), jsonPath: c.String("json"),
+	r := validateRequest{selection: c.String("device"), expectCount: c.Int("expect-count"), jsonPath: c.String("out"),
 		idleWait: c.Duration("idle-wait"), backend: c.String("backend"), allChecks: c.Bool("all-checks"),
 		simulateGPUs: c.Int("simulate-gpus"), thresholds: validate.BuiltinThresholds()}
 	if c.NArg() > 0 {
-		return r, usageError("validate takes no arguments (got %q); choose cards with --gpus", c.Args().First())
+		return r, usageError("validate takes no arguments (got %q); choose cards with --device", c.Args().First())
 	}
 	if err := checkGPUSelection(r.selection); err != nil {
-		return r, usageError("--gpus %q: %v; want all, or a comma-separated list of indices (0, 1, ...) and UUIDs (GPU-...)", r.selection, err)
+		return r, usageError("--device %q: %v; want all, or a comma-separated list of indices (0, 1, ...) and UUIDs (GPU-...)", r.selection, err)
 	}
-	if name := c.String("expect"); name != "" {
+	if name := c.String("gpu"); name != "" {
 		g, err := roofline.LookupGPU(name)
 		if err != nil {
-			return r, usageError("--expect: %v", err)
+			return r, usageError("--gpu: %v", err)
 		}
 		r.expect = &g
 	}
@@ -147,7 +157,23 @@ func parseValidateRequest(c *cli.Context) (validateRequest, error) {
 	if err != nil {
 		return r, usageError("--suite: %v", err)
 	}
+	// --min-time and --max-time change the suite's timing rule, as in bench and sweep.
+	if c.IsSet("min-time") {
+		suite.Timing.MinSeconds = c.Duration("min-time").Seconds()
+	}
+	if c.IsSet("max-time") {
+		suite.Timing.MaxSeconds = c.Duration("max-time").Seconds()
+	}
+	if err := suite.Timing.Validate(); err != nil {
+		return r, usageError("timing flags: %v", err)
+	}
 	r.suite = suite
+	if r.format, err = parseFormat(c); err != nil {
+		return r, err
+	}
+	if r.format != format.Table && r.jsonPath == "-" {
+		return r, usageError("--out - and --format %s: both print on standard output; give --out a file", r.format)
+	}
 	if r.simulateGPUs < 0 || r.simulateGPUs > 64 {
 		return r, usageError("--simulate-gpus %d: want 0..64", r.simulateGPUs)
 	}
@@ -155,11 +181,11 @@ func parseValidateRequest(c *cli.Context) (validateRequest, error) {
 		// Where the report goes is checked before minutes of suite, by creating (and removing)
 		// the temporary file the report will be written through.
 		if err := os.MkdirAll(filepath.Dir(r.jsonPath), 0o755); err != nil {
-			return r, usageError("--json %s: %v", r.jsonPath, err)
+			return r, usageError("--out %s: %v", r.jsonPath, err)
 		}
 		f, err := validate.CreateAtomic(r.jsonPath)
 		if err != nil {
-			return r, usageError("--json: %v", err)
+			return r, usageError("--out: %v", err)
 		}
 		f.Abort()
 	}
@@ -176,8 +202,8 @@ func validateAction(c *cli.Context) error {
 		errOut = os.Stderr
 	}
 	table := out
-	if req.jsonPath == "-" {
-		table = errOut
+	if req.jsonPath == "-" || req.format != format.Table {
+		table = errOut // stdout holds the JSON report or the --format rows
 	}
 	host := c.String("hostname")
 	if host == "" {
@@ -214,6 +240,11 @@ func validateAction(c *cli.Context) error {
 	}
 	if req.jsonPath != "" {
 		if err := writeReport(out, req.jsonPath, report); err != nil {
+			return failure("writing the report: %v", err)
+		}
+	}
+	if req.format != format.Table && (runErr == nil || report.Interrupted != "") {
+		if err := writeValidateRows(out, req.format, report); err != nil {
 			return failure("writing the report: %v", err)
 		}
 	}
@@ -268,7 +299,7 @@ func runValidate(ctx context.Context, req validateRequest, report *validate.Repo
 
 	selected, err := validate.SelectGPUs(sys.Devices, req.selection)
 	if err != nil {
-		return usageError("--gpus: %v", err)
+		return usageError("--device: %v", err)
 	}
 	if req.backend != cgo.BackendEmu {
 		// CUDA must number devices by PCI bus id, as the device map assumes.
@@ -409,7 +440,7 @@ func openTargets(lib nvml.Interface, sys gpuinfo.System, selected []int, kernels
 		} else {
 			cudaIndex, ok := dmap.CUDA(i)
 			if !ok {
-				return nil, closeAll, usageError("--gpus: GPU %d (%s) is not visible to CUDA (CUDA_VISIBLE_DEVICES=%q)", i, d.UUID, os.Getenv("CUDA_VISIBLE_DEVICES"))
+				return nil, closeAll, usageError("--device: GPU %d (%s) is not visible to CUDA (CUDA_VISIBLE_DEVICES=%q)", i, d.UUID, os.Getenv("CUDA_VISIBLE_DEVICES"))
 			}
 			t.BackendDevice = cudaIndex
 			t.Open = func() (validate.Runner, error) {
@@ -446,4 +477,32 @@ var validateRunnerHook func(validate.Runner) validate.Runner
 func isAll(selection string) bool {
 	selection = strings.TrimSpace(selection)
 	return selection == "" || selection == "all"
+}
+
+// writeValidateRows prints the report in a --format other than the table: json is the whole
+// report (what --out writes); md, csv and jsonl are its checks, one a row, the box's first.
+func writeValidateRows(w io.Writer, name string, r validate.Report) error {
+	if name == format.JSON {
+		return writeJSON(w, r)
+	}
+	rows := format.Rows{Columns: []string{"card", "uuid", "id", "category", "verdict", "value", "threshold", "compare", "unit", "message"}}
+	add := func(card, uuid any, ch validate.Check) {
+		var value, threshold any
+		if ch.Value != nil {
+			value = *ch.Value
+		}
+		if ch.Threshold != nil {
+			threshold = *ch.Threshold
+		}
+		rows.Add(card, uuid, ch.ID, ch.Category, string(ch.Verdict), value, threshold, ch.Compare, ch.Unit, ch.Message)
+	}
+	for _, ch := range r.Checks {
+		add("box", nil, ch)
+	}
+	for _, card := range r.Cards {
+		for _, ch := range card.Checks {
+			add(card.Index, card.UUID, ch)
+		}
+	}
+	return format.Write(w, name, rows)
 }

@@ -63,7 +63,7 @@ func TestValidateJSONPathCheckedFirst(t *testing.T) {
 		{"/proc/self/r.json", "cannot write beside /proc/self/r.json"},
 	} {
 		stdout, stderr, code, msg := runFleetCLI(t, "validate", "--simulate-gpus", "1", "--backend", "emu", "--suite", "tiny", "--json", tc.path)
-		if code != exitUsage || !strings.Contains(msg, "--json: "+tc.want) {
+		if code != exitUsage || !strings.Contains(msg, "--out: "+tc.want) {
 			t.Errorf("--json %s: exit %d %q, want 2 and %q", tc.path, code, msg, tc.want)
 		}
 		if strings.Contains(stderr, "read_probe") || strings.Contains(stdout, "verdict") {

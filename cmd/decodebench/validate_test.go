@@ -148,10 +148,11 @@ func TestValidateUsageErrors(t *testing.T) {
 		{[]string{"validate", "--backend", "rocm"}, "--backend"},
 		{[]string{"validate", "--suite", "huge"}, "unknown suite"},
 		{[]string{"validate", "--expect-count", "-1"}, "--expect-count"},
-		{[]string{"validate", "--simulate-gpus", "2", "--gpus", "5"}, "--gpus: GPU 5: NVML sees 2 GPU(s)"},
+		{[]string{"validate", "--simulate-gpus", "2", "--gpus", "5"}, "--device: GPU 5: NVML sees 2 GPU(s)"},
 		{[]string{"validate", "--idle-wait", "soon"}, "idle-wait"},
 		// The form of --gpus is checked before NVML: this machine's driver is never asked.
-		{[]string{"validate", "--gpus", "foo"}, `--gpus "foo": "foo" is neither an index nor a UUID`},
+		{[]string{"validate", "--device", "foo"}, `--device "foo": "foo" is neither an index nor a UUID`},
+		{[]string{"validate", "--gpus", "foo"}, `--device "foo": "foo" is neither an index nor a UUID`},
 		{[]string{"validate", "--gpus", "0,-1"}, "-1 is not an index"},
 		{[]string{"validate", "--gpus", "0,,1"}, `"" is neither`},
 	} {

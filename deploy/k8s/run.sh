@@ -3,7 +3,7 @@
 # Job (one pod per node, all its GPUs), wait for it, run the fleet Job over the reports and
 # print the fleet verdict.
 #
-#   NODES=16 GPUS_PER_NODE=8 VALIDATE_ARGS="--expect h100-sxm" deploy/k8s/run.sh
+#   NODES=16 GPUS_PER_NODE=8 VALIDATE_ARGS="--gpu h100-sxm" deploy/k8s/run.sh
 #
 # Environment: NODES (default: the nodes labelled nvidia.com/gpu.present=true), GPUS_PER_NODE
 # (8), RUN_ID (default: the date and time), BASELINE (an earlier RUN_ID), VALIDATE_ARGS, IMAGE

@@ -3,7 +3,7 @@
 # over the reports. Prints the run directory (RUN_DIR) on standard output.
 #
 #   REPORT_DIR=/shared/decodebench NODES=16 GPUS_PER_NODE=8 \
-#     VALIDATE_ARGS="--expect h100-sxm --expect-count 8" deploy/slurm/submit.sh [sbatch options...]
+#     VALIDATE_ARGS="--gpu h100-sxm --expect-count 8" deploy/slurm/submit.sh [sbatch options...]
 #
 # Extra arguments go to both sbatch calls (a partition, an account: -p gpu -A ops).
 # WAIT=1 waits for the fleet job and exits with its status (0 pass/warn, 1 fail).

@@ -3,6 +3,7 @@ package report
 import (
 	"encoding/json"
 	"fmt"
+	"github.com/decodebench/decodebench/bench/format"
 	"io"
 	"slices"
 	"strconv"
@@ -15,9 +16,9 @@ import (
 
 // Output formats of a comparison on stdout.
 const (
-	FormatTable    = "table"
-	FormatMarkdown = "md"
-	FormatJSON     = "json"
+	FormatTable    = format.Table // the names every command's --format shares
+	FormatMarkdown = format.MD
+	FormatJSON     = format.JSON
 )
 
 // CompareFormats are the formats WriteCompareText takes.
