@@ -312,3 +312,90 @@ func TestAttentionFP8NaNAndScales(t *testing.T) {
 		}
 	}
 }
+
+// The fused rope + append into an fp8 cache: q rotated as for a 16-bit cache, k rotated,
+// rounded to the activations and quantised (its code within the quantisation of its reference
+// bounds), v quantised exactly, a skipped sequence and every other byte untouched. Values up to
+// 8 / 0.0123 = 650 scale units, so some saturate.
+func TestAttentionFP8RopeAppend(t *testing.T) {
+	dev := cgotest.EmuDevice(t)
+	for _, tc := range []struct {
+		name  string
+		shape ref.AttentionShape
+		act   ref.DType
+		rope  ref.Rope
+		pos   []int
+	}{
+		{"contiguous bf16 full rotary", ref.AttentionShape{Batch: 3, QHeads: 4, KVHeads: 2, HeadDim: 128,
+			Context: []int{40, 40, 40}}, ref.BF16, ref.Rope{Theta: 500000, RotaryDim: 128}, []int{0, 39, 40}},
+		{"paged fp16 partial 20 of 80", ref.AttentionShape{Batch: 2, QHeads: 3, KVHeads: 1, HeadDim: 80,
+			Context: []int{64, 64}, Layout: ref.KVPaged, PageSize: 16}, ref.FP16, ref.Rope{Theta: 10000, RotaryDim: 20},
+			[]int{63, 5}},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			a := newFP8Setup(t, dev, tc.shape, tc.act, 21)
+			s := a.shape
+			D, batch := s.HeadDim, s.Batch
+			rows := batch * s.KVHeads * D
+			kn, vn := mustAlloc(t, dev, uint64(2*rows)), mustAlloc(t, dev, uint64(2*rows))
+			for _, f := range []struct {
+				b    *cgo.Buffer
+				seed uint64
+			}{{kn, a.seeds.KNew}, {vn, a.seeds.VNew}} {
+				if err := f.b.FillHash(cgo.DType(tc.act), uint64(rows), f.seed, 8); err != nil {
+					t.Fatal(err)
+				}
+			}
+			pos := make([]int32, batch)
+			for b, p := range tc.pos {
+				pos[b] = int32(p)
+			}
+			pb := mustAlloc(t, dev, uint64(4*batch))
+			if err := cgo.Write(pb, pos); err != nil {
+				t.Fatal(err)
+			}
+			r := cgo.Rope{Theta: float32(tc.rope.Theta), RotaryDim: tc.rope.RotaryDim}
+			if err := dev.RopeKVAppend(cgo.RopeAppendParams{Q: a.q.Ptr, KNew: kn.Ptr, VNew: vn.Ptr, Positions: pb.Ptr,
+				Cache: a.params.Cache, Rope: r, Batch: batch, QHeads: s.QHeads}); err != nil {
+				t.Fatal(err)
+			}
+			gotK, gotV := a.readCodes(t)
+			knv := ref.Fill(tc.act, a.seeds.KNew, 8, rows)
+			vnv := ref.Fill(tc.act, a.seeds.VNew, 8, rows)
+			written := make([]bool, len(gotK))
+			saturated := 0
+			for b, p := range tc.pos {
+				if p >= s.SeqCapacity() {
+					continue
+				}
+				for h := 0; h < s.KVHeads; h++ {
+					src := (b*s.KVHeads + h) * D
+					row := s.KVOffset(a.table, b, h, p)
+					want, bounds := ref.RopeHead(tc.rope, tc.act, knv[src:src+D], p)
+					for e := 0; e < D; e++ {
+						i := row + e
+						written[i] = true
+						if !ref.E4M3Within(gotK[i], want[e]-bounds[e], want[e]+bounds[e], fp8KScale) {
+							t.Fatalf("k of sequence %d head %d element %d: code %#x (%g), want the code of %g +- %g", b, h, e,
+								gotK[i], ref.E4M3Decode(gotK[i])*fp8KScale, want[e], bounds[e])
+						}
+						if w := ref.E4M3Quantize(vnv[src+e], fp8VScale); gotV[i] != w {
+							t.Fatalf("v of sequence %d head %d element %d: code %#x, want %#x", b, h, e, gotV[i], w)
+						}
+						if gotK[i]&0x7f == ref.E4M3MaxCode {
+							saturated++
+						}
+					}
+				}
+			}
+			for i, w := range written {
+				if !w && (gotK[i] != a.kCodes[i] || gotV[i] != a.vCodes[i]) {
+					t.Fatalf("cache byte %d changed but is no sequence's new token", i)
+				}
+			}
+			if saturated == 0 {
+				t.Fatal("no appended k saturated: the test does not reach 448")
+			}
+		})
+	}
+}

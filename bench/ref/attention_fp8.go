@@ -134,3 +134,12 @@ func E4M3Codes(seed uint64, n int) []byte {
 	}
 	return out
 }
+
+// E4M3Within says whether code, in a cache of scale s, is what the quantisation of some value
+// in [lo, hi] gives: the appended token's reference is a value with a bound (a rotated k), and
+// the quantisation (float32 division, then the nearest code) is monotonic, so the code's value
+// lies between those of lo's and hi's codes. A NaN code is never within.
+func E4M3Within(code uint8, lo, hi float64, s float32) bool {
+	v := E4M3Decode(code)
+	return v >= E4M3Decode(E4M3Quantize(float32(lo), s)) && v <= E4M3Decode(E4M3Quantize(float32(hi), s))
+}
