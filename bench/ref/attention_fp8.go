@@ -126,13 +126,18 @@ func AppendKVE4M3(s AttentionShape, pageTable []int32, positions []int, k, v []b
 func E4M3Codes(seed uint64, n int) []byte {
 	out := make([]byte, n)
 	for i := range out {
-		c := byte(Hash64(seed, uint64(i)) >> 24)
-		if c&0x7f == 0x7f {
-			c ^= 1 // the NaN codes become +-448's neighbour 0x7e
-		}
-		out[i] = c
+		out[i] = E4M3Code(seed, uint64(i))
 	}
 	return out
+}
+
+// E4M3Code is element i of E4M3Codes(seed, ...).
+func E4M3Code(seed, i uint64) uint8 {
+	c := byte(Hash64(seed, i) >> 24)
+	if c&0x7f == 0x7f {
+		c ^= 1 // the NaN codes become +-448 (0x7e, 0xfe)
+	}
+	return c
 }
 
 // E4M3Within says whether code, in a cache of scale s, is what the quantisation of some value
