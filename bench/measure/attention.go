@@ -11,20 +11,20 @@ import (
 // AttentionSpec is one decode-attention call: one new query token per sequence against its
 // KV cache.
 type AttentionSpec struct {
-	Batch    int                  `json:"batch"`
-	QHeads   int                  `json:"q_heads"`
-	KVHeads  int                  `json:"kv_heads"`
-	HeadDim  int                  `json:"head_dim"`
-	Contexts []int                `json:"contexts"`            // tokens of each sequence: one per sequence, or one for all
-	PageSize int                  `json:"page_size,omitempty"` // tokens per page of a paged cache; 0 = contiguous
-	Splits   int                  `json:"splits,omitempty"`    // KV splits per sequence; 0 lets the kernel choose
-	DType    cgo.DType            `json:"dtype"`
+	Batch    int       `json:"batch"`
+	QHeads   int       `json:"q_heads"`
+	KVHeads  int       `json:"kv_heads"`
+	HeadDim  int       `json:"head_dim"`
+	Contexts []int     `json:"contexts"`            // tokens of each sequence: one per sequence, or one for all
+	PageSize int       `json:"page_size,omitempty"` // tokens per page of a paged cache; 0 = contiguous
+	Splits   int       `json:"splits,omitempty"`    // KV splits per sequence; 0 lets the kernel choose
+	DType    cgo.DType `json:"dtype"`
 	// KVDType is the cache's dtype: 0 or DType (a 16-bit cache), or cgo.DTypeFP8E4M3 (one byte
 	// an element, dequantised with the per-tensor scales fp8KScale and fp8VScale; q and the
 	// output stay DType).
-	KVDType cgo.DType `json:"kv_dtype,omitempty"`
-	Variant  cgo.AttentionVariant `json:"variant"`         // AttentionAuto lets the plan choose
-	Scale    float64              `json:"scale,omitempty"` // softmax scale; 0 = 1/sqrt(HeadDim)
+	KVDType cgo.DType            `json:"kv_dtype,omitempty"`
+	Variant cgo.AttentionVariant `json:"variant"`         // AttentionAuto lets the plan choose
+	Scale   float64              `json:"scale,omitempty"` // softmax scale; 0 = 1/sqrt(HeadDim)
 	// Append writes each sequence's last token with the KV append kernel first (new K and V
 	// from the hash), as a decode step does, so that the verification covers the append too.
 	Append bool `json:"append,omitempty"`
