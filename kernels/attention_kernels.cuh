@@ -94,7 +94,7 @@ struct AttnArgs {
   int32_t window, chunk;    /* the span: 0 = none (db_attention_params) */
   int32_t paged, capacity, page_shift, num_pages, pages_per_seq;
   float q_scale;            /* softmax scale * log2(e) (* k_scale * kE4m3Unit for an fp8 cache) */
-  float v_scale;            /* what the P.V sums are multiplied by: 1, or v_scale * kE4m3Unit */
+  float v_scale;            /* fp8 cache: what the P.V sums are multiplied by, v_scale * kE4m3Unit */
 };
 
 struct AppendArgs {
@@ -451,14 +451,15 @@ DB_DEVICE float attn_direct_sink(const AttnArgs &a, const AttnBlock &k, int g, f
  * Otherwise this split's partials to the workspace, the arrival, and for the last arrival the
  * merge (which reuses m_s and l_s).
  */
-template <class E, int D, int GP, int Threads, int Lanes>
+template <class E, int D, int GP, int Threads, int Lanes, bool Fp8>
 DB_DEVICE void attn_finish(const AttnArgs &a, const AttnBlock &k, const float *red_s, float *m_s,
                            float *l_s, int *last_s) {
   auto lanes_sum = [&](int g, int d) {
     float o = 0.0f;
     DB_UNROLL
     for (int r = 0; r < Lanes; ++r) o += red_s[((size_t)r * GP + g) * D + d];
-    return o * a.v_scale;
+    if constexpr (Fp8) o *= a.v_scale; /* a 16-bit cache's output is as it was */
+    return o;
   };
   const size_t row0 = (size_t)k.b * a.q_heads + k.hq0;
   /* Two loops, not one with the branch inside: that is what ptxas made of the one loop until
@@ -718,7 +719,7 @@ DB_DEVICE void attn_decode_simt(const AttnArgs &a) {
     }
   }
   __syncthreads();
-  attn_finish<E, D, GP, C::kThreads, C::kTokenLanes>(a, k, red_s, m_s, l_s, last_s);
+  attn_finish<E, D, GP, C::kThreads, C::kTokenLanes, sizeof(CE) == 1>(a, k, red_s, m_s, l_s, last_s);
 }
 
 template <class E, int D, int GP>

@@ -306,7 +306,7 @@ DB_DEVICE void attn_decode_mma(const AttnArgs &a) {
       }
   }
   __syncthreads();
-  attn_finish<E, D, GP, C::kThreads, C::kWarps>(a, k, red_s, m_s, l_s, last_s);
+  attn_finish<E, D, GP, C::kThreads, C::kWarps, sizeof(CE) == 1>(a, k, red_s, m_s, l_s, last_s);
 }
 
 template <class E, int D, int GP>
