@@ -46,22 +46,37 @@ func ParseAttentionVariant(s string) (AttentionVariant, error) {
 
 // KVCache mirrors db_kv_cache: what db_attention reads and db_kv_append writes.
 type KVCache struct {
-	K, V        uint64 // device addresses of the K and V caches, same layout and dtype
-	PageTable   uint64 // paged: int32 [batch, PagesPerSeq] page ids in [0, NumPages)
-	Layout      KVLayout
-	DType       DType // bf16 or fp16
-	KVHeads     int
-	HeadDim     int // one of AttentionHeadDims
-	Capacity    int // contiguous: tokens per (sequence, kv head)
-	PageSize    int // paged: tokens per page, a power of two from MinPageSize to MaxPageSize
-	NumPages    int
-	PagesPerSeq int
+	K, V      uint64 // device addresses of the K and V caches, same layout and dtype
+	PageTable uint64 // paged: int32 [batch, PagesPerSeq] page ids in [0, NumPages)
+	Layout    KVLayout
+	DType     DType // bf16, fp16 or fp8 (DTypeFP8E4M3)
+	// An fp8 cache holds e4m3 codes; an element is code * KScale (K) or code * VScale (V),
+	// both finite and > 0, and the activations it meets (q, out, the new tokens) are ActDType,
+	// bf16 or fp16. For a 16-bit cache ActDType is 0 or DType and the scales are not read.
+	KScale, VScale float32
+	ActDType       DType
+	KVHeads        int
+	HeadDim        int // one of AttentionHeadDims
+	Capacity       int // contiguous: tokens per (sequence, kv head)
+	PageSize       int // paged: tokens per page, a power of two from MinPageSize to MaxPageSize
+	NumPages       int
+	PagesPerSeq    int
+}
+
+// Activations is the dtype of the q, out and new tokens used with the cache: ActDType for an
+// fp8 cache, else DType.
+func (k KVCache) Activations() DType {
+	if k.DType == DTypeFP8E4M3 {
+		return k.ActDType
+	}
+	return k.DType
 }
 
 func (k KVCache) toC(op string) (C.db_kv_cache, error) {
 	var c C.db_kv_cache
 	c.k, c.v, c.page_table = C.uint64_t(k.K), C.uint64_t(k.V), C.uint64_t(k.PageTable)
 	c.layout, c.dtype = C.int32_t(k.Layout), C.int32_t(k.DType)
+	c.k_scale, c.v_scale, c.act_dtype = C.float(k.KScale), C.float(k.VScale), C.int32_t(k.ActDType)
 	fields := []struct {
 		name string
 		v    int
@@ -88,6 +103,7 @@ func kvCacheFromC(c *C.db_kv_cache) KVCache {
 	return KVCache{
 		K: uint64(c.k), V: uint64(c.v), PageTable: uint64(c.page_table),
 		Layout: KVLayout(c.layout), DType: DType(c.dtype),
+		KScale: float32(c.k_scale), VScale: float32(c.v_scale), ActDType: DType(c.act_dtype),
 		KVHeads: int(c.kv_heads), HeadDim: int(c.head_dim), Capacity: int(c.capacity),
 		PageSize: int(c.page_size), NumPages: int(c.num_pages), PagesPerSeq: int(c.pages_per_seq),
 	}
@@ -95,7 +111,7 @@ func kvCacheFromC(c *C.db_kv_cache) KVCache {
 
 // AttentionParams mirrors db_attention_params: one query token per sequence against its cache.
 type AttentionParams struct {
-	Q, Out         uint64 // [batch, q_heads, head_dim], Cache.DType
+	Q, Out         uint64 // [batch, q_heads, head_dim], Cache.Activations()
 	ContextLens    uint64 // int32 [batch]
 	Workspace      uint64 // fp32 split partials (see AttentionPlan)
 	WorkspaceBytes uint64
@@ -187,7 +203,7 @@ func (d *Device) Attention(p AttentionParams) error {
 
 // KVAppendParams mirrors db_kv_append_params: each sequence's new K and V go to its position.
 type KVAppendParams struct {
-	KNew, VNew uint64 // [batch, kv_heads, head_dim], Cache.DType
+	KNew, VNew uint64 // [batch, kv_heads, head_dim], Cache.Activations()
 	Positions  uint64 // int32 [batch]; positions outside a sequence's capacity are skipped
 	Cache      KVCache
 	Batch      int

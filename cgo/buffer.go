@@ -18,11 +18,15 @@ const (
 	DTypeBF16 DType = C.DB_DTYPE_BF16
 	DTypeFP16 DType = C.DB_DTYPE_FP16
 	DTypeU32  DType = C.DB_DTYPE_U32
+	// DTypeFP8E4M3 is an fp8 e4m3 KV cache (KVCache.DType): one byte an element.
+	DTypeFP8E4M3 DType = C.DB_DTYPE_FP8_E4M3
 )
 
 // Bytes is the size of one element (0 for an unknown dtype).
 func (t DType) Bytes() uint64 {
 	switch t {
+	case DTypeFP8E4M3:
+		return 1
 	case DTypeBF16, DTypeFP16:
 		return 2
 	case DTypeF32, DTypeU32:
@@ -41,6 +45,8 @@ func (t DType) String() string {
 		return "fp16"
 	case DTypeU32:
 		return "u32"
+	case DTypeFP8E4M3:
+		return "fp8"
 	}
 	return fmt.Sprintf("dtype(%d)", int32(t))
 }

@@ -54,17 +54,34 @@ int attn_heads_per_block(int variant, int group) {
 
 bool attn_is_pow2(int x) { return x > 0 && (x & (x - 1)) == 0; }
 
+/* The dtype of the activations used with a validated cache: its own, or act_dtype for fp8. */
+int attn_act_dtype(const db_kv_cache &c) { return c.dtype == DB_DTYPE_FP8_E4M3 ? c.act_dtype : c.dtype; }
+
+bool attn_scale_ok(float s) { return s > 0.0f && !std::isinf(s); } /* false for NaN */
+
 /* Checks a KV cache description for `batch` sequences of up to `tokens` tokens. */
 int attn_validate_cache(const char *fn, const db_kv_cache &c, int32_t batch, int64_t tokens) {
-  if (c.dtype != DB_DTYPE_BF16 && c.dtype != DB_DTYPE_FP16)
-    return db_fail(DB_ERR_UNSUPPORTED_SHAPE, "%s: cache dtype %d (%s) unsupported: want bf16 or fp16",
+  if (c.dtype != DB_DTYPE_BF16 && c.dtype != DB_DTYPE_FP16 && c.dtype != DB_DTYPE_FP8_E4M3)
+    return db_fail(DB_ERR_UNSUPPORTED_SHAPE, "%s: cache dtype %d (%s) unsupported: want bf16, fp16 or fp8_e4m3",
                    fn, c.dtype, db_dtype_name(c.dtype));
+  if (c.dtype == DB_DTYPE_FP8_E4M3) {
+    if (c.act_dtype != DB_DTYPE_BF16 && c.act_dtype != DB_DTYPE_FP16)
+      return db_fail(DB_ERR_UNSUPPORTED_SHAPE,
+                     "%s: act_dtype %d (%s) of an fp8 cache unsupported: want bf16 or fp16", fn, c.act_dtype,
+                     db_dtype_name(c.act_dtype));
+    if (!attn_scale_ok(c.k_scale) || !attn_scale_ok(c.v_scale))
+      return db_fail(DB_ERR_INVALID_ARGUMENT, "%s: fp8 cache scales k_scale %g, v_scale %g must be finite and > 0",
+                     fn, (double)c.k_scale, (double)c.v_scale);
+  } else if (c.act_dtype != 0 && c.act_dtype != c.dtype) {
+    return db_fail(DB_ERR_UNSUPPORTED_SHAPE, "%s: act_dtype %d (%s) of a %s cache unsupported: want 0 or %s", fn,
+                   c.act_dtype, db_dtype_name(c.act_dtype), db_dtype_name(c.dtype), db_dtype_name(c.dtype));
+  }
   if (c.kv_heads < 1) return db_fail(DB_ERR_INVALID_ARGUMENT, "%s: kv_heads %d must be >= 1", fn, c.kv_heads);
   DB_CHECK(DB_DISPATCH_HEAD_DIM(fn, c.head_dim, D, DB_OK));
   if (c.k == 0 || c.v == 0) return db_fail(DB_ERR_INVALID_ARGUMENT, "%s: null K or V cache", fn);
   if ((c.k | c.v) % 16 != 0)
     return db_fail(DB_ERR_INVALID_ARGUMENT, "%s: K and V caches must be 16-byte aligned", fn);
-  const int64_t row_bytes = (int64_t)c.head_dim * 2;
+  const int64_t row_bytes = (int64_t)c.head_dim * (c.dtype == DB_DTYPE_FP8_E4M3 ? 1 : 2);
   if (c.layout == DB_KV_CONTIGUOUS) {
     if (c.capacity < 1 || c.capacity < tokens)
       return db_fail(DB_ERR_INVALID_ARGUMENT, "%s: cache capacity %d tokens is less than %lld", fn,
@@ -180,7 +197,8 @@ int attn_plan(const char *fn, db_context *ctx, const db_attention_params *p, Att
   plan->variant = p->variant == DB_ATTENTION_AUTO ? DB_ATTENTION_SIMT : p->variant;
   plan->gp = attn_heads_per_block(plan->variant, group);
   DB_CHECK(DB_DISPATCH_HEAD_DIM(fn, c.head_dim, D,
-                                db_attn::attn_kernel<D>(fn, plan->variant, c.dtype, plan->gp, &plan->kernel)));
+                                db_attn::attn_kernel<D>(fn, plan->variant, attn_act_dtype(c), c.dtype, plan->gp,
+                                                        &plan->kernel)));
   const int tile = plan->kernel.tile;
   plan->head_chunks = (group + plan->gp - 1) / plan->gp;
   if ((int64_t)plan->kernel.smem > ctx->smem_per_block_optin_bytes)
@@ -263,6 +281,11 @@ int attn_run(db_context *ctx, const db_attention_params &p, const AttnPlan &plan
   args.pages_per_seq = c.pages_per_seq;
   const float scale = p.scale > 0.0f ? p.scale : 1.0f / std::sqrt((float)c.head_dim);
   args.q_scale = scale * db_attn::kLog2e;
+  args.v_scale = 1.0f;
+  if (c.dtype == DB_DTYPE_FP8_E4M3) { /* the kernels decode code / kE4m3Unit */
+    args.q_scale *= c.k_scale * db_attn::kE4m3Unit;
+    args.v_scale = c.v_scale * db_attn::kE4m3Unit;
+  }
   return plan.kernel.launch(ctx, plan.grid, args);
 }
 
@@ -296,6 +319,27 @@ __global__ void __launch_bounds__(256) kv_append_kernel(const AppendArgs a) {
   if (row < 0) return;
   a.k[row * a.chunks + c] = a.k_new[i];
   a.v[row * a.chunks + c] = a.v_new[i];
+}
+
+/* The same into an fp8 e4m3 cache: each thread quantises its 8 elements of K and of V
+ * (attn_e4m3_pack8) and writes 8 bytes of each. */
+template <class E>
+__global__ void __launch_bounds__(256) kv_append_fp8_kernel(const AppendArgs a) {
+  const long long i = (long long)blockIdx.x * blockDim.x + threadIdx.x;
+  if (i >= (long long)a.batch * a.kv_heads * a.chunks) return;
+  const int c = (int)(i % a.chunks);
+  const int seq_head = (int)(i / a.chunks);
+  const int h = seq_head % a.kv_heads, b = seq_head / a.kv_heads;
+  const int pos = a.positions[b];
+  if (pos < 0 || pos >= (a.paged ? a.pages_per_seq << a.page_shift : a.capacity)) return;
+  const long long row =
+      kv_cache_row(a, a.paged ? a.page_table + (size_t)b * a.pages_per_seq : nullptr, seq_head, h, pos);
+  if (row < 0) return;
+  float x[8];
+  attn_unpack8<E>(a.k_new[i], x);
+  reinterpret_cast<uint2 *>(a.k)[row * a.chunks + c] = attn_e4m3_pack8(x, a.k_scale);
+  attn_unpack8<E>(a.v_new[i], x);
+  reinterpret_cast<uint2 *>(a.v)[row * a.chunks + c] = attn_e4m3_pack8(x, a.v_scale);
 }
 
 }  // namespace
@@ -380,8 +424,13 @@ extern "C" int db_kv_append(db_context *ctx, const db_kv_append_params *p) {
     a.page_shift = a.paged ? attn_log2(c.page_size) : 0;
     a.num_pages = c.num_pages;
     a.pages_per_seq = c.pages_per_seq;
+    a.k_scale = c.k_scale;
+    a.v_scale = c.v_scale;
     const int64_t threads = (int64_t)p->batch * c.kv_heads * a.chunks;
-    return DB_LAUNCH(kv_append_kernel, dim3((unsigned)db_ceil_div((uint64_t)threads, 256)), dim3(256), 0,
-                     ctx->stream, a);
+    const dim3 grid((unsigned)db_ceil_div((uint64_t)threads, 256));
+    if (c.dtype != DB_DTYPE_FP8_E4M3) return DB_LAUNCH(kv_append_kernel, grid, dim3(256), 0, ctx->stream, a);
+    if (c.act_dtype == DB_DTYPE_BF16)
+      return DB_LAUNCH((kv_append_fp8_kernel<__nv_bfloat16>), grid, dim3(256), 0, ctx->stream, a);
+    return DB_LAUNCH((kv_append_fp8_kernel<__half>), grid, dim3(256), 0, ctx->stream, a);
   });
 }

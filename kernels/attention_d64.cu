@@ -2,4 +2,4 @@
  * count, SIMT and MMA), one translation unit per head dim so that make -j spreads the build. */
 #include "attention_instance.cuh"
 
-template int db_attn::attn_kernel<64>(const char *, int, int, int, db_attn::AttnKernel *);
+template int db_attn::attn_kernel<64>(const char *, int, int, int, int, db_attn::AttnKernel *);

@@ -45,14 +45,21 @@ constexpr const char *attn_dtype_type_name() {
   return std::is_same_v<E, __nv_bfloat16> ? "__nv_bfloat16" : "__half";
 }
 
-/* One decode kernel instantiation; Mma selects attention_decode_mma_kernel (GP 8 or 16). */
-template <class E, int D, int GP, bool Mma>
+/* One decode kernel instantiation; Mma selects attention_decode_mma_kernel (GP 8 or 16), Fp8 the
+ * kernels over an fp8 e4m3 cache (attention_decode_fp8_kernel, attention_decode_mma_fp8_kernel). */
+template <class E, int D, int GP, bool Mma, bool Fp8>
 struct AttnInstance {
-  using C = std::conditional_t<Mma, AttnMmaConfig<D, GP>, AttnConfig<D, GP>>;
+  using CE = std::conditional_t<Fp8, db_attn::E4m3, E>;
+  using C = std::conditional_t<Mma, AttnMmaConfig<D, GP, CE>, AttnConfig<D, GP, CE>>;
   static constexpr int kMaxDevices = 64;
+  static constexpr const char *kName =
+      Mma ? (Fp8 ? "attention_decode_mma_fp8_kernel" : "attention_decode_mma_kernel")
+          : (Fp8 ? "attention_decode_fp8_kernel" : "attention_decode_kernel");
 
   static void (*kernel())(const AttnArgs) {
-    if constexpr (Mma) return &attention_decode_mma_kernel<E, D, GP>;
+    if constexpr (Mma && Fp8) return &attention_decode_mma_fp8_kernel<E, D, GP>;
+    else if constexpr (Mma) return &attention_decode_mma_kernel<E, D, GP>;
+    else if constexpr (Fp8) return &attention_decode_fp8_kernel<E, D, GP>;
     else return &attention_decode_kernel<E, D, GP>;
   }
 
@@ -66,8 +73,7 @@ struct AttnInstance {
     const cudaError_t e =
         cudaFuncSetAttribute(kernel(), cudaFuncAttributeMaxDynamicSharedMemorySize, (int)C::kSmemBytes);
     if (e != cudaSuccess)
-      return db_fail_cuda(e, Mma ? "cudaFuncSetAttribute(attention_decode_mma_kernel, MaxDynamicSharedMemorySize)"
-                                 : "cudaFuncSetAttribute(attention_decode_kernel, MaxDynamicSharedMemorySize)");
+      return db_fail_cuda(e, "cudaFuncSetAttribute(attention decode kernel, MaxDynamicSharedMemorySize)");
     done.fetch_or(bit, std::memory_order_relaxed);
     return DB_OK;
   }
@@ -78,15 +84,21 @@ struct AttnInstance {
     if (cacheable && (*blocks_per_sm = cached[ctx->device].load(std::memory_order_relaxed)) > 0) return DB_OK;
     DB_CHECK(allow_smem(ctx));
     DB_CHECK(db_occupancy(kernel(), C::kThreads, C::kSmemBytes, attn_sm90_registers(Mma, D, GP),
-                          Mma ? "attention_decode_mma_kernel" : "attention_decode_kernel", blocks_per_sm));
+                          kName, blocks_per_sm));
     if (cacheable) cached[ctx->device].store(*blocks_per_sm, std::memory_order_relaxed);
     return DB_OK;
   }
 
   static int launch(db_context *ctx, dim3 grid, const AttnArgs &args) {
     DB_CHECK(allow_smem(ctx));
-    if constexpr (Mma)
+    if constexpr (Mma && Fp8)
+      return DB_LAUNCH((attention_decode_mma_fp8_kernel<E, D, GP>), grid, dim3(C::kThreads), C::kSmemBytes,
+                       ctx->stream, args);
+    else if constexpr (Mma)
       return DB_LAUNCH((attention_decode_mma_kernel<E, D, GP>), grid, dim3(C::kThreads), C::kSmemBytes,
+                       ctx->stream, args);
+    else if constexpr (Fp8)
+      return DB_LAUNCH((attention_decode_fp8_kernel<E, D, GP>), grid, dim3(C::kThreads), C::kSmemBytes,
                        ctx->stream, args);
     else
       return DB_LAUNCH((attention_decode_kernel<E, D, GP>), grid, dim3(C::kThreads), C::kSmemBytes,
@@ -94,8 +106,7 @@ struct AttnInstance {
   }
 
   static void describe(db_attn::AttnKernel *out) {
-    std::snprintf(out->name, sizeof out->name, "(anonymous namespace)::%s<%s, %d, %d>",
-                  Mma ? "attention_decode_mma_kernel" : "attention_decode_kernel",
+    std::snprintf(out->name, sizeof out->name, "(anonymous namespace)::%s<%s, %d, %d>", kName,
                   attn_dtype_type_name<E>(), D, GP);
     out->threads = C::kThreads;
     out->tile = C::kTile;
@@ -106,15 +117,27 @@ struct AttnInstance {
   }
 };
 
+/* dtype: the activations' (BF16 or FP16); cache_dtype: that, or FP8_E4M3. */
 template <int D, int GP, bool Mma>
-int attn_describe(const char *fn, int dtype, db_attn::AttnKernel *out) {
+int attn_describe(const char *fn, int dtype, int cache_dtype, db_attn::AttnKernel *out) {
   if constexpr (Mma && GP != 8 && GP != 16) {
     return db_fail(DB_ERR_UNSUPPORTED_SHAPE, "%s: the mma kernel serves 8 or 16 heads per block, not %d",
                    fn, GP);
   } else {
+    const bool fp8 = cache_dtype == DB_DTYPE_FP8_E4M3;
+    if (!fp8 && cache_dtype != dtype)
+      return db_fail(DB_ERR_UNSUPPORTED_SHAPE, "%s: cache dtype %d (%s) with activations %s unsupported: want "
+                     "the activations' dtype or fp8_e4m3", fn, cache_dtype, db_dtype_name(cache_dtype),
+                     db_dtype_name(dtype));
     switch (dtype) {
-      case DB_DTYPE_BF16: AttnInstance<__nv_bfloat16, D, GP, Mma>::describe(out); return DB_OK;
-      case DB_DTYPE_FP16: AttnInstance<__half, D, GP, Mma>::describe(out); return DB_OK;
+      case DB_DTYPE_BF16:
+        if (fp8) AttnInstance<__nv_bfloat16, D, GP, Mma, true>::describe(out);
+        else AttnInstance<__nv_bfloat16, D, GP, Mma, false>::describe(out);
+        return DB_OK;
+      case DB_DTYPE_FP16:
+        if (fp8) AttnInstance<__half, D, GP, Mma, true>::describe(out);
+        else AttnInstance<__half, D, GP, Mma, false>::describe(out);
+        return DB_OK;
     }
     return db_fail(DB_ERR_UNSUPPORTED_SHAPE, "%s: dtype %d (%s) unsupported: want bf16 or fp16", fn, dtype,
                    db_dtype_name(dtype));
@@ -124,12 +147,12 @@ int attn_describe(const char *fn, int dtype, db_attn::AttnKernel *out) {
 }  // namespace
 
 template <int D>
-int db_attn::attn_kernel(const char *fn, int variant, int dtype, int gp, AttnKernel *out) {
+int db_attn::attn_kernel(const char *fn, int variant, int dtype, int cache_dtype, int gp, AttnKernel *out) {
   switch (variant) {
     case DB_ATTENTION_SIMT:
-      return DB_DISPATCH_HEADS_PER_BLOCK(fn, gp, GP, attn_describe<D, GP, false>(fn, dtype, out));
+      return DB_DISPATCH_HEADS_PER_BLOCK(fn, gp, GP, attn_describe<D, GP, false>(fn, dtype, cache_dtype, out));
     case DB_ATTENTION_MMA:
-      return DB_DISPATCH_HEADS_PER_BLOCK(fn, gp, GP, attn_describe<D, GP, true>(fn, dtype, out));
+      return DB_DISPATCH_HEADS_PER_BLOCK(fn, gp, GP, attn_describe<D, GP, true>(fn, dtype, cache_dtype, out));
   }
   return db_fail(DB_ERR_INVALID_ARGUMENT, "%s: variant %d is not DB_ATTENTION_SIMT 1 or DB_ATTENTION_MMA 2",
                  fn, variant);

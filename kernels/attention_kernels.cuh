@@ -57,7 +57,9 @@
 #define DECODEBENCH_ATTENTION_KERNELS_CUH
 
 #include <cmath>
+#include <type_traits>
 
+#include "attention_fp8.cuh"
 #include "common.cuh"
 
 namespace db_attn {
@@ -65,6 +67,15 @@ namespace db_attn {
 constexpr int kMaxSplits = 1024; /* db_attention_params.num_splits */
 constexpr int kMinPageTokens = 16; /* the smallest page (DB_KV_PAGED) */
 constexpr float kLog2e = 1.4426950408889634f;
+
+/* The element of an fp8 e4m3 KV cache (DB_DTYPE_FP8_E4M3): the kernels' cache type CE is this,
+ * or the activation type E for a 16-bit cache. The decode below gives code / kE4m3Unit exactly;
+ * the host folds kE4m3Unit and the tensor scales into the softmax scale (K) and the output
+ * scale (V), so no multiply is spent per element. */
+struct E4m3 {
+  uint8_t bits;
+};
+constexpr float kE4m3Unit = 256.0f;
 
 /* Everything a decode launch needs; passed by value. */
 struct AttnArgs {
@@ -82,12 +93,14 @@ struct AttnArgs {
   int32_t max_context, num_splits, split_tokens;
   int32_t window, chunk;    /* the span: 0 = none (db_attention_params) */
   int32_t paged, capacity, page_shift, num_pages, pages_per_seq;
-  float q_scale;            /* softmax scale * log2(e) */
+  float q_scale;            /* softmax scale * log2(e) (* k_scale * kE4m3Unit for an fp8 cache) */
+  float v_scale;            /* fp8 cache: what the P.V sums are multiplied by, v_scale * kE4m3Unit */
 };
 
 struct AppendArgs {
   const uint4 *k_new, *v_new; /* [batch, kv_heads, head_dim] */
   uint4 *k, *v;
+  float k_scale, v_scale;     /* fp8 cache: the divisors of the quantisation */
   const int32_t *positions;
   const int32_t *page_table;
   int32_t batch, kv_heads, chunks; /* chunks = head_dim / 8 */
@@ -119,6 +132,23 @@ DB_DEVICE void attn_unpack8(const uint4 raw, float (&out)[8]) {
   const float2 c = db_dtype<E>::unpack(raw.z), d = db_dtype<E>::unpack(raw.w);
   out[0] = a.x, out[1] = a.y, out[2] = b.x, out[3] = b.y;
   out[4] = c.x, out[5] = c.y, out[6] = d.x, out[7] = d.y;
+}
+
+/* Eight cache elements at p (16 bytes of a 16-bit cache, 8 of an fp8 one; aligned) as fp32:
+ * the 16-bit values, or code / kE4m3Unit. */
+template <class CE>
+DB_DEVICE void attn_load8(const CE *p, float (&out)[8]) {
+  if constexpr (sizeof(CE) == 1) {
+    const uint2 raw = *reinterpret_cast<const uint2 *>(p);
+    const float2 a = db_dtype<__half>::unpack(attn_e4m3x2_half2_bits(raw.x));
+    const float2 b = db_dtype<__half>::unpack(attn_e4m3x2_half2_bits(raw.x >> 16));
+    const float2 c = db_dtype<__half>::unpack(attn_e4m3x2_half2_bits(raw.y));
+    const float2 d = db_dtype<__half>::unpack(attn_e4m3x2_half2_bits(raw.y >> 16));
+    out[0] = a.x, out[1] = a.y, out[2] = b.x, out[3] = b.y;
+    out[4] = c.x, out[5] = c.y, out[6] = d.x, out[7] = d.y;
+  } else {
+    attn_unpack8<CE>(*reinterpret_cast<const uint4 *>(p), out);
+  }
 }
 
 /* ---- the block's prologue (both decode kernels) ----------------------------------------------- */
@@ -191,16 +221,18 @@ DB_DEVICE void attn_load_queries(const AttnArgs &a, const AttnBlock &k, Store st
  */
 template <class E, int D, int Tile, int Threads>
 struct AttnTiles {
-  static constexpr int kChunks = D / 8;                /* 16-byte chunks per K or V row */
-  static constexpr int kRow = D + 8;                   /* shared row stride in elements: +16 bytes */
+  static constexpr int kElemBytes = (int)sizeof(E);   /* 2, or 1 for an fp8 cache */
+  static constexpr int kChunkElems = 16 / kElemBytes;
+  static constexpr int kChunks = D / kChunkElems;      /* 16-byte chunks per K or V row */
+  static constexpr int kRow = D + kChunkElems;         /* shared row stride in elements: +16 bytes */
   static constexpr int kMaxPages = Tile / kMinPageTokens > 0 ? Tile / kMinPageTokens : 1;
   static constexpr int kCopies = Tile * kChunks;       /* of K, and of V, per tile */
   static constexpr int kCopiesPerThread = (kCopies + Threads - 1) / Threads;
   static constexpr size_t kTileElems = (size_t)Tile * kRow; /* one of K or V, one stage */
-  static constexpr size_t kBytes = 2 /*stages*/ * 2 /*K, V*/ * kTileElems * 2;
+  static constexpr size_t kBytes = 2 /*stages*/ * 2 /*K, V*/ * kTileElems * kElemBytes;
   static constexpr size_t kPageBytes = 2 /*slots*/ * kMaxPages * 4;
   static_assert(kMaxPages <= 32, "one warp fetches a tile's page ids");
-  static_assert((kRow * 2) % 16 == 0, "16-byte aligned shared rows");
+  static_assert((kRow * kElemBytes) % 16 == 0 && D % kChunkElems == 0, "16-byte aligned shared rows");
 
   E *kv_s;          /* [stage][K, V][Tile][kRow] */
   int32_t *page_s;  /* [slot][kMaxPages]: page id, -1 outside the cache */
@@ -255,11 +287,11 @@ struct AttnTiles {
         }
       }
       if (row >= 0) {
-        const long long off = row * (D * 2) + c * 16;
-        db_cp_async_16(k_dst + tok * kRow + c * 8, a.k + off);
-        db_cp_async_16(v_dst + tok * kRow + c * 8, a.v + off);
+        const long long off = row * (D * kElemBytes) + c * 16;
+        db_cp_async_16(k_dst + tok * kRow + c * kChunkElems, a.k + off);
+        db_cp_async_16(v_dst + tok * kRow + c * kChunkElems, a.v + off);
       } else {
-        *reinterpret_cast<uint4 *>(v_dst + tok * kRow + c * 8) = make_uint4(0u, 0u, 0u, 0u);
+        *reinterpret_cast<uint4 *>(v_dst + tok * kRow + c * kChunkElems) = make_uint4(0u, 0u, 0u, 0u);
       }
     }
     db_cp_async_commit();
@@ -365,7 +397,7 @@ DB_DEVICE void attn_merge(const AttnArgs &a, const AttnBlock &k, float *M_s, flo
     }
     l = db_warp_sum(l);
     if (a.sinks != nullptr) l += exp2f(a.sinks[k.hq0 + g] * db_attn::kLog2e - m); /* once, not per split */
-    if (lane == 0) M_s[g] = m, inv_l_s[g] = l > 0.0f ? 1.0f / l : 0.0f;
+    if (lane == 0) M_s[g] = m, inv_l_s[g] = l != 0.0f ? 1.0f / l : 0.0f; /* NaN stays NaN */
   }
   __syncthreads(); /* M and 1/L of every head */
 
@@ -419,24 +451,27 @@ DB_DEVICE float attn_direct_sink(const AttnArgs &a, const AttnBlock &k, int g, f
  * Otherwise this split's partials to the workspace, the arrival, and for the last arrival the
  * merge (which reuses m_s and l_s).
  */
-template <class E, int D, int GP, int Threads, int Lanes>
+template <class E, int D, int GP, int Threads, int Lanes, bool Fp8>
 DB_DEVICE void attn_finish(const AttnArgs &a, const AttnBlock &k, const float *red_s, float *m_s,
                            float *l_s, int *last_s) {
   auto lanes_sum = [&](int g, int d) {
     float o = 0.0f;
     DB_UNROLL
     for (int r = 0; r < Lanes; ++r) o += red_s[((size_t)r * GP + g) * D + d];
+    if constexpr (Fp8) o *= a.v_scale; /* a 16-bit cache's output is as it was */
     return o;
   };
   const size_t row0 = (size_t)k.b * a.q_heads + k.hq0;
   /* Two loops, not one with the branch inside: that is what ptxas made of the one loop until
    * the sinks came, and the static gate counts loops by address. */
   const bool direct = k.active == 1;
+  /* l is 0 only where no token was seen (o is 0 too); a NaN score (fmaxf skips it in the max)
+   * makes l NaN, and the output must say so, so the tests are l != 0, never l > 0. */
   if (direct) {
     for (int i = threadIdx.x; i < k.heads * D; i += Threads) {
       const int g = i / D, d = i % D;
       const float o = lanes_sum(g, d), l = l_s[g];
-      static_cast<E *>(a.out)[(row0 + g) * D + d] = db_dtype<E>::from_float(l > 0.0f ? o / l : 0.0f);
+      static_cast<E *>(a.out)[(row0 + g) * D + d] = db_dtype<E>::from_float(l != 0.0f ? o / l : 0.0f);
     }
   } else {
     for (int i = threadIdx.x; i < k.heads * D; i += Threads) {
@@ -464,12 +499,12 @@ DB_DEVICE void attn_finish(const AttnArgs &a, const AttnBlock &k, const float *r
 /* ---- the SIMT decode kernel ------------------------------------------------------------------- */
 
 /* Compile-time layout of one (head dim D, heads per block GP) instantiation. */
-template <int D, int GP>
+template <int D, int GP, class CE = __half>
 struct AttnConfig {
   static constexpr int kThreads = 128;
   static constexpr int kWarps = kThreads / 32;
   static constexpr int kTile = D <= 64 ? 64 : (D <= 128 ? 32 : 16);
-  using Tiles = AttnTiles<__half, D, kTile, kThreads>; /* sizes only: the same for both dtypes */
+  using Tiles = AttnTiles<CE, D, kTile, kThreads>; /* sizes only: the same for both 16-bit dtypes */
   static constexpr int kChunks = D / 8;
   static constexpr int kRow = Tiles::kRow;
   /* scores: thread (token, part); part p sums chunks p, p + kParts, ... */
@@ -509,11 +544,12 @@ struct AttnConfig {
 template <int GP>
 constexpr int attn_min_blocks() { return GP >= 16 ? 2 : 3; }
 
-template <class E, int D, int GP>
-__global__ void __launch_bounds__(AttnConfig<D, GP>::kThreads, attn_min_blocks<GP>())
-    attention_decode_kernel(const AttnArgs a) {
-  using C = AttnConfig<D, GP>;
-  using Tiles = AttnTiles<E, D, C::kTile, C::kThreads>;
+/* The SIMT kernel's body, for activations E and cache elements CE (E, or E4m3). The __global__
+ * wrappers below keep one name per cache format, so that the 16-bit kernels keep theirs. */
+template <class E, class CE, int D, int GP>
+DB_DEVICE void attn_decode_simt(const AttnArgs &a) {
+  using C = AttnConfig<D, GP, CE>;
+  using Tiles = AttnTiles<CE, D, C::kTile, C::kThreads>;
   DB_EXTERN_SHARED(unsigned char, smem);
   float *red_s = reinterpret_cast<float *>(smem);              /* epilogue: [lanes][GP][D] */
   float *q_s = reinterpret_cast<float *>(smem + C::kQOffset);
@@ -523,7 +559,7 @@ __global__ void __launch_bounds__(AttnConfig<D, GP>::kThreads, attn_min_blocks<G
   float *m_s = alpha_s + GP;
   float *l_s = m_s + GP;
   int *last_s = reinterpret_cast<int *>(l_s + GP);
-  const Tiles tiles{reinterpret_cast<E *>(smem), reinterpret_cast<int32_t *>(smem + C::kPageOffset)};
+  const Tiles tiles{reinterpret_cast<CE *>(smem), reinterpret_cast<int32_t *>(smem + C::kPageOffset)};
 
   const AttnBlock k = attn_block<GP, C::kTile>(a);
   if (k.split >= k.active) return; /* past the sequence: no token, no partial */
@@ -563,8 +599,8 @@ __global__ void __launch_bounds__(AttnConfig<D, GP>::kThreads, attn_min_blocks<G
     tiles.next(a, k, it);
     __syncthreads(); /* this tile's rows (and, the first time, the queries) are visible */
     const int next_pages = tiles.fetch_pages(a, k, it + 2);
-    const E *k_tile = tiles.k_tile(it & 1);
-    const E *v_tile = tiles.v_tile(it & 1);
+    const CE *k_tile = tiles.k_tile(it & 1);
+    const CE *v_tile = tiles.v_tile(it & 1);
 
     /* 2. partial scores over this thread's chunks of the head dim */
     if (qk_tok < n && qk_tok >= lo) {
@@ -573,7 +609,7 @@ __global__ void __launch_bounds__(AttnConfig<D, GP>::kThreads, attn_min_blocks<G
       for (int g = 0; g < GP; ++g) s[g] = 0.0f;
       for (int c = qk_part; c < C::kChunks; c += C::kParts) {
         float kf[8];
-        attn_unpack8<E>(*reinterpret_cast<const uint4 *>(k_tile + qk_tok * C::kRow + c * 8), kf);
+        attn_load8<CE>(k_tile + qk_tok * C::kRow + c * 8, kf);
         DB_UNROLL
         for (int g = 0; g < GP; ++g) {
           const float4 q0 = *reinterpret_cast<const float4 *>(q_s + g * D + c * 8);
@@ -643,7 +679,7 @@ __global__ void __launch_bounds__(AttnConfig<D, GP>::kThreads, attn_min_blocks<G
       }
       for (int tok = pv_lane; tok < n; tok += C::kTokenLanes) {
         float vf[8];
-        attn_unpack8<E>(*reinterpret_cast<const uint4 *>(v_tile + tok * C::kRow + pv_chunk * 8), vf);
+        attn_load8<CE>(v_tile + tok * C::kRow + pv_chunk * 8, vf);
         const float *p = prob_s + tok * GP + pv_slice * C::kHeadsPerThread;
         float pj[C::kHeadsPerThread];
         if constexpr (C::kHeadsPerThread % 4 == 0) {
@@ -683,7 +719,21 @@ __global__ void __launch_bounds__(AttnConfig<D, GP>::kThreads, attn_min_blocks<G
     }
   }
   __syncthreads();
-  attn_finish<E, D, GP, C::kThreads, C::kTokenLanes>(a, k, red_s, m_s, l_s, last_s);
+  attn_finish<E, D, GP, C::kThreads, C::kTokenLanes, sizeof(CE) == 1>(a, k, red_s, m_s, l_s, last_s);
+}
+
+template <class E, int D, int GP>
+__global__ void __launch_bounds__(AttnConfig<D, GP>::kThreads, attn_min_blocks<GP>())
+    attention_decode_kernel(const AttnArgs a) {
+  attn_decode_simt<E, E, D, GP>(a);
+}
+
+/* The same kernel over an fp8 e4m3 cache: half the bytes a tile, dequantised after the loads
+ * from shared memory. */
+template <class E, int D, int GP>
+__global__ void __launch_bounds__(AttnConfig<D, GP, db_attn::E4m3>::kThreads, attn_min_blocks<GP>())
+    attention_decode_fp8_kernel(const AttnArgs a) {
+  attn_decode_simt<E, db_attn::E4m3, D, GP>(a);
 }
 
 }  // namespace

@@ -24,16 +24,17 @@ struct AttnKernel {
   int (*launch)(db_context *ctx, dim3 grid, const AttnArgs &args);
 };
 
-/* Describes the kernel of (variant DB_ATTENTION_SIMT or _MMA, dtype, gp heads per block) for head
+/* Describes the kernel of (variant DB_ATTENTION_SIMT or _MMA, activation dtype, cache dtype (the
+ * same, or DB_DTYPE_FP8_E4M3), gp heads per block) for head
  * dim D; an unsupported gp is DB_ERR_UNSUPPORTED_SHAPE naming fn and the value. Defined in
  * attention_instance.cuh, instantiated once per head dim by attention_d<D>.cu. */
 template <int D>
-int attn_kernel(const char *fn, int variant, int dtype, int gp, AttnKernel *out);
-extern template int attn_kernel<64>(const char *, int, int, int, AttnKernel *);
-extern template int attn_kernel<80>(const char *, int, int, int, AttnKernel *);
-extern template int attn_kernel<96>(const char *, int, int, int, AttnKernel *);
-extern template int attn_kernel<128>(const char *, int, int, int, AttnKernel *);
-extern template int attn_kernel<256>(const char *, int, int, int, AttnKernel *);
+int attn_kernel(const char *fn, int variant, int dtype, int cache_dtype, int gp, AttnKernel *out);
+extern template int attn_kernel<64>(const char *, int, int, int, int, AttnKernel *);
+extern template int attn_kernel<80>(const char *, int, int, int, int, AttnKernel *);
+extern template int attn_kernel<96>(const char *, int, int, int, int, AttnKernel *);
+extern template int attn_kernel<128>(const char *, int, int, int, int, AttnKernel *);
+extern template int attn_kernel<256>(const char *, int, int, int, int, AttnKernel *);
 
 }  // namespace db_attn
 

@@ -48,22 +48,24 @@
 namespace {
 
 /* Compile-time layout of one (head dim D, padded heads GP = 8 or 16) instantiation. */
-template <int D, int GP>
+template <int D, int GP, class CE = __half>
 struct AttnMmaConfig {
   static constexpr int kWarps = D >= 256 ? 2 : 4;
   static constexpr int kThreads = kWarps * 32;
   static constexpr int kTile = 16 * kWarps;  /* tokens per tile: 16 rows per warp */
   static constexpr int kChunks = D / 8;      /* 16-byte chunks per K or V row */
-  static constexpr int kRow = D + 8;         /* shared row stride in elements (+16 bytes: the
+  static constexpr int kRow = D + 8;         /* query row stride in elements (+16 bytes: the
                                                 32-bit fragment loads of 8 rows x 4 lanes hit 32
-                                                distinct banks for every supported D) */
+                                                distinct banks for every supported D); the
+                                                K and V rows' is Tiles::kRow (the same for a
+                                                16-bit cache, D + 16 bytes for fp8) */
   static constexpr int kNT = GP / 8;         /* n-tiles of 8 heads */
   static constexpr int kDTiles = D / 16;     /* k-steps of the scores, m-tiles of P.V */
   static constexpr int kPRow = 24;           /* P row stride (elements): 12 words, so the B loads
                                                 of 8 heads x 4 lanes are conflict-free */
 
-  using Tiles = AttnTiles<__half, D, kTile, kThreads>; /* sizes only: the same for both dtypes */
-  static_assert(Tiles::kRow == kRow, "the tiles' row stride is the one the fragment loads assume");
+  using Tiles = AttnTiles<CE, D, kTile, kThreads>; /* sizes only: the same for both 16-bit dtypes */
+  static_assert(sizeof(CE) == 1 || Tiles::kRow == kRow, "the tiles' row stride is the one the fragment loads assume");
 
   /* Shared memory (bytes; every region starts 16-byte aligned). */
   static constexpr size_t kReduceBytes = (size_t)kWarps * GP * D * 4; /* epilogue, reuses KV */
@@ -101,11 +103,33 @@ struct AttnPScale<__half> {
 
 DB_DEVICE uint32_t attn_ld_smem_u32(const void *p) { return *reinterpret_cast<const uint32_t *>(p); }
 
-template <class E, int D, int GP>
-__global__ void __launch_bounds__(AttnMmaConfig<D, GP>::kThreads, attn_mma_min_blocks<D, GP>())
-    attention_decode_mma_kernel(const AttnArgs a) {
-  using C = AttnMmaConfig<D, GP>;
-  using Tiles = AttnTiles<E, D, C::kTile, C::kThreads>;
+/* Two e4m3 codes (bits 0..15) as an mma operand pair of E holding code / kE4m3Unit, exactly
+ * (fp16 bits directly; bf16 through fp32, which holds every such value). */
+template <class E>
+DB_DEVICE uint32_t attn_e4m3x2_operand(uint32_t x) {
+  const uint32_t h = attn_e4m3x2_half2_bits(x);
+  if constexpr (std::is_same_v<E, __half>) {
+    return h;
+  } else {
+    const float2 f = db_dtype<__half>::unpack(h);
+    return db_dtype<E>::pack(f.x, f.y);
+  }
+}
+
+/* Elements p[0], p[1] of a K row as one 32-bit mma operand of E. */
+template <class E, class CE>
+DB_DEVICE uint32_t attn_ld_pair(const CE *p) {
+  if constexpr (sizeof(CE) == 1) return attn_e4m3x2_operand<E>(*reinterpret_cast<const uint16_t *>(p));
+  else return attn_ld_smem_u32(p);
+}
+
+/* The MMA kernel's body, for activations E and cache elements CE (E, or E4m3); wrapped below
+ * as attention_decode_mma_kernel (16-bit cache) and attention_decode_mma_fp8_kernel. */
+template <class E, class CE, int D, int GP>
+DB_DEVICE void attn_decode_mma(const AttnArgs &a) {
+  using C = AttnMmaConfig<D, GP, CE>;
+  using Tiles = AttnTiles<CE, D, C::kTile, C::kThreads>;
+  constexpr int kKvRow = Tiles::kRow;
   DB_EXTERN_SHARED(unsigned char, smem);
   const int tid = threadIdx.x, lane = tid & 31, warp = tid >> 5;
   const int g8 = lane >> 2, t4 = lane & 3; /* mma groupID and threadID_in_group */
@@ -119,7 +143,7 @@ __global__ void __launch_bounds__(AttnMmaConfig<D, GP>::kThreads, attn_mma_min_b
   float *m_s = wf_s + C::kWarps * GP;                           /* [GP] */
   float *l_s = m_s + GP;
   int *last_s = reinterpret_cast<int *>(l_s + GP);
-  const Tiles tiles{reinterpret_cast<E *>(smem), reinterpret_cast<int32_t *>(smem + C::kPageOffset)};
+  const Tiles tiles{reinterpret_cast<CE *>(smem), reinterpret_cast<int32_t *>(smem + C::kPageOffset)};
 
   const AttnBlock k = attn_block<GP, C::kTile>(a);
   if (k.split >= k.active) return; /* past the sequence: no token, no partial */
@@ -153,8 +177,8 @@ __global__ void __launch_bounds__(AttnMmaConfig<D, GP>::kThreads, attn_mma_min_b
     tiles.next(a, k, it);
     __syncthreads(); /* this tile's rows (and, the first time, the queries) are visible */
     const int next_pages = tiles.fetch_pages(a, k, it + 2);
-    const E *k_tile = tiles.k_tile(it & 1) + row0 * C::kRow;
-    const E *v_tile = tiles.v_tile(it & 1) + row0 * C::kRow;
+    const CE *k_tile = tiles.k_tile(it & 1) + row0 * kKvRow;
+    const CE *v_tile = tiles.v_tile(it & 1) + row0 * kKvRow;
     if (imax(first, 0) < imin(valid, 16)) { /* warp-uniform: one of its 16 rows is the span's */
       /* 1. S^T = K . Q^T */
       float s[C::kNT][4];
@@ -164,9 +188,9 @@ __global__ void __launch_bounds__(AttnMmaConfig<D, GP>::kThreads, attn_mma_min_b
         for (int i = 0; i < 4; ++i) s[n][i] = 0.0f;
       DB_UNROLL
       for (int ks = 0; ks < C::kDTiles; ++ks) {
-        const E *kr = k_tile + g8 * C::kRow + ks * 16 + 2 * t4;
-        const uint32_t ka[4] = {attn_ld_smem_u32(kr), attn_ld_smem_u32(kr + 8 * C::kRow),
-                                attn_ld_smem_u32(kr + 8), attn_ld_smem_u32(kr + 8 * C::kRow + 8)};
+        const CE *kr = k_tile + g8 * kKvRow + ks * 16 + 2 * t4;
+        const uint32_t ka[4] = {attn_ld_pair<E>(kr), attn_ld_pair<E>(kr + 8 * kKvRow),
+                                attn_ld_pair<E>(kr + 8), attn_ld_pair<E>(kr + 8 * kKvRow + 8)};
         DB_UNROLL
         for (int n = 0; n < C::kNT; ++n) {
           const E *qr = q_s + (n * 8 + g8) * C::kRow + ks * 16 + 2 * t4;
@@ -217,15 +241,18 @@ __global__ void __launch_bounds__(AttnMmaConfig<D, GP>::kThreads, attn_mma_min_b
         pb[n][0] = attn_ld_smem_u32(pr);
         pb[n][1] = attn_ld_smem_u32(pr + 8);
       }
-      const uint16_t *vr = reinterpret_cast<const uint16_t *>(v_tile) + 2 * t4 * C::kRow + g8;
+      using U = std::conditional_t<sizeof(CE) == 1, uint8_t, uint16_t>;
+      const U *vr = reinterpret_cast<const U *>(v_tile) + 2 * t4 * kKvRow + g8;
       DB_UNROLL
       for (int dt = 0; dt < C::kDTiles; ++dt) {
         /* A = V^T: a[r] holds tokens 2 * t4 + 8 * (r >> 1) and the next, at d = 16 * dt + g8 + 8 * (r & 1) */
         uint32_t va[4];
         DB_UNROLL
         for (int r = 0; r < 4; ++r) {
-          const uint16_t *v0 = vr + 8 * (r >> 1) * C::kRow + 16 * dt + 8 * (r & 1);
-          va[r] = (uint32_t)v0[0] | (uint32_t)v0[C::kRow] << 16;
+          const U *v0 = vr + 8 * (r >> 1) * kKvRow + 16 * dt + 8 * (r & 1);
+          const uint32_t pair = (uint32_t)v0[0] | (uint32_t)v0[kKvRow] << (8 * sizeof(U));
+          if constexpr (sizeof(CE) == 1) va[r] = attn_e4m3x2_operand<E>(pair);
+          else va[r] = pair;
         }
         DB_UNROLL
         for (int n = 0; n < C::kNT; ++n) db_mma_m16n8k16<E>(o_acc[dt][n], va, pb[n]);
@@ -255,10 +282,10 @@ __global__ void __launch_bounds__(AttnMmaConfig<D, GP>::kThreads, attn_mma_min_b
   if (tid < GP) {
     float m = -INFINITY, l = 0.0f;
     for (int w = 0; w < C::kWarps; ++w)
-      if (wl_s[w * GP + tid] > 0.0f) m = fmaxf(m, wm_s[w * GP + tid]);
+      if (wl_s[w * GP + tid] != 0.0f) m = fmaxf(m, wm_s[w * GP + tid]); /* NaN l: kept, below */
     for (int w = 0; w < C::kWarps; ++w) {
       const float lw = wl_s[w * GP + tid];
-      const float f = lw > 0.0f ? exp2f(wm_s[w * GP + tid] - m) : 0.0f;
+      const float f = lw != 0.0f ? exp2f(wm_s[w * GP + tid] - m) : 0.0f;
       wf_s[w * GP + tid] = f;
       l += f * lw;
     }
@@ -279,7 +306,20 @@ __global__ void __launch_bounds__(AttnMmaConfig<D, GP>::kThreads, attn_mma_min_b
       }
   }
   __syncthreads();
-  attn_finish<E, D, GP, C::kThreads, C::kWarps>(a, k, red_s, m_s, l_s, last_s);
+  attn_finish<E, D, GP, C::kThreads, C::kWarps, sizeof(CE) == 1>(a, k, red_s, m_s, l_s, last_s);
+}
+
+template <class E, int D, int GP>
+__global__ void __launch_bounds__(AttnMmaConfig<D, GP>::kThreads, attn_mma_min_blocks<D, GP>())
+    attention_decode_mma_kernel(const AttnArgs a) {
+  attn_decode_mma<E, E, D, GP>(a);
+}
+
+/* The same kernel over an fp8 e4m3 cache: K and V are converted to E exactly before mma.sync. */
+template <class E, int D, int GP>
+__global__ void __launch_bounds__(AttnMmaConfig<D, GP, db_attn::E4m3>::kThreads, attn_mma_min_blocks<D, GP>())
+    attention_decode_mma_fp8_kernel(const AttnArgs a) {
+  attn_decode_mma<E, db_attn::E4m3, D, GP>(a);
 }
 
 }  // namespace

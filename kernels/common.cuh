@@ -159,6 +159,7 @@ inline const char *db_dtype_name(int32_t dtype) {
     case DB_DTYPE_BF16: return "bf16";
     case DB_DTYPE_FP16: return "fp16";
     case DB_DTYPE_U32: return "u32";
+    case DB_DTYPE_FP8_E4M3: return "fp8_e4m3";
   }
   return "unknown";
 }

@@ -62,7 +62,9 @@ enum {
   DB_DTYPE_F32 = 0,
   DB_DTYPE_BF16 = 1,
   DB_DTYPE_FP16 = 2,
-  DB_DTYPE_U32 = 3 /* raw 32-bit words (bandwidth probes, page tables) */
+  DB_DTYPE_U32 = 3, /* raw 32-bit words (bandwidth probes, page tables) */
+  DB_DTYPE_FP8_E4M3 = 4 /* OCP fp8 e4m3 (KV caches only): bias 7, largest 448, smallest
+                           subnormal 2^-9, S.1111.111 NaN, no infinities */
 };
 
 const char *db_status_string(int status);
@@ -311,11 +313,19 @@ typedef struct {
   int32_t page_size;      /* PAGED: tokens per page, a power of two, DB_MIN_PAGE_SIZE..DB_MAX_PAGE_SIZE */
   int32_t num_pages;      /* PAGED: pages in the cache */
   int32_t pages_per_seq;  /* PAGED: the page table's row length */
+  /* An FP8_E4M3 cache (dtype) holds e4m3 codes, one byte an element in the same layout; an
+   * element's value is code * k_scale (K) or code * v_scale (V): one fp32 scale per tensor,
+   * finite and > 0. The appends quantise round(x / scale) to nearest even, saturating to +-448
+   * (NaN stays NaN). The activations the cache is used with (q, out, k_new, v_new) are then
+   * act_dtype, BF16 or FP16; for a 16-bit cache act_dtype is 0 or its dtype and the scales are
+   * not read. */
+  float k_scale, v_scale;
+  int32_t act_dtype;
 } db_kv_cache;
 
 typedef struct {
-  uint64_t q;             /* [batch, q_heads, head_dim], cache.dtype */
-  uint64_t out;           /* [batch, q_heads, head_dim], cache.dtype */
+  uint64_t q;             /* [batch, q_heads, head_dim], the activation dtype (cache.act_dtype for fp8, else cache.dtype) */
+  uint64_t out;           /* [batch, q_heads, head_dim], the activation dtype (cache.act_dtype for fp8, else cache.dtype) */
   uint64_t context_lens;  /* int32 [batch]: tokens of each sequence, 1..max_context */
   uint64_t workspace;     /* fp32 split partials; see db_attention_plan (0 when it needs none) */
   uint64_t workspace_bytes;
@@ -364,7 +374,7 @@ int db_attention(db_context *ctx, const db_attention_params *p);
 
 
 typedef struct {
-  uint64_t k_new, v_new;  /* [batch, kv_heads, head_dim], cache.dtype: each sequence's new token */
+  uint64_t k_new, v_new;  /* [batch, kv_heads, head_dim], activation dtype: each sequence's new token */
   uint64_t positions;     /* int32 [batch]: where each goes (its context length before the append);
                              positions outside the sequence's capacity are skipped */
   db_kv_cache cache;
@@ -474,8 +484,8 @@ typedef struct {
  * cache holds is skipped entirely (q untouched, nothing written), as db_kv_append skips it.
  */
 typedef struct {
-  uint64_t q;             /* [batch, q_heads, head_dim], cache.dtype, rotated in place */
-  uint64_t k_new, v_new;  /* [batch, kv_heads, head_dim], cache.dtype */
+  uint64_t q;             /* [batch, q_heads, head_dim], activation dtype, rotated in place */
+  uint64_t k_new, v_new;  /* [batch, kv_heads, head_dim], activation dtype */
   uint64_t positions;     /* int32 [batch] */
   db_kv_cache cache;      /* head_dim, kv_heads, dtype and layout as db_kv_append takes them */
   db_rope rope;

@@ -11,6 +11,7 @@
 // partner chunk r/2 later (rotated, stored in place for q, into the cache for k), a k chunk
 // past r (copied), or a v chunk (copied). When r/2 is not a multiple of 8 (partial rotary
 // such as head_dim 80 with rotary_dim 20) the rotated part goes element by element.
+#include "attention_fp8.cuh"
 #include "smallops_common.cuh"
 
 namespace {
@@ -23,7 +24,8 @@ struct RopeArgs {
   uint16_t *q, *q_out; /* q_out: where the rotated q goes, packed; null: in place */
   long long q_stride, kv_stride; /* elements from one sequence's q (k_new, v_new) to the next's */
   const uint16_t *k_new, *v_new;
-  uint16_t *k_cache, *v_cache;
+  uint16_t *k_cache, *v_cache; /* an fp8 cache: byte addresses, one byte an element */
+  float k_scale, v_scale;       /* fp8 cache: the quantisation's divisors */
   const int32_t *positions, *page_table;
   int q_heads, kv_heads, head_dim, rotary_dim;
   int paged, capacity, page_shift, num_pages, pages_per_seq;
@@ -75,7 +77,32 @@ DB_DEVICE void rope_turn(float &x1, float &x2, float c, float s) {
   x2 = b;
 }
 
-template <class T, bool Vec>
+/* Stores of eight or one element into a K or V cache row: 16-bit as they are, fp8 quantised
+ * (attn_e4m3_pack8: x / scale, rounded to nearest even, saturated) from the values rounded to T,
+ * which is what a 16-bit cache would have held. */
+template <class T, bool Fp8>
+struct RopeCacheRow {
+  void *row; /* the token's row in the cache */
+  float scale;
+  DB_DEVICE void put8(int e0, const float (&x)[8]) const {
+    if constexpr (Fp8) {
+      float r[8];
+      DB_UNROLL
+      for (int e = 0; e < 8; ++e) r[e] = so_to_float<T>(so_from_float<T>(x[e]));
+      *reinterpret_cast<uint2 *>(static_cast<unsigned char *>(row) + e0) = attn_e4m3_pack8(r, scale);
+    } else {
+      db_st_v4(reinterpret_cast<uint4 *>(static_cast<uint16_t *>(row) + e0), so_pack8<T>(x));
+    }
+  }
+  DB_DEVICE void put1(int e, float x) const {
+    if constexpr (Fp8)
+      static_cast<unsigned char *>(row)[e] = (unsigned char)attn_e4m3_from_float(so_to_float<T>(so_from_float<T>(x)) / scale);
+    else
+      static_cast<uint16_t *>(row)[e] = so_from_float<T>(x);
+  }
+};
+
+template <class T, bool Vec, bool Fp8>
 __global__ void __launch_bounds__(kRopeThreads) rope_append_kernel(const RopeArgs a) {
   DB_SHARED(float, cos_s, kMaxHalf);
   DB_SHARED(float, sin_s, kMaxHalf);
@@ -102,6 +129,43 @@ __global__ void __launch_bounds__(kRopeThreads) rope_append_kernel(const RopeArg
     uint16_t *dst = is_q ? (a.q_out ? a.q_out + ((long long)b * a.q_heads + h) * D : const_cast<uint16_t *>(src))
                          : (is_v ? a.v_cache : a.k_cache) + rope_cache_row(a, b, kvh, pos) * D;
     const bool moved = !is_q || dst != src; /* the part past the rotary dims goes with it */
+    if constexpr (Fp8) {
+      if (!is_q) { /* k or v into an fp8 cache: the same values, quantised at the store */
+        const RopeCacheRow<T, true> out{
+            static_cast<void *>(reinterpret_cast<unsigned char *>(is_v ? a.v_cache : a.k_cache) +
+                                rope_cache_row(a, b, kvh, pos) * D),
+            is_v ? a.v_scale : a.k_scale};
+        const uint4 *s4 = reinterpret_cast<const uint4 *>(src);
+        const int first = is_v ? 0 : a.rotary_dim; /* copied: all of v, k past the rotary part */
+        if (Vec || is_v) {
+          for (int c = first / kVec + tid; c < D / kVec; c += kRopeThreads) {
+            float x[8];
+            so_unpack8<T>(db_ld_stream_v4(s4 + c), x);
+            out.put8(c * kVec, x);
+          }
+        } else {
+          for (int i = first + tid; i < D; i += kRopeThreads) out.put1(i, so_to_float<T>(src[i]));
+        }
+        if (is_v) continue;
+        for (int u = tid; u < rot_units; u += kRopeThreads) {
+          if (Vec) {
+            float x1[8], x2[8];
+            so_unpack8<T>(db_ld_stream_v4(s4 + u), x1);
+            so_unpack8<T>(db_ld_stream_v4(s4 + u + half / kVec), x2);
+            DB_UNROLL
+            for (int e = 0; e < 8; ++e) rope_turn(x1[e], x2[e], cos_s[u * kVec + e], sin_s[u * kVec + e]);
+            out.put8(u * kVec, x1);
+            out.put8(u * kVec + half, x2);
+          } else {
+            float x1 = so_to_float<T>(src[u]), x2 = so_to_float<T>(src[u + half]);
+            rope_turn(x1, x2, cos_s[u], sin_s[u]);
+            out.put1(u, x1);
+            out.put1(u + half, x2);
+          }
+        }
+        continue;
+      }
+    }
     if (is_v) {
       for (int c = tid; c < D / kVec; c += kRopeThreads)
         db_st_v4(reinterpret_cast<uint4 *>(dst) + c, db_ld_stream_v4(reinterpret_cast<const uint4 *>(src) + c));
@@ -143,7 +207,18 @@ __global__ void __launch_bounds__(kRopeThreads) rope_append_kernel(const RopeArg
 
 int rope_validate(const char *fn, const db_rope_append_params &p) {
   const db_kv_cache &c = p.cache;
-  DB_CHECK(so_check_dtype(fn, c.dtype));
+  if (c.dtype == DB_DTYPE_FP8_E4M3) {
+    DB_CHECK(so_check_dtype(fn, c.act_dtype));
+    const auto ok = [](float s) { return s > 0.0f && !std::isinf(s); };
+    if (!ok(c.k_scale) || !ok(c.v_scale))
+      return db_fail(DB_ERR_INVALID_ARGUMENT, "%s: fp8 cache scales k_scale %g, v_scale %g must be finite and > 0",
+                     fn, (double)c.k_scale, (double)c.v_scale);
+  } else {
+    DB_CHECK(so_check_dtype(fn, c.dtype));
+    if (c.act_dtype != 0 && c.act_dtype != c.dtype)
+      return db_fail(DB_ERR_UNSUPPORTED_SHAPE, "%s: act_dtype %d (%s) of a %s cache unsupported: want 0 or %s", fn,
+                     c.act_dtype, db_dtype_name(c.act_dtype), db_dtype_name(c.dtype), db_dtype_name(c.dtype));
+  }
   DB_CHECK(so_check_batch(fn, "batch", p.batch));
   if (p.q_heads < 1) return db_fail(DB_ERR_INVALID_ARGUMENT, "%s: q_heads %d must be >= 1", fn, p.q_heads);
   if (c.kv_heads < 1) return db_fail(DB_ERR_INVALID_ARGUMENT, "%s: kv_heads %d must be >= 1", fn, c.kv_heads);
@@ -248,6 +323,8 @@ extern "C" int db_rope_kv_append(db_context *ctx, const db_rope_append_params *p
     while (a.paged && (1 << a.page_shift) < c.page_size) ++a.page_shift;
     a.num_pages = c.num_pages;
     a.pages_per_seq = c.pages_per_seq;
+    a.k_scale = c.k_scale;
+    a.v_scale = c.v_scale;
     a.theta = p->rope.theta;
     a.factor = p->rope.scaling == DB_ROPE_DEFAULT ? 1.0 : p->rope.factor;
     a.low_freq_factor = p->rope.low_freq_factor;
@@ -257,11 +334,16 @@ extern "C" int db_rope_kv_append(db_context *ctx, const db_rope_append_params *p
     const int heads = p->q_heads + 2 * c.kv_heads;
     const dim3 grid((unsigned)p->batch, (unsigned)db_ceil_div(heads, kRopeHeadsPerBlock));
     const bool vec = (a.rotary_dim / 2) % kVec == 0;
-    const bool bf16 = c.dtype == DB_DTYPE_BF16;
-    if (vec)
-      return bf16 ? DB_LAUNCH((rope_append_kernel<__nv_bfloat16, true>), grid, dim3(kRopeThreads), 0, ctx->stream, a)
-                  : DB_LAUNCH((rope_append_kernel<__half, true>), grid, dim3(kRopeThreads), 0, ctx->stream, a);
-    return bf16 ? DB_LAUNCH((rope_append_kernel<__nv_bfloat16, false>), grid, dim3(kRopeThreads), 0, ctx->stream, a)
-                : DB_LAUNCH((rope_append_kernel<__half, false>), grid, dim3(kRopeThreads), 0, ctx->stream, a);
+    const bool fp8 = c.dtype == DB_DTYPE_FP8_E4M3;
+    const bool bf16 = (fp8 ? c.act_dtype : c.dtype) == DB_DTYPE_BF16;
+    const dim3 block(kRopeThreads);
+#define DB_ROPE_LAUNCH(T, V, F) DB_LAUNCH((rope_append_kernel<T, V, F>), grid, block, 0, ctx->stream, a)
+    if (fp8) {
+      if (vec) return bf16 ? DB_ROPE_LAUNCH(__nv_bfloat16, true, true) : DB_ROPE_LAUNCH(__half, true, true);
+      return bf16 ? DB_ROPE_LAUNCH(__nv_bfloat16, false, true) : DB_ROPE_LAUNCH(__half, false, true);
+    }
+    if (vec) return bf16 ? DB_ROPE_LAUNCH(__nv_bfloat16, true, false) : DB_ROPE_LAUNCH(__half, true, false);
+    return bf16 ? DB_ROPE_LAUNCH(__nv_bfloat16, false, false) : DB_ROPE_LAUNCH(__half, false, false);
+#undef DB_ROPE_LAUNCH
   });
 }

@@ -11,16 +11,20 @@ import (
 // AttentionSpec is one decode-attention call: one new query token per sequence against its
 // KV cache.
 type AttentionSpec struct {
-	Batch    int                  `json:"batch"`
-	QHeads   int                  `json:"q_heads"`
-	KVHeads  int                  `json:"kv_heads"`
-	HeadDim  int                  `json:"head_dim"`
-	Contexts []int                `json:"contexts"`            // tokens of each sequence: one per sequence, or one for all
-	PageSize int                  `json:"page_size,omitempty"` // tokens per page of a paged cache; 0 = contiguous
-	Splits   int                  `json:"splits,omitempty"`    // KV splits per sequence; 0 lets the kernel choose
-	DType    cgo.DType            `json:"dtype"`
-	Variant  cgo.AttentionVariant `json:"variant"`         // AttentionAuto lets the plan choose
-	Scale    float64              `json:"scale,omitempty"` // softmax scale; 0 = 1/sqrt(HeadDim)
+	Batch    int       `json:"batch"`
+	QHeads   int       `json:"q_heads"`
+	KVHeads  int       `json:"kv_heads"`
+	HeadDim  int       `json:"head_dim"`
+	Contexts []int     `json:"contexts"`            // tokens of each sequence: one per sequence, or one for all
+	PageSize int       `json:"page_size,omitempty"` // tokens per page of a paged cache; 0 = contiguous
+	Splits   int       `json:"splits,omitempty"`    // KV splits per sequence; 0 lets the kernel choose
+	DType    cgo.DType `json:"dtype"`
+	// KVDType is the cache's dtype: 0 or DType (a 16-bit cache), or cgo.DTypeFP8E4M3 (one byte
+	// an element, dequantised with the per-tensor scales fp8KScale and fp8VScale; q and the
+	// output stay DType).
+	KVDType cgo.DType            `json:"kv_dtype,omitempty"`
+	Variant cgo.AttentionVariant `json:"variant"`         // AttentionAuto lets the plan choose
+	Scale   float64              `json:"scale,omitempty"` // softmax scale; 0 = 1/sqrt(HeadDim)
 	// Append writes each sequence's last token with the KV append kernel first (new K and V
 	// from the hash), as a decode step does, so that the verification covers the append too.
 	Append bool `json:"append,omitempty"`
@@ -32,6 +36,18 @@ type AttentionSpec struct {
 	// Sinks: a sink logit per query head (f32, from the hash, within ±sinkScale) joins the
 	// softmax's denominator, as gpt-oss's attention has.
 	Sinks bool `json:"sinks,omitempty"`
+}
+
+// The fp8 cache's scales: its codes come from ref.E4M3Code (every finite code), so K spans
+// +-448/128 = +-3.5 and V +-7, the order of the 16-bit caches' hash fills.
+const fp8KScale, fp8VScale = 1.0 / 128, 1.0 / 64
+
+// kvDType is the cache's dtype, KVDType or DType.
+func (s AttentionSpec) kvDType() cgo.DType {
+	if s.KVDType == 0 {
+		return s.DType
+	}
+	return s.KVDType
 }
 
 // sinkScale bounds the sink logits the hash gives: ±4 is the order of a scaled score here, so
@@ -82,7 +98,11 @@ func (s AttentionSpec) attendedTokens() float64 {
 // KVBytes is the KV cache a call reads: every token of every sequence's span, K and V, each
 // KV head.
 func (s AttentionSpec) KVBytes() float64 {
-	return 2 * s.attendedTokens() * float64(s.KVHeads) * float64(s.HeadDim) * float64(s.DType.Bytes())
+	b := 2 * s.attendedTokens() * float64(s.KVHeads) * float64(s.HeadDim) * float64(s.kvDType().Bytes())
+	if s.kvDType() == cgo.DTypeFP8E4M3 {
+		b += 8 // the fp32 k_scale and v_scale
+	}
+	return b
 }
 
 // Bytes is the least a call moves: the KV cache it reads, Q, the output, the context lengths,
@@ -152,6 +172,8 @@ func (s AttentionSpec) check() (status, reason string) {
 		return StatusFailed, fmt.Sprintf("invalid span: window %d and chunk %d are both set (a layer has one span or none)", s.Window, s.Chunk)
 	case s.DType != cgo.DTypeBF16 && s.DType != cgo.DTypeFP16:
 		return StatusSkipped, fmt.Sprintf("unsupported: dtype %v (the attention kernels take bf16 or fp16)", s.DType)
+	case s.kvDType() != s.DType && s.kvDType() != cgo.DTypeFP8E4M3:
+		return StatusSkipped, fmt.Sprintf("unsupported: KV cache dtype %v with %v activations (want %v or fp8)", s.kvDType(), s.DType, s.DType)
 	case s.Batch > cgo.MaxBatch:
 		return StatusSkipped, fmt.Sprintf("unsupported: batch %d (the attention kernels take 1..%d)", s.Batch, cgo.MaxBatch)
 	case s.Splits > cgo.MaxSplits:
@@ -214,8 +236,12 @@ func attentionRun(dev *cgo.Device, s AttentionSpec, o Options) (Outcome, Check) 
 	out := Outcome{Kernel: kernel, Emulated: info.emulated, Bytes: s.Bytes(), FLOPs: s.FLOPs()}
 	shape, seeds := s.shape(), ref.NewAttentionSeeds(o.Seed)
 
-	cache := cgo.KVCache{K: planAddress, V: planAddress, Layout: cgo.KVLayout(shape.Layout), DType: s.DType,
+	cache := cgo.KVCache{K: planAddress, V: planAddress, Layout: cgo.KVLayout(shape.Layout), DType: s.kvDType(),
 		KVHeads: s.KVHeads, HeadDim: s.HeadDim, Capacity: shape.Capacity}
+	fp8 := s.kvDType() == cgo.DTypeFP8E4M3
+	if fp8 {
+		cache.KScale, cache.VScale, cache.ActDType = fp8KScale, fp8VScale, s.DType
+	}
 	if shape.Layout == ref.KVPaged {
 		cache.PageTable, cache.PageSize, cache.NumPages, cache.PagesPerSeq = planAddress, shape.PageSize, shape.NumPages, shape.PagesPerSeq
 	}
@@ -237,7 +263,7 @@ func attentionRun(dev *cgo.Device, s AttentionSpec, o Options) (Outcome, Check) 
 
 	elem := s.DType.Bytes()
 	qBytes := uint64(shape.QElements()) * elem
-	cacheBytes := uint64(shape.CacheElements()) * elem
+	cacheBytes := uint64(shape.CacheElements()) * s.kvDType().Bytes()
 	cacheStride := roundUp(cacheBytes, copyAlign)
 	other := 2*qBytes + 4*uint64(s.Batch) + 4*uint64(s.Batch)*uint64(shape.PagesPerSeq) + s.sinkBytes() + workspace
 	if ok, why := Fits(dev, 2*cacheStride+other); !ok {
@@ -271,6 +297,12 @@ func attentionRun(dev *cgo.Device, s AttentionSpec, o Options) (Outcome, Check) 
 		what string
 		seed uint64
 	}{{q, "Q", seeds.Q}, {k, "the K cache", seeds.K}, {v, "the V cache", seeds.V}} {
+		if fp8 && f.b != q {
+			if err := fillE4M3(f.b, f.seed, cacheBytes, cacheStride, copies); err != nil {
+				return merge(out, failed(kernel, "filling %s: %v", f.what, err)), noCheck
+			}
+			continue
+		}
 		if err := f.b.FillHash(s.DType, f.b.Bytes/elem, f.seed, 1); err != nil {
 			return merge(out, failed(kernel, "filling %s: %v", f.what, err)), noCheck
 		}
@@ -352,7 +384,8 @@ func verifyAttention(dev *cgo.Device, plan cgo.AttentionParams, outBuf, ws *cgo.
 	if every {
 		pairs = sampleIndices(shape.Batch*shape.KVHeads, shape.Batch*shape.KVHeads, seed)
 	}
-	return compareAttention(got, shape, dtype, seeds, table, sinks, appended, plan.NumSplits, plan.Variant == cgo.AttentionMMA, pairs)
+	return compareAttention(got, shape, dtype, seeds, table, sinks, appended, plan.NumSplits, plan.Variant == cgo.AttentionMMA, pairs,
+		plan.Cache.DType == cgo.DTypeFP8E4M3)
 }
 
 // attentionSinks are the sink logits the device holds: f32 from seeds.Sinks, widened.
@@ -375,9 +408,9 @@ func attentionPairs(shape ref.AttentionShape, seed uint64) []int {
 // compareAttention checks got (the whole output) for NaN, and the query heads of the chosen
 // pairs against the reference, within the tensor-core kernel's bounds where mma is set.
 func compareAttention(got []float32, shape ref.AttentionShape, dtype ref.DType, seeds ref.AttentionSeeds,
-	table []int32, sinks []float64, appended bool, splits int, mma bool, pairs []int) Check {
+	table []int32, sinks []float64, appended bool, splits int, mma bool, pairs []int, fp8 bool) Check {
 	d := shape.HeadDim
-	want, elems := attentionReferencePairs(shape, dtype, seeds, table, sinks, appended, pairs)
+	want, elems := attentionReferencePairs(shape, dtype, seeds, table, sinks, appended, pairs, fp8)
 	sub := make([]float32, len(elems))
 	for i, e := range elems {
 		sub[i] = got[e]
@@ -416,26 +449,38 @@ func compareAttention(got []float32, shape ref.AttentionShape, dtype ref.DType, 
 // sequence's last token is the one the KV append wrote: new K and V rows of [batch, kv_heads,
 // head_dim] from seeds.KNew and seeds.VNew.
 func attentionReferencePairs(shape ref.AttentionShape, dtype ref.DType, seeds ref.AttentionSeeds,
-	table []int32, sinks []float64, appended bool, pairs []int) (ref.AttentionReference, []int) {
+	table []int32, sinks []float64, appended bool, pairs []int, fp8 bool) (ref.AttentionReference, []int) {
 	d := shape.HeadDim
 	fill := func(seed, off uint64, dst []float64) {
 		for i := range dst {
 			dst[i] = float64(ref.FillValue(dtype, seed, 1, off+uint64(i)))
 		}
 	}
-	cached := func(seed, newSeed uint64) func(b, h, t int, dst []float64) {
+	cached := func(seed, newSeed uint64, scale float32) func(b, h, t int, dst []float64) {
 		return func(b, h, t int, dst []float64) {
-			if appended && t == shape.Context[b]-1 {
+			newRow := appended && t == shape.Context[b]-1
+			switch {
+			case fp8 && newRow: // the append's quantisation of the new row, exactly
+				off := uint64((b*shape.KVHeads + h) * d)
+				for i := range dst {
+					dst[i] = ref.E4M3Decode(ref.E4M3Quantize(ref.FillValue(dtype, newSeed, 1, off+uint64(i)), scale)) * float64(scale)
+				}
+			case fp8:
+				off := uint64(shape.KVOffset(table, b, h, t))
+				for i := range dst {
+					dst[i] = ref.E4M3Decode(ref.E4M3Code(seed, off+uint64(i))) * float64(scale)
+				}
+			case newRow:
 				fill(newSeed, uint64((b*shape.KVHeads+h)*d), dst)
-				return
+			default:
+				fill(seed, uint64(shape.KVOffset(table, b, h, t)), dst)
 			}
-			fill(seed, uint64(shape.KVOffset(table, b, h, t)), dst)
 		}
 	}
 	in := ref.AttentionInputs{
 		Q:     func(row int, dst []float64) { fill(seeds.Q, uint64(row*d), dst) },
-		K:     cached(seeds.K, seeds.KNew),
-		V:     cached(seeds.V, seeds.VNew),
+		K:     cached(seeds.K, seeds.KNew, fp8KScale),
+		V:     cached(seeds.V, seeds.VNew, fp8VScale),
 		Sinks: sinks,
 	}
 	return ref.AttentionPairs(shape, in, pairs)
@@ -445,7 +490,8 @@ func attentionReferencePairs(shape ref.AttentionShape, dtype ref.DType, seeds re
 // kernel: new K and V rows [batch, kv_heads, head_dim] from the hash.
 func appendLastTokens(dev *cgo.Device, bufs *buffers, cache cgo.KVCache, shape ref.AttentionShape, seeds ref.AttentionSeeds) error {
 	rows := uint64(shape.Batch * shape.KVHeads * shape.HeadDim)
-	elem := cache.DType.Bytes()
+	act := cache.Activations()
+	elem := act.Bytes()
 	kNew, err := bufs.alloc("the new K", rows*elem)
 	if err != nil {
 		return err
@@ -458,10 +504,10 @@ func appendLastTokens(dev *cgo.Device, bufs *buffers, cache cgo.KVCache, shape r
 	if err != nil {
 		return err
 	}
-	if err := kNew.FillHash(cache.DType, rows, seeds.KNew, 1); err != nil {
+	if err := kNew.FillHash(act, rows, seeds.KNew, 1); err != nil {
 		return err
 	}
-	if err := vNew.FillHash(cache.DType, rows, seeds.VNew, 1); err != nil {
+	if err := vNew.FillHash(act, rows, seeds.VNew, 1); err != nil {
 		return err
 	}
 	last := make([]int32, shape.Batch)
@@ -472,4 +518,16 @@ func appendLastTokens(dev *cgo.Device, bufs *buffers, cache cgo.KVCache, shape r
 		return err
 	}
 	return dev.KVAppend(cgo.KVAppendParams{KNew: kNew.Ptr, VNew: vNew.Ptr, Positions: positions.Ptr, Cache: cache, Batch: shape.Batch})
+}
+
+// fillE4M3 writes the fp8 cache codes ref.E4M3Code(seed, i) into every one of the copies of a
+// cache of cacheBytes, stride bytes apart (the hash fill has no fp8 codes: they are generated
+// here, once, and copied to each copy).
+func fillE4M3(b *cgo.Buffer, seed, cacheBytes, stride uint64, copies int) error {
+	host := make([]byte, b.Bytes)
+	one := ref.E4M3Codes(seed, int(cacheBytes))
+	for c := 0; c < copies; c++ {
+		copy(host[uint64(c)*stride:], one)
+	}
+	return b.CopyFromHost(host)
 }

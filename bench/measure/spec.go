@@ -122,6 +122,9 @@ func (s Spec) Key() string {
 		if a.Sinks {
 			b.WriteString(" sinks")
 		}
+		if a.KVDType != 0 && a.KVDType != a.DType {
+			fmt.Fprintf(&b, " kv=%s", a.KVDType)
+		}
 	case KindAttentionMLA:
 		m := s.MLA
 		ctx := make([]string, len(m.Contexts))

@@ -109,8 +109,8 @@ func (a Axes) Validate() error {
 		if !slices.Contains(KernelDTypes, m.WeightDType) {
 			return fmt.Errorf("model %s: weight dtype %s: the kernels take bf16 or fp16", m, m.WeightDType)
 		}
-		if !slices.Contains(KernelDTypes, m.KVDType) {
-			return fmt.Errorf("model %s: KV dtype %s: the kernels take bf16 or fp16", m, m.KVDType)
+		if !slices.Contains(KernelDTypes, m.KVDType) && (m.KVDType != model.FP8 || m.IsMLA()) {
+			return fmt.Errorf("model %s: KV dtype %s: the kernels take bf16 or fp16 (and an fp8 cache for grouped-query attention)", m, m.KVDType)
 		}
 		if !m.IsMLA() && !cgo.IsAttentionHeadDim(m.HeadDim) {
 			return fmt.Errorf("model %s: head dim %d: the attention kernels are built for %v", m, m.HeadDim, cgo.AttentionHeadDims)

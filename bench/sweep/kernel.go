@@ -27,8 +27,12 @@ func SpecOf(k model.Kernel, s model.Shape) measure.Spec {
 		if k.CachedContext > 0 {
 			context = k.CachedContext
 		}
-		return measure.AttentionSpec{Batch: k.Batch, QHeads: k.QHeads, KVHeads: k.KVHeads, HeadDim: k.HeadDim,
-			Contexts: []int{context}, DType: kernelDType(s.KVDType), Window: k.Window, Chunk: k.Chunk, Sinks: k.Sinks}.Spec()
+		a := measure.AttentionSpec{Batch: k.Batch, QHeads: k.QHeads, KVHeads: k.KVHeads, HeadDim: k.HeadDim,
+			Contexts: []int{context}, DType: kernelDType(s.KVDType), Window: k.Window, Chunk: k.Chunk, Sinks: k.Sinks}
+		if s.KVDType == model.FP8 { // an fp8 e4m3 cache beside the step's 16-bit activations
+			a.DType, a.KVDType = kernelDType(s.ActivationDType()), cgo.DTypeFP8E4M3
+		}
+		return a.Spec()
 	case model.KindAttentionMLA:
 		return measure.MLASpec{Batch: k.Batch, QHeads: k.QHeads, Contexts: []int{k.Context}, DType: kernelDType(s.KVDType),
 			Scale: MLAScale(s)}.Spec()
@@ -95,7 +99,7 @@ func MissingKernel(k model.Kernel, s model.Shape) string {
 			return fmt.Sprintf("linear with %s weights", s.WeightDType)
 		}
 	case model.KindAttention:
-		if !slices.Contains(KernelDTypes, s.KVDType) {
+		if !slices.Contains(KernelDTypes, s.KVDType) && s.KVDType != model.FP8 { // fp8: the e4m3 cache
 			return fmt.Sprintf("attention over a %s KV cache", s.KVDType)
 		}
 	}

@@ -5,10 +5,11 @@ import (
 	"testing"
 
 	"github.com/decodebench/decodebench/bench/model"
+	"github.com/decodebench/decodebench/cgo"
 )
 
 // MissingKernel names what the library lacks: nothing for a bf16 model, the weight dtype for
-// an fp8 one (every linear, the LM head too), the KV dtype for an fp8 cache; MissingKernels
+// an fp8 one (every linear, the LM head too), nothing for an fp8 cache; MissingKernels
 // names each once with its calls.
 func TestMissingKernel(t *testing.T) {
 	bf16 := tinyModel()
@@ -26,9 +27,14 @@ func TestMissingKernel(t *testing.T) {
 			t.Errorf("fp8 weights, %s (%s): %q", k.Name, k.Kind, why)
 		}
 	}
+	// an fp8 cache runs: its attention spec reads e4m3 codes beside bf16 activations
 	for _, k := range fp8kv.Kernels(4, 128) {
-		if why := MissingKernel(k, fp8kv); (k.Kind == model.KindAttention) != (why == "attention over a fp8 KV cache") {
+		if why := MissingKernel(k, fp8kv); why != "" {
 			t.Errorf("fp8 cache, %s (%s): %q", k.Name, k.Kind, why)
+		}
+		if spec := SpecOf(k, fp8kv); k.Kind == model.KindAttention &&
+			(spec.Attention == nil || spec.Attention.KVDType != cgo.DTypeFP8E4M3 || spec.Attention.DType != cgo.DTypeBF16) {
+			t.Errorf("fp8 cache, %s: spec %+v", k.Name, spec)
 		}
 	}
 	why := MissingKernels(fp8.Kernels(4, 128), fp8)

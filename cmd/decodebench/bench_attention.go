@@ -22,14 +22,16 @@ func benchAttentionCommand() *cli.Command {
 		Name:  "attention",
 		Usage: "time decode attention for a model's head layout (or given heads) at each batch size and context",
 		UsageText: "decodebench bench attention (--model NAME [--tp N] | --q-heads H --kv-heads G --head-dim D) [--batch LIST] " +
-			"[--context LIST] [--page-size P] [--splits N] [--window N | --chunk N] [--sinks] [--variant auto|simt|mma] [--dtype bf16|fp16] [--backend auto|cuda|emu] [--out FILE.jsonl] [--json]\n\n" +
+			"[--context LIST] [--page-size P] [--splits N] [--window N | --chunk N] [--sinks] [--variant auto|simt|mma] [--dtype bf16|fp16] [--kv-dtype bf16|fp16|fp8] [--backend auto|cuda|emu] [--out FILE.jsonl] [--json]\n\n" +
 			"   LIST syntax: " + axes.Syntax,
 		Description: "One layer's decode attention: one query token per sequence against a KV cache of --context\n" +
 			"tokens for every sequence, contiguous or paged. % READ is the achieved bandwidth (KV cache,\n" +
 			"Q and output) over the read ceiling the read probe measures first. --window N or --chunk N\n" +
 			"attend to each sequence's last N tokens or its own chunk of N only (the cache holds all\n" +
 			"--context tokens; KV counts the span's); --sinks adds gpt-oss's sink logit per query head\n" +
-			"(a --model with sinks has them without the flag).",
+			"(a --model with sinks has them without the flag). --kv-dtype fp8 reads an fp8 e4m3 cache (one\n" +
+			"byte an element, a per-tensor scale for K and for V; q and the output stay --dtype): KV\n" +
+			"counts its bytes.",
 		Flags: append(append(shapeFlags("1-256*2"),
 			&cli.IntFlag{Name: "q-heads", EnvVars: []string{"DECODEBENCH_Q_HEADS"}, Usage: "query heads, instead of --model"},
 			&cli.IntFlag{Name: "kv-heads", EnvVars: []string{"DECODEBENCH_KV_HEADS"}, Usage: "KV heads (divides --q-heads), instead of --model"},
@@ -142,10 +144,14 @@ func parseBenchAttention(c *cli.Context) (jobs []attentionJob, modelName string,
 	if err != nil {
 		return nil, "", 0, err
 	}
+	kvDType, err := parseKVDType(c.String("kv-dtype"), dtype, kvType)
+	if err != nil {
+		return nil, "", 0, err
+	}
 	for _, b := range batches {
 		for _, ctx := range contexts {
 			jobs = append(jobs, attentionJob{context: ctx, spec: measure.AttentionSpec{Batch: b, QHeads: qHeads, KVHeads: kvHeads,
-				HeadDim: headDim, Contexts: []int{ctx}, PageSize: pageSize, Splits: splits, DType: dtype, Variant: variant,
+				HeadDim: headDim, Contexts: []int{ctx}, PageSize: pageSize, Splits: splits, DType: dtype, KVDType: kvDType, Variant: variant,
 				Window: window, Chunk: chunk, Sinks: sinks}})
 		}
 	}
@@ -179,6 +185,9 @@ func benchAttentionAction(c *cli.Context) error {
 	for i, j := range jobs {
 		a := j.spec
 		shape := fmt.Sprintf("B=%d Hq=%d Hkv=%d D=%d S=%d%s", a.Batch, a.QHeads, a.KVHeads, a.HeadDim, j.context, spanLabel(a))
+		if a.KVDType == cgo.DTypeFP8E4M3 {
+			shape += " kv=fp8"
+		}
 		o, tel := s.measure(func() measure.Outcome {
 			if j.missing != "" {
 				return measure.Outcome{Kernel: "attention", Status: measure.StatusSkipped,
@@ -276,4 +285,28 @@ func mlaJobs(c *cli.Context, shape model.Shape, k model.Kernel, batches, context
 		}
 	}
 	return jobs, shape.Name, shape.TP, nil
+}
+
+// parseKVDType is --kv-dtype: "" (the model's fp8 cache, else the activations' dtype), the
+// activations' bf16 or fp16, or fp8 (an e4m3 cache). 0 means a cache of the activations' dtype.
+func parseKVDType(name string, act cgo.DType, modelKV model.DType) (cgo.DType, error) {
+	switch name {
+	case "":
+		if modelKV == model.FP8 {
+			return cgo.DTypeFP8E4M3, nil
+		}
+		return 0, nil
+	case "fp8", "e4m3", "fp8_e4m3":
+		return cgo.DTypeFP8E4M3, nil
+	case "bf16", "bfloat16", "fp16", "float16", "half":
+		want := "bf16"
+		if act == cgo.DTypeFP16 {
+			want = "fp16"
+		}
+		if (name == "bf16" || name == "bfloat16") != (want == "bf16") {
+			return 0, usageError("--kv-dtype %s with --dtype %s: a 16-bit cache has the activations' dtype (want %s or fp8)", name, want, want)
+		}
+		return 0, nil
+	}
+	return 0, usageError("--kv-dtype %q: want bf16, fp16 or fp8", name)
 }

@@ -335,3 +335,25 @@ func TestVerifyAttentionOnGPU(t *testing.T) {
 		}
 	}
 }
+
+// --kv-dtype fp8 verifies the attention over an fp8 e4m3 cache (the append quantising the new
+// token); a 16-bit cache of another dtype than the activations, or an unknown one, is a usage
+// error naming it.
+func TestVerifyAttentionFP8Cache(t *testing.T) {
+	for _, variant := range []string{"simt", "mma"} {
+		stdout, code, msg := runCLI(t, "verify", "attention", "--backend", "emu", "--batch", "2", "--q-heads", "4", "--kv-heads", "1",
+			"--head-dim", "64", "--context", "33,90", "--page-size", "16", "--kv-dtype", "fp8", "--append", "--splits", "2", "--variant", variant)
+		if code != 0 || !strings.Contains(stdout, "fp8 e4m3 KV cache") || !strings.Contains(stdout, "PASS") {
+			t.Errorf("%s: exit %d\n%s%s", variant, code, stdout, msg)
+		}
+	}
+	for _, tc := range []struct{ kv, want string }{
+		{"fp16", "--kv-dtype fp16 with --dtype bf16"}, {"int4", `--kv-dtype "int4": want bf16, fp16 or fp8`},
+	} {
+		_, code, msg := runCLI(t, "verify", "attention", "--backend", "emu", "--batch", "1", "--q-heads", "4", "--kv-heads", "1",
+			"--head-dim", "64", "--context", "33", "--kv-dtype", tc.kv)
+		if code != 2 || !strings.Contains(msg, tc.want) {
+			t.Errorf("--kv-dtype %s: exit %d, %q; want 2 naming %q", tc.kv, code, msg, tc.want)
+		}
+	}
+}
