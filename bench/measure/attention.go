@@ -463,12 +463,12 @@ func attentionReferencePairs(shape ref.AttentionShape, dtype ref.DType, seeds re
 			case fp8 && newRow: // the append's quantisation of the new row, exactly
 				off := uint64((b*shape.KVHeads + h) * d)
 				for i := range dst {
-					dst[i] = ref.E4M3Decode(ref.E4M3Quantize(ref.FillValue(dtype, newSeed, 1, off+uint64(i)), scale)) * float64(scale)
+					dst[i] = ref.E4M3(ref.E4M3Quantize(ref.FillValue(dtype, newSeed, 1, off+uint64(i)), scale)) * float64(scale)
 				}
 			case fp8:
 				off := uint64(shape.KVOffset(table, b, h, t))
 				for i := range dst {
-					dst[i] = ref.E4M3Decode(ref.E4M3Code(seed, off+uint64(i))) * float64(scale)
+					dst[i] = ref.E4M3(ref.E4M3Code(seed, off+uint64(i))) * float64(scale)
 				}
 			case newRow:
 				fill(newSeed, uint64((b*shape.KVHeads+h)*d), dst)

@@ -11,34 +11,17 @@ import (
 // K, v_scale for V). The appends quantise x to the code of float32(x / scale), rounded to nearest
 // even and saturated to +-448, as vLLM's fp8 cache does.
 //
-// This file holds its own e4m3 decode and encode for the attention reference; the weight formats
-// of the linear kernels have theirs (the two formats are the same bits).
+// Codes decode with E4M3 (quant.go), the one e4m3 decoder of the references, weights and caches
+// alike; the encoder here is a search over the magnitudes, independent of the kernels' bits.
 
 // E4M3MaxCode is the code of 448, the largest finite e4m3 value.
 const E4M3MaxCode = 0x7e
-
-// E4M3Decode is the value of an e4m3 code, exactly (NaN for 0x7f and 0xff).
-func E4M3Decode(code uint8) float64 {
-	mag := code & 0x7f
-	if mag == 0x7f {
-		return math.NaN()
-	}
-	e, m := int(mag>>3), float64(mag&7)
-	v := math.Ldexp(m/8, -6) // subnormal: m/8 * 2^-6
-	if e > 0 {
-		v = math.Ldexp(1+m/8, e-7)
-	}
-	if code&0x80 != 0 {
-		return -v
-	}
-	return v
-}
 
 // e4m3Values are the values of the codes 0..E4M3MaxCode, ascending.
 var e4m3Values = func() [E4M3MaxCode + 1]float64 {
 	var t [E4M3MaxCode + 1]float64
 	for c := range t {
-		t[c] = E4M3Decode(uint8(c))
+		t[c] = E4M3(uint8(c))
 	}
 	return t
 }()
@@ -90,7 +73,7 @@ func ValidateE4M3Scale(name string, s float32) error {
 func E4M3Dequantize(codes []byte, s float32) []float32 {
 	out := make([]float32, len(codes))
 	for i, c := range codes {
-		out[i] = float32(E4M3Decode(c) * float64(s))
+		out[i] = float32(E4M3(c) * float64(s))
 	}
 	return out
 }
@@ -145,6 +128,6 @@ func E4M3Code(seed, i uint64) uint8 {
 // the quantisation (float32 division, then the nearest code) is monotonic, so the code's value
 // lies between those of lo's and hi's codes. A NaN code is never within.
 func E4M3Within(code uint8, lo, hi float64, s float32) bool {
-	v := E4M3Decode(code)
-	return v >= E4M3Decode(E4M3Quantize(float32(lo), s)) && v <= E4M3Decode(E4M3Quantize(float32(hi), s))
+	v := E4M3(code)
+	return v >= E4M3(E4M3Quantize(float32(lo), s)) && v <= E4M3(E4M3Quantize(float32(hi), s))
 }

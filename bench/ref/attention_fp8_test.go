@@ -13,16 +13,16 @@ func TestE4M3DecodeExtremes(t *testing.T) {
 		{0x7e, 448}, {0xfe, -448}, {0x01, 0x1p-9}, {0x81, -0x1p-9}, {0x07, 7 * 0x1p-9}, {0x08, 0x1p-6},
 		{0x38, 1}, {0x39, 1.125}, {0x00, 0}, {0x77, 240}, {0x78, 256},
 	} {
-		if got := E4M3Decode(tc.code); got != tc.want {
-			t.Errorf("E4M3Decode(%#x) = %g, want %g", tc.code, got, tc.want)
+		if got := E4M3(tc.code); got != tc.want {
+			t.Errorf("E4M3(%#x) = %g, want %g", tc.code, got, tc.want)
 		}
 	}
 	for _, c := range []uint8{0x7f, 0xff} {
-		if !math.IsNaN(E4M3Decode(c)) {
-			t.Errorf("E4M3Decode(%#x) = %g, want NaN", c, E4M3Decode(c))
+		if !math.IsNaN(E4M3(c)) {
+			t.Errorf("E4M3(%#x) = %g, want NaN", c, E4M3(c))
 		}
 	}
-	if !math.Signbit(E4M3Decode(0x80)) {
+	if !math.Signbit(E4M3(0x80)) {
 		t.Error("0x80 is not -0")
 	}
 }
@@ -50,8 +50,8 @@ func TestE4M3EncodeRoundsToNearestEvenAndSaturates(t *testing.T) {
 		if c&0x7f == 0x7f {
 			continue
 		}
-		if got := E4M3Encode(float32(E4M3Decode(uint8(c)))); got != uint8(c) {
-			t.Errorf("E4M3Encode(E4M3Decode(%#x)) = %#x", c, got)
+		if got := E4M3Encode(float32(E4M3(uint8(c)))); got != uint8(c) {
+			t.Errorf("E4M3Encode(E4M3(%#x)) = %#x", c, got)
 		}
 	}
 	for _, s := range []float32{0, -1, float32(math.NaN()), float32(math.Inf(1))} {
