@@ -13,6 +13,11 @@ import (
 	"strings"
 	"testing"
 	"time"
+
+	"github.com/decodebench/decodebench/bench/model"
+	"github.com/decodebench/decodebench/bench/plan"
+	"github.com/decodebench/decodebench/bench/roofline"
+	"github.com/decodebench/decodebench/plots"
 )
 
 // EnvRequireBrowser turns a missing chromium from a skip into a failure.
@@ -175,5 +180,44 @@ func TestReportRendersInChromium(t *testing.T) {
 		os.MkdirAll(keep, 0o755)
 		os.WriteFile(filepath.Join(keep, "report.png"), data, 0o644)
 		t.Logf("screenshot kept in %s", filepath.Join(keep, "report.png"))
+	}
+}
+
+// The plan's frontier chart renders in a real browser with every text inside its box.
+func TestPlanChartRendersInChromium(t *testing.T) {
+	browser := chromium(t)
+	shape, err := model.Lookup("llama3-8b")
+	if err != nil {
+		t.Fatal(err)
+	}
+	gpu, err := roofline.LookupGPU("h200")
+	if err != nil {
+		t.Fatal(err)
+	}
+	f, err := plan.Predicted(shape, gpu, 4096, 0)
+	if err != nil {
+		t.Fatal(err)
+	}
+	p, err := plan.Make(f, plan.Request{MinRequestRate: 40, TokensPerSec: 100000, Headroom: 0.2, PricePerGPUHour: 3})
+	if err != nil {
+		t.Fatal(err)
+	}
+	dir := t.TempDir()
+	if _, err := plan.Chart(p, dir); err != nil {
+		t.Fatal(err)
+	}
+	// On a page as the report holds its charts: inline, with the charts' typeface embedded.
+	page := filepath.Join(dir, "plan.html")
+	doc := plots.Document{Title: "plan", Sections: []plots.Section{{Heading: "Plan",
+		Figures: []plots.Figure{{Title: "frontier", Base: filepath.Join(dir, plan.ChartBase)}}}}}
+	if err := plots.WriteHTML(page, doc); err != nil {
+		t.Fatal(err)
+	}
+	l := probeLayout(t, browser, page)
+	if l.SVGs != 1 || l.Texts < 10 {
+		t.Errorf("the plan chart: %d SVG with %d texts; want one chart with its labels", l.SVGs, l.Texts)
+	}
+	if len(l.Outside) > 0 {
+		t.Errorf("%d SVG text(s) outside the plan chart: %q", len(l.Outside), l.Outside)
 	}
 }
