@@ -19,7 +19,11 @@ import (
 func SpecOf(k model.Kernel, s model.Shape) measure.Spec {
 	switch k.Kind {
 	case model.KindLinear:
-		return measure.LinearSpec{Batch: k.M, N: k.N, K: k.K, DType: kernelDType(s.ActivationDType()), Variant: cgo.LinearAuto}.Spec()
+		l := measure.LinearSpec{Batch: k.M, N: k.N, K: k.K, DType: kernelDType(s.ActivationDType()), Variant: cgo.LinearAuto}
+		if k.WeightFormat != "" {
+			l.WeightFormat, l.GroupSize, _ = WeightFormatOf(s)
+		}
+		return l.Spec()
 	case model.KindAttention:
 		// A span's kernel runs over the whole cache with its window or chunk, so that the
 		// kernel finds its span as in the step, rather than over a cache cut to the span.
@@ -87,6 +91,16 @@ func MissingKernel(k model.Kernel, s model.Shape) string {
 			return fmt.Sprintf("MLA attention with %d query heads (the kernel takes up to %d)", k.QHeads, cgo.MLAMaxHeads)
 		case !slices.Contains(KernelDTypes, s.KVDType):
 			return fmt.Sprintf("MLA attention over a %s latent cache", s.KVDType)
+		}
+		return ""
+	}
+	if k.Kind == model.KindLinear && k.WeightFormat != "" {
+		f, group, ok := WeightFormatOf(s)
+		switch {
+		case !ok:
+			return k.Variant()
+		case f.CheckShape(k.N, k.K, group) != nil:
+			return fmt.Sprintf("linear with %s weights at N %d, K %d (%v)", k.WeightFormat, k.N, k.K, f.CheckShape(k.N, k.K, group))
 		}
 		return ""
 	}
@@ -207,4 +221,26 @@ type Measurer interface {
 // run.json once per session. A Measurer without it leaves the baseline "not measured".
 type LaunchMeasurer interface {
 	MeasureLaunch() Launch
+}
+
+// WeightFormatOf is the kernels' weight format for a shape's quantized projections (its
+// quantization_config) and its group size; ok is false where no kernel takes the format: fp8
+// with block scales (DeepSeek-V3's 128 x 128), or a method or width the kernels lack. GPTQ's
+// desc_act reordering (g_idx) is not modelled: the time is the same bytes read in order.
+func WeightFormatOf(s model.Shape) (f cgo.WeightFormat, group int, ok bool) {
+	q := s.Quant
+	if q == nil {
+		return cgo.WeightDense, 0, false
+	}
+	switch {
+	case q.Method == model.QuantMXFP4:
+		return cgo.WeightMXFP4, 32, true
+	case q.Method == model.QuantFP8 && q.BlockN == 0 && q.BlockK == 0:
+		return cgo.WeightFP8, 0, true
+	case q.Method == model.QuantAWQ && q.Bits == 4:
+		return cgo.WeightINT4ZeroPt, q.GroupSize, true
+	case q.Method == model.QuantGPTQ && q.Bits == 4:
+		return cgo.WeightINT4, q.GroupSize, true
+	}
+	return cgo.WeightDense, 0, false
 }

@@ -7,25 +7,27 @@ import (
 
 	"github.com/decodebench/decodebench/bench/measure"
 	"github.com/decodebench/decodebench/bench/model"
+	"github.com/decodebench/decodebench/cgo"
 )
 
-// A step that needs a kernel the library lacks (MLA attention, MXFP4 or fp8 weights) is
-// skipped with a reason naming it, and nothing of it is measured; attention with sinks runs.
+// A step that needs a kernel the library lacks (MLA's absorbed grouped linears, fp8 weights with
+// block scales) is skipped with a reason naming it, and nothing of it is measured; attention with
+// sinks and MXFP4 weights run.
 func TestRunSkipsKernelVariantsTheLibraryLacks(t *testing.T) {
 	mla := tinyModel()
 	mla.Name, mla.Family = "tiny-mla", "deepseek_v3"
 	mla.KVHeads, mla.HeadDim = mla.QHeads, 96
 	mla.QLoRARank, mla.KVLoRARank, mla.RoPEHeadDim, mla.VHeadDim = 64, 64, 32, 64
-	mxfp4 := tinyModel()
-	mxfp4.Name, mxfp4.Quant = "tiny-mxfp4", &model.Quantization{Method: model.QuantMXFP4, Bits: 4, GroupSize: 32}
+	block := tinyModel()
+	block.Name, block.Quant = "tiny-fp8-block", &model.Quantization{Method: model.QuantFP8, Bits: 8, BlockN: 128, BlockK: 128}
 	want := map[string]string{
-		"tiny-mla":   "no kernel yet for grouped linear (q_absorb, v_absorb); MLA attention (QK width 96, V width 64) (attention)",
-		"tiny-mxfp4": "no kernel yet for linear with mxfp4 (e2m1, one e8m0 scale per 32) weights (qkv_proj, o_proj, gate_up_proj, down_proj)",
+		"tiny-mla":       "no kernel yet for grouped linear (q_absorb, v_absorb); MLA attention (QK width 96, V width 64) (attention)",
+		"tiny-fp8-block": "no kernel yet for linear with fp8 (128x128 block scales) weights (qkv_proj, o_proj, gate_up_proj, down_proj)",
 	}
 	clock := newClock()
 	f := newFake(clock)
 	dir := t.TempDir()
-	axes := Axes{Models: []model.Shape{mla, mxfp4}, Batches: []int{1, 2}, Contexts: []int{128}}
+	axes := Axes{Models: []model.Shape{mla, block}, Batches: []int{1, 2}, Contexts: []int{128}}
 	if err := axes.Validate(); err != nil {
 		t.Fatal(err)
 	}
@@ -47,6 +49,48 @@ func TestRunSkipsKernelVariantsTheLibraryLacks(t *testing.T) {
 	for _, rec := range p.Records {
 		if rec.Status != measure.StatusSkipped || !strings.Contains(rec.Reason, want[rec.Model]) {
 			t.Errorf("%s: %s %q, want skipped: %q", rec.Key, rec.Status, rec.Reason, want[rec.Model])
+		}
+	}
+}
+
+// MXFP4, fp8 (per channel), AWQ and GPTQ projections run on the quantized kernels: the sweep's
+// linear specs carry the format and its group.
+func TestQuantizedProjectionsRun(t *testing.T) {
+	for _, tc := range []struct {
+		q     model.Quantization
+		f     cgo.WeightFormat
+		group int
+	}{
+		{model.Quantization{Method: model.QuantMXFP4, Bits: 4, GroupSize: 32}, cgo.WeightMXFP4, 32},
+		{model.Quantization{Method: model.QuantFP8, Bits: 8}, cgo.WeightFP8, 0},
+		{model.Quantization{Method: model.QuantAWQ, Bits: 4, GroupSize: 128}, cgo.WeightINT4ZeroPt, 128},
+		{model.Quantization{Method: model.QuantGPTQ, Bits: 4, GroupSize: 64}, cgo.WeightINT4, 64},
+	} {
+		s := tinyModel()
+		s.Quant = &tc.q
+		quantized := 0
+		for _, k := range s.Kernels(4, 128) {
+			if why := MissingKernel(k, s); why != "" {
+				t.Errorf("%s: %s is missing: %s", tc.q.Method, k.Name, why)
+			}
+			spec := SpecOf(k, s)
+			if k.WeightFormat != "" {
+				quantized++
+				if spec.Linear == nil || spec.Linear.WeightFormat != tc.f || spec.Linear.GroupSize != tc.group {
+					t.Errorf("%s: %s measured as %+v, want format %v group %d", tc.q.Method, k.Name, spec.Linear, tc.f, tc.group)
+				}
+			}
+		}
+		if quantized == 0 {
+			t.Errorf("%s: no quantized projection in the step", tc.q.Method)
+		}
+	}
+	// A group that does not divide K is named, not run.
+	s := tinyModel()
+	s.Quant = &model.Quantization{Method: model.QuantGPTQ, Bits: 4, GroupSize: 96}
+	for _, k := range s.Kernels(1, 128) {
+		if k.WeightFormat != "" && !strings.Contains(MissingKernel(k, s), "linear with") {
+			t.Errorf("gptq group 96: %s: %q, want it named missing", k.Name, MissingKernel(k, s))
 		}
 	}
 }

@@ -314,8 +314,11 @@ type benchRecord struct {
 	Splits    int     `json:"splits,omitempty"`
 	KVBytes   float64 `json:"kv_bytes,omitempty"`
 	DType     string  `json:"dtype,omitempty"`
-	Variant   string  `json:"variant,omitempty"`
-	SplitK    int     `json:"split_k,omitempty"`
+	// WeightFormat and GroupSize: a linear's quantized weights (DType is then the activations').
+	WeightFormat string `json:"weight_format,omitempty"`
+	GroupSize    int    `json:"group_size,omitempty"`
+	Variant      string `json:"variant,omitempty"`
+	SplitK       int    `json:"split_k,omitempty"`
 
 	Probe               string  `json:"probe,omitempty"`
 	BufferBytes         uint64  `json:"buffer_bytes,omitempty"`

@@ -141,6 +141,10 @@ func parseBenchLinear(c *cli.Context) (jobs []linearJob, modelName string, tp in
 			}
 			missing := sweep.MissingKernel(k, shape) // a grouped linear always lacks its kernel
 			spec := measure.LinearSpec{Batch: k.M, N: k.N, K: k.K, DType: dtype, Variant: variant, SplitK: splitK}
+			if k.Kind == model.KindLinear && k.WeightFormat != "" && missing == "" {
+				// the config's own format (quantization_config), as the sweep measures it
+				spec.WeightFormat, spec.GroupSize, _ = sweep.WeightFormatOf(shape)
+			}
 			if weights.quantizes(k.Name) {
 				// --weight-dtype stores the model's projections in the format, whatever its
 				// config says; a shape the format does not take is skipped, naming why.
@@ -309,8 +313,11 @@ func (s *benchSession) linearRecord(j linearJob, o measure.Outcome, tel telemetr
 	r := s.record("linear", j.name, o, tel)
 	r.Model, r.TP, r.Batch, r.N, r.K = modelName, tp, j.spec.Batch, j.spec.N, j.spec.K
 	r.DType = j.spec.DType.String()
+	if j.spec.WeightFormat != cgo.WeightDense {
+		r.WeightFormat, r.GroupSize = j.spec.WeightFormat.String(), j.spec.GroupSize
+	}
 	if j.missing != "" { // no kernel, so no element type was chosen
-		r.DType = ""
+		r.DType, r.WeightFormat, r.GroupSize = "", "", 0
 	}
 	if j.stepBatch != j.spec.Batch {
 		r.StepBatch = j.stepBatch
