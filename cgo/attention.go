@@ -77,24 +77,10 @@ func (k KVCache) toC(op string) (C.db_kv_cache, error) {
 	c.k, c.v, c.page_table = C.uint64_t(k.K), C.uint64_t(k.V), C.uint64_t(k.PageTable)
 	c.layout, c.dtype = C.int32_t(k.Layout), C.int32_t(k.DType)
 	c.k_scale, c.v_scale, c.act_dtype = C.float(k.KScale), C.float(k.VScale), C.int32_t(k.ActDType)
-	fields := []struct {
-		name string
-		v    int
-		dst  *C.int32_t
-	}{
-		{"cache.kv_heads", k.KVHeads, &c.kv_heads},
-		{"cache.head_dim", k.HeadDim, &c.head_dim},
-		{"cache.capacity", k.Capacity, &c.capacity},
-		{"cache.page_size", k.PageSize, &c.page_size},
-		{"cache.num_pages", k.NumPages, &c.num_pages},
-		{"cache.pages_per_seq", k.PagesPerSeq, &c.pages_per_seq},
-	}
-	for _, f := range fields {
-		v, err := toInt32(op, f.name, f.v)
-		if err != nil {
-			return c, err
-		}
-		*f.dst = v
+	if err := int32s(op, "cache.kv_heads", k.KVHeads, &c.kv_heads, "cache.head_dim", k.HeadDim, &c.head_dim,
+		"cache.capacity", k.Capacity, &c.capacity, "cache.page_size", k.PageSize, &c.page_size,
+		"cache.num_pages", k.NumPages, &c.num_pages, "cache.pages_per_seq", k.PagesPerSeq, &c.pages_per_seq); err != nil {
+		return c, err
 	}
 	return c, nil
 }
@@ -136,25 +122,13 @@ func (p AttentionParams) toC(op string) (C.db_attention_params, error) {
 	if c.cache, err = p.Cache.toC(op); err != nil {
 		return c, err
 	}
-	fields := []struct {
-		name string
-		v    int
-		dst  *C.int32_t
-	}{
-		{"batch", p.Batch, &c.batch},
-		{"q_heads", p.QHeads, &c.q_heads},
-		{"max_context", p.MaxContext, &c.max_context},
-		{"num_splits", p.NumSplits, &c.num_splits},
-		{"split_tokens", p.SplitTokens, &c.split_tokens},
-		{"window", p.Window, &c.window},
-		{"chunk", p.Chunk, &c.chunk},
-	}
-	for _, f := range fields {
-		v, err := toInt32(op, f.name, f.v)
-		if err != nil {
-			return c, err
-		}
-		*f.dst = v
+	if err := int32s(op, "batch", p.Batch, &c.batch, "q_heads", p.QHeads, &c.q_heads,
+		"max_context", p.MaxContext, &c.max_context, "num_splits", p.NumSplits, &c.num_splits,
+		"split_tokens", p.SplitTokens, &c.split_tokens,
+		"window", p.Window, &c.window,
+		"chunk", p.Chunk, &c.chunk,
+	); err != nil {
+		return c, err
 	}
 	c.scale = C.float(p.Scale)
 	c.variant = C.int32_t(p.Variant)

@@ -68,23 +68,11 @@ func (p MLAAttentionParams) toC(op string) (C.db_mla_attention_params, error) {
 	if c.cache, err = p.Cache.toC(op); err != nil {
 		return c, err
 	}
-	fields := []struct {
-		name string
-		v    int
-		dst  *C.int32_t
-	}{
-		{"batch", p.Batch, &c.batch},
-		{"q_heads", p.QHeads, &c.q_heads},
-		{"max_context", p.MaxContext, &c.max_context},
-		{"num_splits", p.NumSplits, &c.num_splits},
-		{"split_tokens", p.SplitTokens, &c.split_tokens},
-	}
-	for _, f := range fields {
-		v, err := toInt32(op, f.name, f.v)
-		if err != nil {
-			return c, err
-		}
-		*f.dst = v
+	if err := int32s(op, "batch", p.Batch, &c.batch, "q_heads", p.QHeads, &c.q_heads,
+		"max_context", p.MaxContext, &c.max_context, "num_splits", p.NumSplits, &c.num_splits,
+		"split_tokens", p.SplitTokens, &c.split_tokens,
+	); err != nil {
+		return c, err
 	}
 	c.scale = C.float(p.Scale)
 	return c, nil

@@ -257,3 +257,18 @@ func addFlagRules(cmd *cli.Command) {
 		addFlagRules(sub)
 	}
 }
+
+// hiddenFlag keeps a tuning flag out of --help (the method's knobs a user rarely turns).
+func hiddenFlag(f cli.Flag) cli.Flag {
+	switch v := f.(type) {
+	case *cli.IntFlag:
+		v.Hidden = true
+	case *cli.Float64Flag:
+		v.Hidden = true
+	case *cli.Uint64Flag:
+		v.Hidden = true
+	case *cli.DurationFlag:
+		v.Hidden = true
+	}
+	return f
+}

@@ -66,19 +66,6 @@ func stepCommand() *cli.Command {
 
 func stepFlags() []cli.Flag {
 	env := func(name string) []string { return []string{"DECODEBENCH_" + name} }
-	hidden := func(f cli.Flag) cli.Flag {
-		switch v := f.(type) {
-		case *cli.IntFlag:
-			v.Hidden = true
-		case *cli.Float64Flag:
-			v.Hidden = true
-		case *cli.Uint64Flag:
-			v.Hidden = true
-		case *cli.DurationFlag:
-			v.Hidden = true
-		}
-		return f
-	}
 	flags := append(modelFlags(),
 		&cli.StringFlag{Name: "dtype", EnvVars: env("DTYPE"), Usage: "weights, activations and KV cache: bf16 or fp16 (default: the model's)"},
 		listFlag(&cli.StringFlag{Name: "batch", Value: "1", EnvVars: env("BATCH"), Usage: fmt.Sprintf("batch sizes, 1..%d", cgo.MaxBatch)}),
@@ -96,14 +83,14 @@ func stepFlags() []cli.Flag {
 		&cli.StringFlag{Name: "gpu", Value: "auto", EnvVars: env("GPU"),
 			Usage: "the spec row of the datasheet ceiling (h200, h100-sxm, ...), auto or none"},
 		oldName(&cli.StringFlag{Name: "datasheet"}, "gpu", nil),
-		hidden(&cli.IntFlag{Name: "warmup", Value: timing.Default.Warmup, EnvVars: env("WARMUP")}),
-		hidden(&cli.IntFlag{Name: "min-samples", Value: timing.Default.MinSamples, EnvVars: env("MIN_SAMPLES")}),
+		hiddenFlag(&cli.IntFlag{Name: "warmup", Value: timing.Default.Warmup, EnvVars: env("WARMUP")}),
+		hiddenFlag(&cli.IntFlag{Name: "min-samples", Value: timing.Default.MinSamples, EnvVars: env("MIN_SAMPLES")}),
 		&cli.DurationFlag{Name: "min-time", Value: seconds(timing.Default.MinSeconds), EnvVars: env("MIN_TIME"), Usage: "sample each step for at least this long (e.g. 500ms)"},
 		&cli.DurationFlag{Name: "max-time", Value: seconds(timing.Default.MaxSeconds), EnvVars: env("MAX_TIME"), Usage: "and stop once this long has passed (e.g. 2s)"},
-		hidden(&cli.Float64Flag{Name: "target-spread", Value: timing.Default.TargetSpread, EnvVars: env("TARGET_SPREAD")}),
-		hidden(&cli.Uint64Flag{Name: "probe-bytes", EnvVars: env("PROBE_BYTES")}),
-		hidden(&cli.Uint64Flag{Name: "max-rotate-bytes", EnvVars: env("MAX_ROTATE_BYTES")}),
-		hidden(&cli.Uint64Flag{Name: "seed", Value: 1, EnvVars: env("SEED")}),
+		hiddenFlag(&cli.Float64Flag{Name: "target-spread", Value: timing.Default.TargetSpread, EnvVars: env("TARGET_SPREAD")}),
+		hiddenFlag(&cli.Uint64Flag{Name: "probe-bytes", EnvVars: env("PROBE_BYTES")}),
+		hiddenFlag(&cli.Uint64Flag{Name: "max-rotate-bytes", EnvVars: env("MAX_ROTATE_BYTES")}),
+		hiddenFlag(&cli.Uint64Flag{Name: "seed", Value: 1, EnvVars: env("SEED")}),
 	)
 	return append(flags, backendFlags()...)
 }

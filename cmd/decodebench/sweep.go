@@ -79,19 +79,6 @@ func sweepFlags() []cli.Flag {
 	list := func(name, usage string) cli.Flag {
 		return listFlag(&cli.StringFlag{Name: name, EnvVars: env(strings.ToUpper(strings.ReplaceAll(name, "-", "_"))), Category: "model dimensions (lists)", Usage: usage})
 	}
-	hidden := func(f cli.Flag) cli.Flag {
-		switch v := f.(type) {
-		case *cli.IntFlag:
-			v.Hidden = true
-		case *cli.Float64Flag:
-			v.Hidden = true
-		case *cli.Uint64Flag:
-			v.Hidden = true
-		case *cli.DurationFlag:
-			v.Hidden = true
-		}
-		return f
-	}
 	backend := backendFlags()[0] // --backend; the device is --device here too, by index or UUID
 	return []cli.Flag{
 		&cli.StringFlag{Name: "model", Aliases: []string{"m"}, EnvVars: env("MODEL"), Category: "model",
@@ -134,24 +121,24 @@ func sweepFlags() []cli.Flag {
 			Usage: "cublas: also measure cuBLASLt on every linear shape, the same way (kernels.jsonl; the report gives cuBLAS time / ours); the steps stay ours"},
 		&cli.StringFlag{Name: "step", EnvVars: env("STEP"), Category: "output",
 			Usage: "which step times to record: composed (kernels measured alone, summed), e2e (the real step, eager and as a CUDA graph: steps.jsonl) or both (default: both on the CUDA backend, composed on the emulator, where whole steps are slow)"},
-		hidden(&cli.IntFlag{Name: "e2e-steps", Value: step.DefaultSteps, EnvVars: env("E2E_STEPS")}),
+		hiddenFlag(&cli.IntFlag{Name: "e2e-steps", Value: step.DefaultSteps, EnvVars: env("E2E_STEPS")}),
 		&cli.StringFlag{Name: "progress", Value: "auto", EnvVars: env("PROGRESS"), Category: "output",
 			Usage: "auto (a bar when stderr is a terminal, lines otherwise), bar, lines or none"},
 		// The method: measure's and timing's defaults, adjustable for tests and experts, recorded in run.json.
-		hidden(&cli.IntFlag{Name: "warmup", Value: timing.Default.Warmup, EnvVars: env("WARMUP")}),
-		hidden(&cli.IntFlag{Name: "min-samples", Value: timing.Default.MinSamples, EnvVars: env("MIN_SAMPLES")}),
+		hiddenFlag(&cli.IntFlag{Name: "warmup", Value: timing.Default.Warmup, EnvVars: env("WARMUP")}),
+		hiddenFlag(&cli.IntFlag{Name: "min-samples", Value: timing.Default.MinSamples, EnvVars: env("MIN_SAMPLES")}),
 		&cli.DurationFlag{Name: "min-time", Value: seconds(timing.Default.MinSeconds), EnvVars: env("MIN_TIME"), Category: "timing",
 			Usage: "sample each kernel for at least this long (e.g. 500ms)"},
 		&cli.DurationFlag{Name: "max-time", Value: seconds(timing.Default.MaxSeconds), EnvVars: env("MAX_TIME"), Category: "timing",
 			Usage: "and stop once this long has passed (e.g. 2s; the record says it did not converge)"},
-		hidden(&cli.Float64Flag{Name: "target-spread", Value: timing.Default.TargetSpread, EnvVars: env("TARGET_SPREAD")}),
-		hidden(&cli.IntFlag{Name: "max-samples", EnvVars: env("MAX_SAMPLES")}),
-		hidden(&cli.Float64Flag{Name: "rotate-factor", Value: measure.DefaultRotateFactor, EnvVars: env("ROTATE_FACTOR")}),
-		hidden(&cli.Uint64Flag{Name: "max-rotate-bytes", EnvVars: env("MAX_ROTATE_BYTES")}),
-		hidden(&cli.Uint64Flag{Name: "probe-bytes", EnvVars: env("PROBE_BYTES")}),
-		hidden(&cli.Uint64Flag{Name: "seed", Value: 1, EnvVars: env("SEED")}),
-		hidden(&cli.DurationFlag{Name: "telemetry-interval", Value: telemetry.DefaultInterval, EnvVars: env("TELEMETRY_INTERVAL")}),
-		hidden(&cli.Float64Flag{Name: "memory-bytes", EnvVars: env("MEMORY_BYTES")}),
+		hiddenFlag(&cli.Float64Flag{Name: "target-spread", Value: timing.Default.TargetSpread, EnvVars: env("TARGET_SPREAD")}),
+		hiddenFlag(&cli.IntFlag{Name: "max-samples", EnvVars: env("MAX_SAMPLES")}),
+		hiddenFlag(&cli.Float64Flag{Name: "rotate-factor", Value: measure.DefaultRotateFactor, EnvVars: env("ROTATE_FACTOR")}),
+		hiddenFlag(&cli.Uint64Flag{Name: "max-rotate-bytes", EnvVars: env("MAX_ROTATE_BYTES")}),
+		hiddenFlag(&cli.Uint64Flag{Name: "probe-bytes", EnvVars: env("PROBE_BYTES")}),
+		hiddenFlag(&cli.Uint64Flag{Name: "seed", Value: 1, EnvVars: env("SEED")}),
+		hiddenFlag(&cli.DurationFlag{Name: "telemetry-interval", Value: telemetry.DefaultInterval, EnvVars: env("TELEMETRY_INTERVAL")}),
+		hiddenFlag(&cli.Float64Flag{Name: "memory-bytes", EnvVars: env("MEMORY_BYTES")}),
 	}
 }
 
