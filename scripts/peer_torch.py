@@ -1,7 +1,7 @@
 #!/usr/bin/env python3
 """Times PyTorch (cuBLAS matmul, scaled_dot_product_attention) on the shapes decodebench measured,
 with decodebench's method, and prints the ratio table; or summarises a GPU check against the
-targets of issues 3 and 4.
+speed targets the kernels are held to (kernels/README.md, "Predicted against measured").
 
 Usage:
   peer_torch.py DECODEBENCH.jsonl [PEER_OUT.jsonl]     time the peers (needs torch and a GPU)
@@ -209,19 +209,21 @@ def summary(ours_path, peer_path):
         rows.append(("batch-1 GEMV / read ceiling, W >= 64 MB",
                      f"min {pct(worst['fraction_of_read_ceiling'])} ({worst.get('model', '')} {worst['kernel']}), "
                      f"mean {pct(sum(r['fraction_of_read_ceiling'] for r in big1) / len(big1))} of {len(big1)}",
-                     ">= 90%", verdict(worst["fraction_of_read_ceiling"], 0.90)))
+                     ">= 92%", verdict(worst["fraction_of_read_ceiling"], 0.92)))
     else:
-        rows.append(("batch-1 GEMV / read ceiling, W >= 64 MB", "-", ">= 90%", verdict(None, 0.90)))
+        rows.append(("batch-1 GEMV / read ceiling, W >= 64 MB", "-", ">= 92%", verdict(None, 0.92)))
 
-    plin = [p for p in peer if p.get("kind") == "linear" and p.get("batch", 999) <= 64]
-    if plin:
-        worst = min(plin, key=lambda p: p["ratio_peer_over_ours"])
-        slower = sum(p["ratio_peer_over_ours"] < 1 for p in plin)
-        rows.append(("cuBLAS time / ours, linear, batch <= 64",
-                     f"min {worst['ratio_peer_over_ours']:.2f} ({worst['kernel']} B={worst['batch']} N={worst['n']} K={worst['k']}); "
-                     f"{slower} of {len(plin)} slower", ">= 1.00", verdict(worst["ratio_peer_over_ours"], 1.0)))
-    else:
-        rows.append(("cuBLAS time / ours, linear, batch <= 64", "- (no peer results)", ">= 1.00", verdict(None, 1.0)))
+    # ours / cuBLAS as speed (the peer's time over ours), per batch: the targets differ where
+    # cuBLAS's tiles start to pay (batch 1 >= 1.10, 64 >= 1.0, 256 >= 0.9).
+    for batch, goal in ((1, 1.10), (64, 1.00), (256, 0.90)):
+        plin = [p for p in peer if p.get("kind") == "linear" and p.get("batch") == batch]
+        label = f"cuBLAS time / ours, linear, batch {batch}"
+        if plin:
+            worst = min(plin, key=lambda p: p["ratio_peer_over_ours"])
+            rows.append((label, f"min {worst['ratio_peer_over_ours']:.2f} ({worst['kernel']} N={worst['n']} K={worst['k']}) of {len(plin)}",
+                         f">= {goal:.2f}", verdict(worst["ratio_peer_over_ours"], goal)))
+        else:
+            rows.append((label, "- (no peer results)", f">= {goal:.2f}", verdict(None, goal)))
 
     ratios = []
     for r in lin:
@@ -232,9 +234,9 @@ def summary(ours_path, peer_path):
     if ratios:
         worst, r = max(ratios, key=lambda x: x[0])
         rows.append(("linear time batch 16 / batch 1", f"max {worst:.2f} ({r.get('model', '')} {r['kernel']}) of {len(ratios)}",
-                     "<= 1.15", verdict(worst, 1.15, higher=False)))
+                     "<= 1.10", verdict(worst, 1.10, higher=False)))
     else:
-        rows.append(("linear time batch 16 / batch 1", "-", "<= 1.15", verdict(None, 1.15, higher=False)))
+        rows.append(("linear time batch 16 / batch 1", "-", "<= 1.10", verdict(None, 1.10, higher=False)))
 
     att = [r for r in ok if r.get("kind") == "attention" and r.get("fraction_of_read_ceiling")]
     big = [r for r in att if r.get("kv_bytes", 0) >= 256e6]
@@ -242,16 +244,16 @@ def summary(ours_path, peer_path):
         worst = min(big, key=lambda r: r["fraction_of_read_ceiling"])
         rows.append(("attention / read ceiling, KV >= 256 MB",
                      f"min {pct(worst['fraction_of_read_ceiling'])} (B={worst['batch']} Hq={worst['q_heads']} S={worst['context']}) of {len(big)}",
-                     ">= 85%", verdict(worst["fraction_of_read_ceiling"], 0.85)))
+                     ">= 90%", verdict(worst["fraction_of_read_ceiling"], 0.90)))
     else:
-        rows.append(("attention / read ceiling, KV >= 256 MB", "-", ">= 85%", verdict(None, 0.85)))
+        rows.append(("attention / read ceiling, KV >= 256 MB", "-", ">= 90%", verdict(None, 0.90)))
     b1 = [r for r in att if r["batch"] == 1 and r["context"] == 8192]
     if b1:
         worst = min(b1, key=lambda r: r["fraction_of_read_ceiling"])
         rows.append(("attention / read ceiling, batch 1, 8k", f"min {pct(worst['fraction_of_read_ceiling'])} of {len(b1)} layouts",
-                     ">= 60%", verdict(worst["fraction_of_read_ceiling"], 0.60)))
+                     ">= 70%", verdict(worst["fraction_of_read_ceiling"], 0.70)))
     else:
-        rows.append(("attention / read ceiling, batch 1, 8k", "-", ">= 60%", verdict(None, 0.60)))
+        rows.append(("attention / read ceiling, batch 1, 8k", "-", ">= 70%", verdict(None, 0.70)))
     mha = [r for r in att if r["q_heads"] == r["kv_heads"]]
     pairs = [(g, m) for m in mha for g in att if g["q_heads"] != g["kv_heads"] and g["kv_bytes"] == m["kv_bytes"]
              and g["head_dim"] == m["head_dim"]]
