@@ -81,7 +81,7 @@ var hfArchs = map[string]hfArch{
 	"mixtral": {moe: moeMixtral, window: windowAllLayers},
 	"qwen2":   {qkvBias: true, window: windowQwen2, layerTypes: true},
 	"gemma":   {tiedByDefault: true, headDimRequired: true, readsBiasFlags: true},
-	"gemma2":  {tiedByDefault: true, headDimRequired: true, readsBiasFlags: true, window: windowEveryOther},
+	"gemma2":  {tiedByDefault: true, headDimRequired: true, readsBiasFlags: true, window: windowEveryOther, layerTypes: true},
 	"phi3":    {kvHeadsFromHeads: true, window: windowAllLayers},
 
 	"qwen3":       {headDimDefault: 128, readsBiasFlags: true, qkNorm: "rms", window: windowQwen2, layerTypes: true},

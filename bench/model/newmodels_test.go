@@ -94,6 +94,29 @@ func TestHandCounts(t *testing.T) {
 	}
 }
 
+// Meta's 109B for Llama 4 Scout counts the vision tower, which the text shape leaves out. Counted
+// by hand from the fixture's vision_config (34 layers of width 1408 with biases and two
+// LayerNorms each, an MLP of 5632 with biases; a class token, a position embedding over the
+// (336/14)^2 patches plus it, the 14 x 14 x 3 patch embedding and two LayerNorms; the
+// pixel-shuffle adapter 5632 -> 4096 -> 4096 and the projector 4096 -> 5120, bias-free) it is
+// 871,932,416; text and tower together are 108.64B, 109B to Meta's precision, which the text
+// model alone (107.77B) is not.
+func TestLlama4ScoutTotalWithVisionTower(t *testing.T) {
+	const h, ffn, layers, grid = 1408, 5632, 34, 336 / 14
+	perLayer := int64(4*(h*h+h) + (h*ffn + ffn) + (ffn*h + h) + 2*2*h)
+	vision := layers*perLayer + h + (grid*grid+1)*h + 3*14*14*h + 2*2*h + 5632*4096 + 4096*4096 + 4096*5120
+	if vision != 871932416 {
+		t.Fatalf("vision tower hand count %d, want 871,932,416", vision)
+	}
+	text := mustLookup(t, "Llama-4-Scout").ParamsTotal()
+	if got := float64(text + vision); math.Abs(got-109e9) >= 1e9 {
+		t.Errorf("Llama-4-Scout with its vision tower: %.5g parameters, Meta publishes 109B", got)
+	}
+	if math.Abs(float64(text)-109e9) < 1e9 {
+		t.Errorf("Llama-4-Scout's text model alone (%d) matches Meta's 109B: the vision tower would be double-counted", text)
+	}
+}
+
 func TestKVBytesPerToken(t *testing.T) {
 	for name, want := range map[string]float64{
 		"DeepSeek-V3":   (512 + 64) * 61 * 2, // 70,272: the latent and the rotary key, not 2 x 128 heads x 192
