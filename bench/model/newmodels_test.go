@@ -119,14 +119,17 @@ func TestLlama4ScoutTotalWithVisionTower(t *testing.T) {
 
 func TestKVBytesPerToken(t *testing.T) {
 	for name, want := range map[string]float64{
-		"DeepSeek-V3":   (512 + 64) * 61 * 2, // 70,272: the latent and the rotary key, not 2 x 128 heads x 192
-		"Kimi-K2":       (512 + 64) * 61 * 2,
-		"gpt-oss-20b":   2 * 8 * 64 * 24 * 2,
-		"gpt-oss-120b":  2 * 8 * 64 * 36 * 2,
-		"Qwen3-8B":      2 * 8 * 128 * 36 * 2,
-		"Qwen3-30B-A3B": 2 * 4 * 128 * 48 * 2,
-		"Llama-4-Scout": 2 * 8 * 128 * 48 * 2,
-		"Gemma-3-27B":   2 * 16 * 128 * 62 * 2,
+		"DeepSeek-V3":     (512 + 64) * 61 * 2, // 70,272: the latent and the rotary key, not 2 x 128 heads x 192
+		"Kimi-K2":         (512 + 64) * 61 * 2,
+		"gpt-oss-20b":     2 * 8 * 64 * 24 * 2,
+		"gpt-oss-120b":    2 * 8 * 64 * 36 * 2,
+		"Qwen3-8B":        2 * 8 * 128 * 36 * 2,
+		"Qwen3-30B-A3B":   2 * 4 * 128 * 48 * 2,
+		"Llama-4-Scout":   2 * 8 * 128 * 48 * 2,
+		"Gemma-3-27B":     2 * 16 * 128 * 62 * 2, // every layer caches every token; the local ones read fewer
+		"Qwen3-32B":       2 * 8 * 128 * 64 * 2,
+		"Qwen3-235B-A22B": 2 * 4 * 128 * 94 * 2,
+		"Llama-3.3-70B":   2 * 8 * 128 * 80 * 2,
 	} {
 		if got := mustLookup(t, name).KVBytesPerToken(); got != want {
 			t.Errorf("%s: %g KV bytes per token, want %g", name, got, want)
@@ -386,7 +389,7 @@ func TestNewConfigsMatchPresets(t *testing.T) {
 	}
 	glm, _ := LoadHFConfig("testdata/GLM-4.5-Air.json")
 	if glm.DenseLayers != 1 || glm.DenseFFN != 10944 || glm.FFN != 1408 || !glm.AttnBias || glm.OProjBias || glm.IsMLA() ||
-		glm.RotaryDim != 64 || glm.RotaryElementsPerLayerToken() != (96+8)*64 {
+		glm.RotaryDim != 64 || glm.RotaryElementsPerLayerToken() != (96+8)*64 || glm.KVBytesPerToken() != 2*8*128*46*2 {
 		t.Errorf("GLM-4.5-Air: %+v", glm)
 	}
 }
