@@ -316,10 +316,14 @@ func TestQuantizationBytes(t *testing.T) {
 //     max_position_embeddings 10485760 and rope_scaling factor 16 are the Instruct model's, as
 //     quoted in vLLM's Llama 4 test, not confirmed against the file itself.
 //   - Kimi-K2-Instruct: not confirmed against the file; its shape matches Moonshot's model card
-//     (61 layers, 1 dense, 384 experts, 8 per token, 1 shared, 64 heads, 7168 wide, MLA 512 + 64)
-//     and routed_scaling_factor 2.827 is what every published Kimi K2 config quotes.
-//   - GLM-4.5-Air, Phi-3.5-MoE-instruct, Mistral-Small-3.1-24B-Instruct-2503: not confirmed
-//     against a published copy; their counts are held to the vendors' published figures below.
+//     and the quotes of its config.json (61 layers, 1 dense of 18432, 384 experts of 2048, 8 per
+//     token, 1 shared, 64 heads, 7168 wide, vocabulary 163840, MLA 512 + 64, no
+//     multi-token-prediction layer), and routed_scaling_factor 2.827 is what every published
+//     Kimi K2 config quotes.
+//   - GLM-4.5-Air: against a Glm4MoeConfig dump of the loaded model (every field but
+//     transformers_version, which a dump rewrites).
+//   - Phi-3.5-MoE-instruct, Mistral-Small-3.1-24B-Instruct-2503: not confirmed against a
+//     published copy; their counts are held to the vendors' published figures below.
 func TestNewConfigsMatchPresets(t *testing.T) {
 	tests := []struct{ file, preset string }{
 		{"Qwen3-8B.json", "Qwen3-8B"},
