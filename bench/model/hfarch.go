@@ -81,9 +81,21 @@ func (c hfConfig) refuseUnmodelled(arch hfArch, modelType string) error {
 		{"no_rope_layer_interval", "layers without rotary", arch.window != windowLlama4},
 		// A flag only glm4_moe and llama4_text read; Qwen3 and Gemma 3 always have QK-norm.
 		{"use_qk_norm", "QK-norm", arch.qkNorm == "" && modelType != "glm4_moe" && modelType != "llama4_text"},
+		// Each family's way of saying which layers route and how wide the experts are; in another
+		// family's config they would be dropped and every layer counted alike.
+		{"moe_intermediate_size", "experts narrower than intermediate_size", arch.moe != moeQwen3 && arch.moe != moeDeepSeek},
+		{"first_k_dense_replace", "dense first layers", arch.moe != moeDeepSeek},
+		{"moe_layer_freq", "dense layers between MoE layers", arch.moe != moeDeepSeek},
+		{"decoder_sparse_step", "dense layers between MoE layers", arch.moe != moeQwen3},
+		{"mlp_only_layers", "dense layers among MoE layers", arch.moe != moeQwen3},
+		{"interleave_moe_layer_step", "dense layers between MoE layers", arch.moe != moeLlama4},
+		{"moe_layers", "dense layers among MoE layers", arch.moe != moeLlama4},
+		{"intermediate_size_mlp", "dense layers of another width", arch.moe != moeLlama4},
 	}
+	// A step of 1 routes every layer, as the type's own default does: nothing to refuse.
+	noop := map[string]string{"decoder_sparse_step": "1", "moe_layer_freq": "1", "interleave_moe_layer_step": "1"}
 	for _, f := range features {
-		if f.refused && c.truthy(f.key) {
+		if f.refused && c.truthy(f.key) && string(bytes.TrimSpace(c.fields[f.key])) != noop[f.key] {
 			return c.errorf("%s = %s: %s is not modelled for model_type %q; decodebench would count this model wrong, so it refuses it",
 				f.key, bytes.TrimSpace(c.fields[f.key]), f.feature, modelType)
 		}

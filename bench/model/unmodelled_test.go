@@ -46,6 +46,16 @@ func TestUnmodelledKeysRefused(t *testing.T) {
 		{"inside a wrapper, the outer type is named", `{"model_type": "mistral3", "text_config": {"hidden_size": 512, "intermediate_size": 1024,
 			"num_hidden_layers": 2, "num_attention_heads": 8, "num_key_value_heads": 2, "vocab_size": 1000, "no_rope_layers": [1, 0]}}`,
 			[]string{"text_config of mistral3", "no_rope_layers", `"mistral"`}},
+		{"Qwen3-MoE's layer rule in a Mixtral config", `{"model_type": "mixtral", "hidden_size": 512, "intermediate_size": 1024, "num_hidden_layers": 2,
+			"num_attention_heads": 8, "num_key_value_heads": 2, "vocab_size": 1000, "num_local_experts": 8, "num_experts_per_tok": 2,
+			"decoder_sparse_step": 2}`, []string{"decoder_sparse_step = 2", "dense layers between MoE layers is not modelled", `"mixtral"`}},
+		{"DeepSeek's dense first layers in a Qwen3-MoE config", `{"model_type": "qwen3_moe", "hidden_size": 512, "intermediate_size": 1024,
+			"num_hidden_layers": 4, "num_attention_heads": 8, "num_key_value_heads": 2, "vocab_size": 1000, "num_experts": 8,
+			"num_experts_per_tok": 2, "moe_intermediate_size": 128, "first_k_dense_replace": 1}`, []string{"first_k_dense_replace = 1", "dense first layers"}},
+		{"expert width in a gpt-oss config", `{"model_type": "gpt_oss", "hidden_size": 512, "intermediate_size": 512, "num_hidden_layers": 2,
+			"num_attention_heads": 8, "num_key_value_heads": 2, "vocab_size": 1000, "num_local_experts": 4, "num_experts_per_tok": 2,
+			"moe_intermediate_size": 256}`, []string{"moe_intermediate_size = 256", "experts narrower than intermediate_size"}},
+		{"Llama 4's MoE layers in a DeepSeek config", ds(`, "moe_layers": [1]`), []string{"moe_layers = [1]", "dense layers among MoE layers"}},
 		{"llama4_text without its experts", `{"model_type": "llama4_text", "hidden_size": 512, "intermediate_size": 1024, "num_hidden_layers": 4,
 			"num_attention_heads": 8, "num_key_value_heads": 2, "vocab_size": 1000, "num_experts_per_tok": 1}`, []string{"num_local_experts is missing"}},
 		{"gpt_oss without experts per token", `{"model_type": "gpt_oss", "hidden_size": 512, "intermediate_size": 512, "num_hidden_layers": 2,
@@ -74,6 +84,12 @@ func TestUnmodelledKeysAccepted(t *testing.T) {
 		desc, json string
 		check      func(Shape) bool
 	}{
+		// Some published configs carry another family's layer step at its no-op value.
+		{"a layer step of 1 in another family's config", `{"model_type": "glm4_moe", "hidden_size": 512, "intermediate_size": 1024,
+			"num_hidden_layers": 2, "num_attention_heads": 8, "num_key_value_heads": 2, "vocab_size": 1000, "n_routed_experts": 8,
+			"num_experts_per_tok": 2, "moe_intermediate_size": 128, "n_shared_experts": 1, "first_k_dense_replace": 1,
+			"decoder_sparse_step": 1, "interleave_moe_layer_step": 1, "mlp_only_layers": []}`,
+			func(s Shape) bool { return s.DenseLayers == 1 && s.MoELayers() == 1 }},
 		{"use_qk_norm false on a type without QK-norm", strings.Replace(minimal, "%s", `, "use_qk_norm": false`, 1),
 			func(s Shape) bool { return s.QKNorm == "" }},
 		{"use_qk_norm on Qwen3, which always has QK-norm", `{"model_type": "qwen3", "hidden_size": 512, "intermediate_size": 1024,
