@@ -147,8 +147,13 @@ func (c hfConfig) attentionDetails(arch hfArch, s *Shape) error {
 			return err
 		}
 		s.OProjBias = s.AttnBias
-		if s.MLPBias, err = c.boolean("mlp_bias", false); err != nil {
-			return err
+		// Of these types only Llama's MLP takes mlp_bias; the others' MLPs and experts are
+		// bias-free in transformers whatever a config says (gpt-oss's expert biases are set
+		// with its experts).
+		if s.Family == "llama" {
+			if s.MLPBias, err = c.boolean("mlp_bias", false); err != nil {
+				return err
+			}
 		}
 	}
 	if arch.qkvBiasFlag {
@@ -201,8 +206,6 @@ func (c hfConfig) attentionDetails(arch hfArch, s *Shape) error {
 		// which the grouped-query count of the biases would get wrong.
 		return c.errorf("attention_bias = true: biases on multi-head latent attention's projections are not modelled for model_type %q", s.Family)
 	}
-	// DeepSeek's MLPs and experts are bias-free whatever mlp_bias says (transformers' DeepseekV3MLP).
-	s.MLPBias = false
 	for _, f := range []struct {
 		key string
 		dst *int

@@ -30,7 +30,7 @@ type hfArch struct {
 	// checkpoint relies on it (Gemma 3's text_config states none); 0: required.
 	vocabDefault   int
 	qkvBias        bool // Q, K and V always have a bias (Qwen2), O none
-	readsBiasFlags bool // attention_bias (Q, K, V and O) and mlp_bias are honoured
+	readsBiasFlags bool // attention_bias (Q, K, V and O) is honoured, and for llama mlp_bias
 	biasDefault    bool // attention_bias when the file omits it (gpt-oss: true)
 	qkvBiasFlag    bool // attention_bias gives Q, K and V a bias, not O (GLM-4.5)
 	qkNorm         string

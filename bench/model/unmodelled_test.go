@@ -123,6 +123,14 @@ func TestUnmodelledKeysAccepted(t *testing.T) {
 			"n_shared_experts": 1, "first_k_dense_replace": 1, "mlp_bias": true}`,
 			func(s Shape) bool { return !s.MLPBias && !s.AttnBias }},
 	}
+	for _, family := range []string{`"qwen3", "num_key_value_heads": 2`, `"gemma", "head_dim": 64, "num_key_value_heads": 2`} {
+		tests = append(tests, struct {
+			desc, json string
+			check      func(Shape) bool
+		}{"mlp_bias is Llama's only: " + family, `{"model_type": ` + family + `, "hidden_size": 512, "intermediate_size": 1024,
+			"num_hidden_layers": 2, "num_attention_heads": 8, "vocab_size": 1000, "mlp_bias": true}`,
+			func(s Shape) bool { return !s.MLPBias }})
+	}
 	for _, tc := range tests {
 		s, err := ParseHFConfig([]byte(tc.json), "cfg.json")
 		if err != nil {
