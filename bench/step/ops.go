@@ -371,7 +371,7 @@ func (p *Program) Ops(addr func(name string) uint64) []Op {
 	}
 	emit(-1, "argmax", Op{Argmax: &cgo.ArgmaxParams{Logits: logits, IDs: ids, Batch: B, Vocab: V, DType: dt}})
 	emit(-1, "advance", Op{AddInt32: &AddInt32Params{Ptr: posLens, Count: 2 * B, Delta: 1}})
-	return ops
+	return p.quantize(ops, addr)
 }
 
 // moe emits a mixture of experts' layer: the router, top-k, grouping (with the gather of

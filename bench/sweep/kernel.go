@@ -9,6 +9,7 @@ import (
 
 	"github.com/decodebench/decodebench/bench/measure"
 	"github.com/decodebench/decodebench/bench/model"
+	"github.com/decodebench/decodebench/bench/ref"
 	"github.com/decodebench/decodebench/bench/telemetry"
 	"github.com/decodebench/decodebench/cgo"
 )
@@ -225,22 +226,8 @@ type LaunchMeasurer interface {
 
 // WeightFormatOf is the kernels' weight format for a shape's quantized projections (its
 // quantization_config) and its group size; ok is false where no kernel takes the format: fp8
-// with block scales (DeepSeek-V3's 128 x 128), or a method or width the kernels lack. GPTQ's
-// desc_act reordering (g_idx) is not modelled: the time is the same bytes read in order.
+// with block scales (DeepSeek-V3's 128 x 128), or a method or width the kernels lack. The one
+// mapping is bench/ref's, which the decode step and its forward pass follow too.
 func WeightFormatOf(s model.Shape) (f cgo.WeightFormat, group int, ok bool) {
-	q := s.Quant
-	if q == nil {
-		return cgo.WeightDense, 0, false
-	}
-	switch {
-	case q.Method == model.QuantMXFP4:
-		return cgo.WeightMXFP4, 32, true
-	case q.Method == model.QuantFP8 && q.BlockN == 0 && q.BlockK == 0:
-		return cgo.WeightFP8, 0, true
-	case q.Method == model.QuantAWQ && q.Bits == 4:
-		return cgo.WeightINT4ZeroPt, q.GroupSize, true
-	case q.Method == model.QuantGPTQ && q.Bits == 4:
-		return cgo.WeightINT4, q.GroupSize, true
-	}
-	return cgo.WeightDense, 0, false
+	return ref.WeightFormatOf(s)
 }
