@@ -108,6 +108,9 @@ func (o Op) String() string {
 	switch {
 	case o.Linear != nil:
 		size = fmt.Sprintf("[%d x %d] . [%d x %d]^T", o.Linear.Batch, o.Linear.K, o.Linear.N, o.Linear.K)
+		if f := o.Linear.WeightFormat; f != cgo.WeightDense {
+			size += " " + formatName(f, o.Linear.GroupSize)
+		}
 	case o.Attention != nil:
 		a := o.Attention
 		size = fmt.Sprintf("batch %d, %d/%d heads of %d, cache %d", a.Batch, a.QHeads, a.Cache.KVHeads, a.Cache.HeadDim, a.Cache.Capacity)

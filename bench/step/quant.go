@@ -253,3 +253,14 @@ func fillQuantized(dev Device, buf *cgo.Buffer, b Buffer) error {
 	}
 	return qf.FillQuantized(fill)
 }
+
+// setFormats records c's weight format, cache dtype and their bytes (nothing where c is not a
+// program the step builds).
+func (r *Record) setFormats(c Config) {
+	p, err := New(c)
+	if err != nil {
+		return
+	}
+	r.WeightFormat, r.WeightBytes, r.KVBytes = p.WeightFormat(), p.WeightBytes(), p.CacheBytes()
+	r.KVDType = string(c.Model.KVDType)
+}

@@ -7,6 +7,7 @@ package step
 import (
 	"fmt"
 	"math"
+	"slices"
 	"strings"
 	"testing"
 
@@ -220,5 +221,20 @@ func TestQuantFeature(t *testing.T) {
 	odd.FFN = 192 // down_proj's k of 192 is not a multiple of the group of 128
 	if f := Feature(odd); !strings.Contains(f, "down_proj") || !strings.Contains(f, "int4 weights") || !strings.Contains(f, "192") {
 		t.Errorf("Feature %q: want down_proj, its format and its k named", f)
+	}
+}
+
+// TestQuantStepGraphMatchesEager: the captured step of quantized weights and an fp8 cache
+// replays the eager step's tokens and logits bit for bit.
+func TestQuantStepGraphMatchesEager(t *testing.T) {
+	dev := cgotest.EmuDevice(t)
+	s := quantTiny("int4-zp-kv-fp8", Tiny()[0], model.BF16, awq(32), model.FP8)
+	c := Config{Model: s, Batch: 3, Context: 19, Steps: 3, Seed: 5}
+	eager := trace(t, dev, c, Eager)
+	graph := trace(t, dev, c, Graph)
+	for i := range eager.Logits {
+		if !slices.Equal(eager.Logits[i], graph.Logits[i]) || !slices.Equal(eager.Next[i], graph.Next[i]) {
+			t.Fatalf("step %d: graph and eager differ", i)
+		}
 	}
 }

@@ -43,8 +43,16 @@ type Record struct {
 	Batch    int    `json:"batch"`
 	Context  int    `json:"context"` // cached tokens when the first step starts
 	Steps    int    `json:"steps"`   // steps in one sample: positions Context .. Context+Steps-1
-	DType    string `json:"dtype"`
-	TP       int    `json:"tp"`
+	DType    string `json:"dtype"`   // the activations'
+	// WeightFormat is the projections' format as the step ran them ("bf16", "fp8", "int4 g128",
+	// "int4-zp g64", "mxfp4"; the embedding, LM head and router stay DType), KVDType the
+	// caches' ("fp8" for e4m3); WeightBytes and KVBytes what the step holds of each, scales and
+	// zero points included (Program.WeightBytes, CacheBytes).
+	WeightFormat string `json:"weight_format"`
+	KVDType      string `json:"kv_dtype"`
+	WeightBytes  uint64 `json:"weight_bytes"`
+	KVBytes      uint64 `json:"kv_bytes"`
+	TP           int    `json:"tp"`
 	// TPNote says what a tensor-parallel shard leaves out (AllReduceLeftOut); empty for TP 1.
 	TPNote string `json:"tp_note,omitempty"`
 
@@ -107,6 +115,7 @@ func NewRecord(c Config, composedKey, modelKey string, r Result, composed StepTi
 	if rec.TP > 1 {
 		rec.TPNote = AllReduceLeftOut
 	}
+	rec.setFormats(c)
 	rec.Graph = StepTime{Status: measure.StatusNotMeasured, Reason: "not asked"}
 	rec.Eager = rec.Graph
 	if r.Status == measure.StatusSkipped && len(r.Modes) == 0 {

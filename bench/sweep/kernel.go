@@ -21,7 +21,7 @@ func SpecOf(k model.Kernel, s model.Shape) measure.Spec {
 	switch k.Kind {
 	case model.KindLinear:
 		l := measure.LinearSpec{Batch: k.M, N: k.N, K: k.K, DType: kernelDType(s.ActivationDType()), Variant: cgo.LinearAuto}
-		if k.WeightFormat != "" {
+		if quantizedLinear(k, s) {
 			l.WeightFormat, l.GroupSize, _ = WeightFormatOf(s)
 		}
 		return l.Spec()
@@ -95,7 +95,7 @@ func MissingKernel(k model.Kernel, s model.Shape) string {
 		}
 		return ""
 	}
-	if k.Kind == model.KindLinear && k.WeightFormat != "" {
+	if quantizedLinear(k, s) {
 		f, group, ok := WeightFormatOf(s)
 		switch {
 		case !ok:
@@ -110,7 +110,7 @@ func MissingKernel(k model.Kernel, s model.Shape) string {
 	}
 	switch k.Kind {
 	case model.KindLinear, model.KindLinearGrouped:
-		if !slices.Contains(KernelDTypes, s.WeightDType) {
+		if !slices.Contains(KernelDTypes, s.WeightDType) && !(k.Kind == model.KindLinear && quantizedWeightDType(s)) {
 			return fmt.Sprintf("linear with %s weights", s.WeightDType)
 		}
 	case model.KindAttention:
@@ -222,6 +222,26 @@ type Measurer interface {
 // run.json once per session. A Measurer without it leaves the baseline "not measured".
 type LaunchMeasurer interface {
 	MeasureLaunch() Launch
+}
+
+// quantizedWeightDType: fp8 or int8 weights without a quantization_config, whose projections
+// the kernels read per output channel and whose LM head and router stay in the activations'
+// dtype (as the decode step runs them).
+func quantizedWeightDType(s model.Shape) bool {
+	return s.Quant == nil && (s.WeightDType == model.FP8 || s.WeightDType == model.INT8)
+}
+
+// quantizedLinear reports whether k reads quantized weights: a projection of a
+// quantization_config's format, or of fp8 or int8 weights (every linear but the LM head and the
+// router).
+func quantizedLinear(k model.Kernel, s model.Shape) bool {
+	if k.Kind != model.KindLinear {
+		return false
+	}
+	if quantizedWeightDType(s) {
+		return k.Name != "lm_head" && k.Name != "router"
+	}
+	return k.WeightFormat != ""
 }
 
 // WeightFormatOf is the kernels' weight format for a shape's quantized projections (its
