@@ -77,17 +77,18 @@ type Buffer struct {
 // Program is one decode step of a configuration: its buffers and its ops in launch order.
 type Program struct {
 	Config
-	DType cgo.DType // activations, dense weights and a 16-bit KV cache
+	DType   cgo.DType // activations, dense weights and a 16-bit KV cache
+	Buffers []Buffer
+	Notes   []string // how the step differs from the composed one, said once
+	index   map[string]int
+	// Where a layer's q, k and v sit in the qkv buffer.
+	splitQKV bool
+
 	// Weights and GroupSize: the format of the quantized projections (WeightDense when none);
 	// KVDType: the caches' (DType or fp8 e4m3). See quant.go.
 	Weights   cgo.WeightFormat
 	GroupSize int
 	KVDType   cgo.DType
-	Buffers   []Buffer
-	Notes     []string // how the step differs from the composed one, said once
-	index     map[string]int
-	// Where a layer's q, k and v sit in the qkv buffer.
-	splitQKV bool
 }
 
 // Feature names a part of a model's step that the engine does not build, "" when it builds

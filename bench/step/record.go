@@ -43,18 +43,19 @@ type Record struct {
 	Batch    int    `json:"batch"`
 	Context  int    `json:"context"` // cached tokens when the first step starts
 	Steps    int    `json:"steps"`   // steps in one sample: positions Context .. Context+Steps-1
-	DType    string `json:"dtype"`   // the activations'
+	DType    string `json:"dtype"`
+	TP       int    `json:"tp"`
+	// TPNote says what a tensor-parallel shard leaves out (AllReduceLeftOut); empty for TP 1.
+	TPNote string `json:"tp_note,omitempty"`
+
 	// WeightFormat is the projections' format as the step ran them ("bf16", "fp8", "int4 g128",
-	// "int4-zp g64", "mxfp4"; the embedding, LM head and router stay DType), KVDType the
-	// caches' ("fp8" for e4m3); WeightBytes and KVBytes what the step holds of each, scales and
-	// zero points included (Program.WeightBytes, CacheBytes).
+	// "int4-zp g64", "mxfp4"; the embedding, LM head and router stay DType, the activations'),
+	// KVDType the caches' ("fp8" for e4m3); WeightBytes and KVBytes what the step holds of
+	// each, scales and zero points included (Program.WeightBytes, CacheBytes).
 	WeightFormat string `json:"weight_format"`
 	KVDType      string `json:"kv_dtype"`
 	WeightBytes  uint64 `json:"weight_bytes"`
 	KVBytes      uint64 `json:"kv_bytes"`
-	TP           int    `json:"tp"`
-	// TPNote says what a tensor-parallel shard leaves out (AllReduceLeftOut); empty for TP 1.
-	TPNote string `json:"tp_note,omitempty"`
 
 	// Status is ok when graph or eager has a time and neither failed; Reason then names a mode
 	// that was skipped (graph mode on a library without graphs).
