@@ -114,6 +114,9 @@ func (o Op) String() string {
 	case o.Attention != nil:
 		a := o.Attention
 		size = fmt.Sprintf("batch %d, %d/%d heads of %d, cache %d", a.Batch, a.QHeads, a.Cache.KVHeads, a.Cache.HeadDim, a.Cache.Capacity)
+		if a.Cache.DType == cgo.DTypeFP8E4M3 {
+			size += " (fp8)"
+		}
 		if a.Window > 0 {
 			size += fmt.Sprintf(", window %d", a.Window)
 		}
