@@ -60,7 +60,8 @@ type StepArch struct {
 
 // ArchOf gives the step's treatment of s, or an error naming the feature the step does not
 // implement: multi-head latent attention, soft-capping (Gemma 2), LayerNorm with a bias, a
-// non-gated MLP, the unweighted l2 QK-norm, quantized weights, gpt-oss's clamped SwiGLU, and
+// non-gated MLP, the unweighted l2 QK-norm, quantized experts and weight formats no kernel
+// takes (StepQuantRefusal), gpt-oss's clamped SwiGLU, and
 // routers that are not a softmax (Llama 4's and GLM-4.5's sigmoid, PhiMoE's sparsemixer).
 func ArchOf(s model.Shape) (StepArch, error) {
 	refuse := func(feature string) (StepArch, error) {
@@ -77,8 +78,8 @@ func ArchOf(s model.Shape) (StepArch, error) {
 		return refuse("a non-gated MLP (GatedMLP = false; the step's MLPs are act(gate) * up)")
 	case s.QKNorm == "l2":
 		return refuse("QK-norm \"l2\" (Llama 4's unweighted norm)")
-	case s.Quant != nil:
-		return refuse(fmt.Sprintf("quantized weights (%s)", s.Quant.Method))
+	case StepQuantRefusal(s) != "":
+		return refuse(StepQuantRefusal(s))
 	case s.Family == "gpt_oss":
 		return refuse("gpt-oss's clamped SwiGLU (alpha 1.702, limit 7, up + 1)")
 	}
@@ -104,8 +105,9 @@ func ArchOf(s model.Shape) (StepArch, error) {
 }
 
 // Forward is the float64 forward pass of batch sequences decoding steps tokens after a cache
-// filled to context, in dtype d (weights, activations and caches alike; the Shape's own dtypes
-// are not read).
+// filled to context, in dtype d: the activations, the dense weights and a 16-bit cache. The
+// Shape's weight format quantizes its projections (StepQuantized, forward_quant.go) and a KV
+// dtype of fp8 makes the caches e4m3; its other dtypes are not read.
 //
 // Bounds. Each stored value v carries sigma, an estimate from above of the standard deviation
 // of |engine - reference| at v, computed alongside the value (first-order propagation):
@@ -152,6 +154,11 @@ type Forward struct {
 	kSigma, vSigma [][]float64 // per layer [batch, kv_heads, steps, head_dim]: appended tokens
 	lost           []bool
 	routes         map[int][]int32 // the experts each MoE layer followed in the last step
+
+	// base is the step's seed; rowScales the per-row scales of the per-channel quantized
+	// weights, by their first element (forward_quant.go).
+	base      uint64
+	rowScales map[*float32][]float64
 
 	// noise, when set (tests), is added before every rounding of an op the engine computes in
 	// fp32, times that op's fp32 error bound: an adversarial engine.
@@ -201,7 +208,7 @@ func NewForward(shape model.Shape, base uint64, batch, context, steps int, d DTy
 	}
 	f := &Forward{shape: shape, arch: arch, d: d, batch: batch, context: context, steps: steps,
 		capacity: context + steps, hidden: shape.Hidden, qHeads: shape.QHeads, kvHeads: shape.KVHeads,
-		headDim: shape.HeadDim, vocab: shape.Vocab, lost: make([]bool, batch), routes: map[int][]int32{}}
+		headDim: shape.HeadDim, vocab: shape.Vocab, lost: make([]bool, batch), routes: map[int][]int32{}, base: base}
 	f.rope = Rope{Theta: StepRopeTheta, Scaling: RopeDefault, RotaryDim: shape.HeadDim}
 	if shape.RotaryDim > 0 {
 		f.rope.RotaryDim = shape.RotaryDim
@@ -261,7 +268,7 @@ func (f *Forward) fill(base uint64) {
 			w.postAttnNorm = get(l, TensorPostAttnNorm, UnitScale, h)
 			w.postMLPNorm = get(l, TensorPostMLPNorm, UnitScale, h)
 		}
-		w.qkv = get(l, TensorQKV, LinearWeightScale(h), qkvN*h)
+		w.qkv = f.projection(base, l, TensorQKV, qkvN, h)
 		if s.AttnBias {
 			w.qkvBias = get(l, TensorQKVBias, BiasScale, qkvN)
 		}
@@ -269,7 +276,7 @@ func (f *Forward) fill(base uint64) {
 			w.qNorm = get(l, TensorQNorm, UnitScale, hd)
 			w.kNorm = get(l, TensorKNorm, UnitScale, hd)
 		}
-		w.o = get(l, TensorO, LinearWeightScale(s.QHeads*hd), h*s.QHeads*hd)
+		w.o = f.projection(base, l, TensorO, h, s.QHeads*hd)
 		if s.OProjBias {
 			w.oBias = get(l, TensorOBias, BiasScale, h)
 		}
@@ -281,8 +288,8 @@ func (f *Forward) fill(base uint64) {
 			upName, downName, upBias, downBias = TensorSharedUp, TensorSharedDown, TensorSharedUpBias, TensorSharedDownBias
 		}
 		if ffn := ly.FFN; ffn > 0 {
-			w.gateUp = get(l, upName, LinearWeightScale(h), 2*ffn*h)
-			w.down = get(l, downName, LinearWeightScale(ffn), h*ffn)
+			w.gateUp = f.projection(base, l, upName, 2*ffn, h)
+			w.down = f.projection(base, l, downName, h, ffn)
 			if s.MLPBias {
 				w.gateUpBias = get(l, upBias, BiasScale, 2*ffn)
 				w.dBias = get(l, downBias, BiasScale, h)
@@ -303,8 +310,8 @@ func (f *Forward) fill(base uint64) {
 		}
 		f.layers = append(f.layers, w)
 		cache := f.batch * s.KVHeads * f.capacity * hd
-		f.kCache = append(f.kCache, get(l, TensorKCache, CacheScale, cache))
-		f.vCache = append(f.vCache, get(l, TensorVCache, CacheScale, cache))
+		f.kCache = append(f.kCache, f.cacheFill(base, l, TensorKCache, cache))
+		f.vCache = append(f.vCache, f.cacheFill(base, l, TensorVCache, cache))
 		f.kSigma = append(f.kSigma, make([]float64, f.batch*s.KVHeads*f.steps*hd))
 		f.vSigma = append(f.vSigma, make([]float64, f.batch*s.KVHeads*f.steps*hd))
 	}
@@ -383,6 +390,7 @@ func (f *Forward) add(a, b vec) vec {
 func (f *Forward) linear(x vec, w, bias []float32, n, k int, fused bool) vec {
 	rows := len(x.v) / k
 	want, kernel, in := make([]float64, rows*n), make([]float64, rows*n), make([]float64, rows*n)
+	rowScale := f.rowScale(w) // per-channel quantized weights: the codes, scaled after the sum
 	for b := 0; b < rows; b++ {
 		xv, xs := x.v[b*k:(b+1)*k], x.s[b*k:(b+1)*k]
 		for j := 0; j < n; j++ {
@@ -394,6 +402,9 @@ func (f *Forward) linear(x vec, w, bias []float32, n, k int, fused bool) vec {
 				abs += math.Abs(p)
 				e := float64(wv) * xs[kk]
 				variance += e * e
+			}
+			if rowScale != nil {
+				sum, abs, variance = sum*rowScale[j], abs*math.Abs(rowScale[j]), variance*rowScale[j]*rowScale[j]
 			}
 			if fused && bias != nil {
 				sum += float64(bias[j])
@@ -854,10 +865,7 @@ func (f *Forward) StepRouted(tokens []int32, routes map[int][]int32) (logits, bo
 				src := (b*f.kvHeads + kh) * hd
 				dst := ((b*f.kvHeads+kh)*f.capacity + pos) * hd
 				so := ((b*f.kvHeads+kh)*f.steps + f.step) * hd
-				copy(f.kCache[l][dst:dst+hd], k.v[src:src+hd])
-				copy(f.vCache[l][dst:dst+hd], v.v[src:src+hd])
-				copy(f.kSigma[l][so:so+hd], k.s[src:src+hd])
-				copy(f.vSigma[l][so:so+hd], v.s[src:src+hd])
+				f.appendKV(l, dst, so, src, k, v)
 			}
 		}
 		o := f.attention(l, q)

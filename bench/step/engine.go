@@ -145,6 +145,8 @@ func Open(dev Device, p *Program) (*Engine, error) {
 		}
 		e.bufs[b.Name] = buf
 		switch {
+		case b.Fill != nil && b.Fill.Quant != nil:
+			err = fillQuantized(dev, buf, b)
 		case b.Fill != nil:
 			err = buf.FillHash(b.Fill.DType, b.Fill.Count, b.Fill.Seed, b.Fill.Scale)
 		case !b.State:

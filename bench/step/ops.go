@@ -108,9 +108,15 @@ func (o Op) String() string {
 	switch {
 	case o.Linear != nil:
 		size = fmt.Sprintf("[%d x %d] . [%d x %d]^T", o.Linear.Batch, o.Linear.K, o.Linear.N, o.Linear.K)
+		if f := o.Linear.WeightFormat; f != cgo.WeightDense {
+			size += " " + formatName(f, o.Linear.GroupSize)
+		}
 	case o.Attention != nil:
 		a := o.Attention
 		size = fmt.Sprintf("batch %d, %d/%d heads of %d, cache %d", a.Batch, a.QHeads, a.Cache.KVHeads, a.Cache.HeadDim, a.Cache.Capacity)
+		if a.Cache.DType == cgo.DTypeFP8E4M3 {
+			size += " (fp8)"
+		}
 		if a.Window > 0 {
 			size += fmt.Sprintf(", window %d", a.Window)
 		}
@@ -371,7 +377,7 @@ func (p *Program) Ops(addr func(name string) uint64) []Op {
 	}
 	emit(-1, "argmax", Op{Argmax: &cgo.ArgmaxParams{Logits: logits, IDs: ids, Batch: B, Vocab: V, DType: dt}})
 	emit(-1, "advance", Op{AddInt32: &AddInt32Params{Ptr: posLens, Count: 2 * B, Delta: 1}})
-	return ops
+	return p.quantize(ops, addr)
 }
 
 // moe emits a mixture of experts' layer: the router, top-k, grouping (with the gather of

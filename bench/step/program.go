@@ -60,6 +60,10 @@ type Fill struct {
 	Scale  float32
 	Count  uint64
 	DType  cgo.DType
+	// Quant: filled by db_fill_quantized instead (a quantized weight, or with Codes an fp8
+	// cache's codes alone); see quant.go.
+	Quant *ref.QuantFill
+	Codes bool
 }
 
 // Buffer is one device allocation of a program.
@@ -73,12 +77,18 @@ type Buffer struct {
 // Program is one decode step of a configuration: its buffers and its ops in launch order.
 type Program struct {
 	Config
-	DType   cgo.DType // activations, weights and KV cache
+	DType   cgo.DType // activations, dense weights and a 16-bit KV cache
 	Buffers []Buffer
 	Notes   []string // how the step differs from the composed one, said once
 	index   map[string]int
 	// Where a layer's q, k and v sit in the qkv buffer.
 	splitQKV bool
+
+	// Weights and GroupSize: the format of the quantized projections (WeightDense when none);
+	// KVDType: the caches' (DType or fp8 e4m3). See quant.go.
+	Weights   cgo.WeightFormat
+	GroupSize int
+	KVDType   cgo.DType
 }
 
 // Feature names a part of a model's step that the engine does not build, "" when it builds
@@ -89,12 +99,8 @@ func Feature(s model.Shape) string {
 		return "multi-head latent attention (MLA)"
 	case s.Family == "gemma2":
 		return "attention and final logit soft-capping (gemma2)"
-	case s.Quant != nil:
-		return "quantized weights (" + s.Quant.String() + ")"
-	case s.WeightDType != model.BF16 && s.WeightDType != model.FP16:
-		return fmt.Sprintf("%s weights (the step runs bf16 or fp16)", s.WeightDType)
-	case s.KVDType != s.WeightDType:
-		return fmt.Sprintf("a %s KV cache beside %s activations (the step keeps one dtype)", s.KVDType, s.WeightDType)
+	case quantFeature(s) != "":
+		return quantFeature(s)
 	case !s.GatedMLP:
 		return "an MLP without a gate (no plain activation kernel)"
 	case s.NormBias:
@@ -156,7 +162,7 @@ func (c Config) Validate() error {
 	if m := s.MaxPositions; m > 0 && c.Capacity() > m {
 		return fmt.Errorf("context %d + %d steps = %d positions: model %s has %d (max_position_embeddings)", c.Context, c.Steps, c.Capacity(), s, m)
 	}
-	return nil
+	return c.validateQuant()
 }
 
 // activation dtype of a validated shape.
@@ -190,6 +196,7 @@ func New(c Config) (*Program, error) {
 	}
 	s := c.Model
 	p := &Program{Config: c, DType: dtypeOf(s), index: map[string]int{}}
+	p.setFormats()
 	dt := p.DType
 	el := dt.Bytes()
 	B, H, V := uint64(c.Batch), uint64(s.Hidden), uint64(s.Vocab)
@@ -222,7 +229,7 @@ func New(c Config) (*Program, error) {
 			weight(l, ref.TensorPostAttnNorm, H, ref.UnitScale)
 			weight(l, ref.TensorPostMLPNorm, H, ref.UnitScale)
 		}
-		weight(l, ref.TensorQKV, (qd+2*kvd)*H, lws(H))
+		p.addProjection(l, ref.TensorQKV, qd+2*kvd, H)
 		if s.AttnBias {
 			weight(l, ref.TensorQKVBias, qd+2*kvd, ref.BiasScale)
 		}
@@ -230,7 +237,7 @@ func New(c Config) (*Program, error) {
 			weight(l, ref.TensorQNorm, hd, ref.UnitScale)
 			weight(l, ref.TensorKNorm, hd, ref.UnitScale)
 		}
-		weight(l, ref.TensorO, H*qd, lws(qd))
+		p.addProjection(l, ref.TensorO, H, qd)
 		if s.OProjBias {
 			weight(l, ref.TensorOBias, H, ref.BiasScale)
 		}
@@ -243,8 +250,8 @@ func New(c Config) (*Program, error) {
 		maxFFN = max(maxFFN, f)
 		switch {
 		case !ly.MoE:
-			weight(l, ref.TensorGateUp, 2*f*H, lws(H))
-			weight(l, ref.TensorDown, H*f, lws(f))
+			p.addProjection(l, ref.TensorGateUp, 2*f, H)
+			p.addProjection(l, ref.TensorDown, H, f)
 			if s.MLPBias {
 				weight(l, ref.TensorGateUpBias, 2*f, ref.BiasScale)
 				weight(l, ref.TensorDownBias, H, ref.BiasScale)
@@ -262,19 +269,15 @@ func New(c Config) (*Program, error) {
 				weight(l, ref.TensorExpertDownBias, E*H, ref.BiasScale)
 			}
 			if f > 0 {
-				weight(l, ref.TensorSharedUp, 2*f*H, lws(H))
-				weight(l, ref.TensorSharedDown, H*f, lws(f))
+				p.addProjection(l, ref.TensorSharedUp, 2*f, H)
+				p.addProjection(l, ref.TensorSharedDown, H, f)
 				if s.MLPBias {
 					weight(l, ref.TensorSharedUpBias, 2*f, ref.BiasScale)
 					weight(l, ref.TensorSharedDownBias, H, ref.BiasScale)
 				}
 			}
 		}
-		cache := B * kvd * capacity
-		for _, name := range []string{ref.TensorKCache, ref.TensorVCache} {
-			p.add(Buffer{Name: tensorKey(l, name), Bytes: cache * el,
-				Fill: &Fill{Tensor: name, Layer: l, Seed: ref.TensorSeed(c.Seed, l, name), Scale: ref.CacheScale, Count: cache, DType: dt}})
-		}
+		p.addCaches(l, B*kvd*capacity)
 	}
 
 	// The state the step advances, and the activations.
@@ -400,7 +403,7 @@ func (p *Program) WeightBytes() uint64 {
 	var n uint64
 	for _, b := range p.Buffers {
 		if b.Fill != nil && b.Fill.Tensor != ref.TensorKCache && b.Fill.Tensor != ref.TensorVCache {
-			n += b.Bytes
+			n += weightBytesOf(b)
 		}
 	}
 	return n

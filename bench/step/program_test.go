@@ -158,18 +158,18 @@ func TestFeatures(t *testing.T) {
 	}
 	ungated := Tiny()[0]
 	ungated.GatedMLP = false
-	fp8 := Tiny()[0]
-	fp8.KVDType = model.FP8
+	int8KV := Tiny()[0]
+	int8KV.KVDType = model.INT8
 	tests := []struct {
 		shape model.Shape
 		want  string
 	}{
 		{look("deepseek-v3"), "multi-head latent attention"},
 		{look("gemma-2-9b"), "soft-capping"},
-		{look("gpt-oss-20b"), "quantized weights"},
+		{look("gpt-oss-20b"), "mxfp4 experts"},
 		{look("llama-4-scout"), "L2 QK-norm"},
 		{ungated, "without a gate"},
-		{fp8, "fp8 KV cache"},
+		{int8KV, "int8 KV cache"},
 	}
 	for _, tc := range tests {
 		if got := Feature(tc.shape); !strings.Contains(got, tc.want) {

@@ -48,6 +48,15 @@ type Record struct {
 	// TPNote says what a tensor-parallel shard leaves out (AllReduceLeftOut); empty for TP 1.
 	TPNote string `json:"tp_note,omitempty"`
 
+	// WeightFormat is the projections' format as the step ran them ("bf16", "fp8", "int4 g128",
+	// "int4-zp g64", "mxfp4"; the embedding, LM head and router stay DType, the activations'),
+	// KVDType the caches' ("fp8" for e4m3); WeightBytes and KVBytes what the step holds of
+	// each, scales and zero points included (Program.WeightBytes, CacheBytes).
+	WeightFormat string `json:"weight_format"`
+	KVDType      string `json:"kv_dtype"`
+	WeightBytes  uint64 `json:"weight_bytes"`
+	KVBytes      uint64 `json:"kv_bytes"`
+
 	// Status is ok when graph or eager has a time and neither failed; Reason then names a mode
 	// that was skipped (graph mode on a library without graphs).
 	Status string `json:"status"`
@@ -107,6 +116,7 @@ func NewRecord(c Config, composedKey, modelKey string, r Result, composed StepTi
 	if rec.TP > 1 {
 		rec.TPNote = AllReduceLeftOut
 	}
+	rec.setFormats(c)
 	rec.Graph = StepTime{Status: measure.StatusNotMeasured, Reason: "not asked"}
 	rec.Eager = rec.Graph
 	if r.Status == measure.StatusSkipped && len(r.Modes) == 0 {

@@ -106,8 +106,9 @@ func (a Axes) Validate() error {
 			return fmt.Errorf("model %s appears twice in the sweep", key)
 		}
 		seen[key] = true
-		if !slices.Contains(KernelDTypes, m.WeightDType) {
-			return fmt.Errorf("model %s: weight dtype %s: the kernels take bf16 or fp16", m, m.WeightDType)
+		// fp8 and int8 weights: the quantized linears' per-channel formats (ref.WeightFormatOf)
+		if !slices.Contains(KernelDTypes, m.WeightDType) && m.WeightDType != model.FP8 && m.WeightDType != model.INT8 {
+			return fmt.Errorf("model %s: weight dtype %s: the kernels take bf16, fp16, fp8 or int8", m, m.WeightDType)
 		}
 		if !slices.Contains(KernelDTypes, m.KVDType) && (m.KVDType != model.FP8 || m.IsMLA()) {
 			return fmt.Errorf("model %s: KV dtype %s: the kernels take bf16 or fp16 (and an fp8 cache for grouped-query attention)", m, m.KVDType)

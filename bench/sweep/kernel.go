@@ -9,6 +9,7 @@ import (
 
 	"github.com/decodebench/decodebench/bench/measure"
 	"github.com/decodebench/decodebench/bench/model"
+	"github.com/decodebench/decodebench/bench/ref"
 	"github.com/decodebench/decodebench/bench/telemetry"
 	"github.com/decodebench/decodebench/cgo"
 )
@@ -20,7 +21,7 @@ func SpecOf(k model.Kernel, s model.Shape) measure.Spec {
 	switch k.Kind {
 	case model.KindLinear:
 		l := measure.LinearSpec{Batch: k.M, N: k.N, K: k.K, DType: kernelDType(s.ActivationDType()), Variant: cgo.LinearAuto}
-		if k.WeightFormat != "" {
+		if quantizedLinear(k, s) {
 			l.WeightFormat, l.GroupSize, _ = WeightFormatOf(s)
 		}
 		return l.Spec()
@@ -94,7 +95,7 @@ func MissingKernel(k model.Kernel, s model.Shape) string {
 		}
 		return ""
 	}
-	if k.Kind == model.KindLinear && k.WeightFormat != "" {
+	if quantizedLinear(k, s) {
 		f, group, ok := WeightFormatOf(s)
 		switch {
 		case !ok:
@@ -109,7 +110,7 @@ func MissingKernel(k model.Kernel, s model.Shape) string {
 	}
 	switch k.Kind {
 	case model.KindLinear, model.KindLinearGrouped:
-		if !slices.Contains(KernelDTypes, s.WeightDType) {
+		if !slices.Contains(KernelDTypes, s.WeightDType) && !(k.Kind == model.KindLinear && quantizedWeightDType(s)) {
 			return fmt.Sprintf("linear with %s weights", s.WeightDType)
 		}
 	case model.KindAttention:
@@ -223,24 +224,30 @@ type LaunchMeasurer interface {
 	MeasureLaunch() Launch
 }
 
+// quantizedWeightDType: fp8 or int8 weights without a quantization_config, whose projections
+// the kernels read per output channel and whose LM head and router stay in the activations'
+// dtype (as the decode step runs them).
+func quantizedWeightDType(s model.Shape) bool {
+	return s.Quant == nil && (s.WeightDType == model.FP8 || s.WeightDType == model.INT8)
+}
+
+// quantizedLinear reports whether k reads quantized weights: a projection of a
+// quantization_config's format, or of fp8 or int8 weights (every linear but the LM head and the
+// router).
+func quantizedLinear(k model.Kernel, s model.Shape) bool {
+	if k.Kind != model.KindLinear {
+		return false
+	}
+	if quantizedWeightDType(s) {
+		return k.Name != "lm_head" && k.Name != "router"
+	}
+	return k.WeightFormat != ""
+}
+
 // WeightFormatOf is the kernels' weight format for a shape's quantized projections (its
 // quantization_config) and its group size; ok is false where no kernel takes the format: fp8
-// with block scales (DeepSeek-V3's 128 x 128), or a method or width the kernels lack. GPTQ's
-// desc_act reordering (g_idx) is not modelled: the time is the same bytes read in order.
+// with block scales (DeepSeek-V3's 128 x 128), or a method or width the kernels lack. The one
+// mapping is bench/ref's, which the decode step and its forward pass follow too.
 func WeightFormatOf(s model.Shape) (f cgo.WeightFormat, group int, ok bool) {
-	q := s.Quant
-	if q == nil {
-		return cgo.WeightDense, 0, false
-	}
-	switch {
-	case q.Method == model.QuantMXFP4:
-		return cgo.WeightMXFP4, 32, true
-	case q.Method == model.QuantFP8 && q.BlockN == 0 && q.BlockK == 0:
-		return cgo.WeightFP8, 0, true
-	case q.Method == model.QuantAWQ && q.Bits == 4:
-		return cgo.WeightINT4ZeroPt, q.GroupSize, true
-	case q.Method == model.QuantGPTQ && q.Bits == 4:
-		return cgo.WeightINT4, q.GroupSize, true
-	}
-	return cgo.WeightDense, 0, false
+	return ref.WeightFormatOf(s)
 }

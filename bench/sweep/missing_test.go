@@ -9,8 +9,9 @@ import (
 )
 
 // MissingKernel names what the library lacks: nothing for a bf16 model, the weight dtype for
-// an fp8 one (every linear, the LM head too), nothing for an fp8 cache; MissingKernels
-// names each once with its calls.
+// an fp32 one (every linear, the LM head too), nothing for fp8 weights (the projections read
+// per output channel, the LM head in bf16) or an fp8 cache; MissingKernels names each once
+// with its calls.
 func TestMissingKernel(t *testing.T) {
 	bf16 := tinyModel()
 	for _, k := range bf16.Kernels(4, 128) {
@@ -18,13 +19,29 @@ func TestMissingKernel(t *testing.T) {
 			t.Errorf("bf16 %s: %q", k.Name, why)
 		}
 	}
+	fp32 := tinyModel()
+	fp32.WeightDType = model.FP32
 	fp8 := tinyModel()
 	fp8.WeightDType = model.FP8
 	fp8kv := tinyModel()
 	fp8kv.KVDType = model.FP8
+	for _, k := range fp32.Kernels(4, 128) {
+		if why := MissingKernel(k, fp32); (k.Kind == model.KindLinear) != (why == "linear with fp32 weights") {
+			t.Errorf("fp32 weights, %s (%s): %q", k.Name, k.Kind, why)
+		}
+	}
 	for _, k := range fp8.Kernels(4, 128) {
-		if why := MissingKernel(k, fp8); (k.Kind == model.KindLinear) != (why == "linear with fp8 weights") {
+		if why := MissingKernel(k, fp8); why != "" {
 			t.Errorf("fp8 weights, %s (%s): %q", k.Name, k.Kind, why)
+		}
+		if spec := SpecOf(k, fp8); k.Kind == model.KindLinear {
+			want := cgo.WeightFP8
+			if k.Name == "lm_head" {
+				want = cgo.WeightDense
+			}
+			if spec.Linear == nil || spec.Linear.WeightFormat != want || spec.Linear.DType != cgo.DTypeBF16 {
+				t.Errorf("fp8 weights, %s: spec %+v, want %v weights beside bf16", k.Name, spec, want)
+			}
 		}
 	}
 	// an fp8 cache runs: its attention spec reads e4m3 codes beside bf16 activations
@@ -37,8 +54,8 @@ func TestMissingKernel(t *testing.T) {
 			t.Errorf("fp8 cache, %s: spec %+v", k.Name, spec)
 		}
 	}
-	why := MissingKernels(fp8.Kernels(4, 128), fp8)
-	if !strings.HasPrefix(why, "the kernel library has no kernel yet for linear with fp8 weights (qkv_proj, ") || strings.Count(why, "fp8") != 1 || !strings.Contains(why, "lm_head") {
+	why := MissingKernels(fp32.Kernels(4, 128), fp32)
+	if !strings.HasPrefix(why, "the kernel library has no kernel yet for linear with fp32 weights (qkv_proj, ") || strings.Count(why, "fp32") != 1 || !strings.Contains(why, "lm_head") {
 		t.Errorf("MissingKernels: %q", why)
 	}
 	if why := MissingKernels(bf16.Kernels(4, 128), bf16); why != "" {

@@ -18,8 +18,8 @@ import (
 )
 
 func TestAxesValidate(t *testing.T) {
-	fp8 := tinyModel()
-	fp8.WeightDType = model.FP8
+	fp32 := tinyModel()
+	fp32.WeightDType = model.FP32
 	odd := tinyModel()
 	odd.Hidden = 100 // K of qkv_proj is not a multiple of 8
 	head := tinyModel()
@@ -32,7 +32,7 @@ func TestAxesValidate(t *testing.T) {
 		{"valid", Axes{Models: []model.Shape{tinyModel()}, Batches: []int{1, 256}, Contexts: []int{1, 1 << 20}}, ""},
 		{"batch too large", Axes{Models: []model.Shape{tinyModel()}, Batches: []int{1, 2048}, Contexts: []int{64}}, "batch 2048"},
 		{"no batches", Axes{Models: []model.Shape{tinyModel()}, Contexts: []int{64}}, "no batch"},
-		{"fp8 weights", Axes{Models: []model.Shape{fp8}, Batches: []int{1}, Contexts: []int{64}}, "weight dtype fp8"},
+		{"fp32 weights", Axes{Models: []model.Shape{fp32}, Batches: []int{1}, Contexts: []int{64}}, "weight dtype fp32"},
 		{"K not a multiple of 8", Axes{Models: []model.Shape{odd}, Batches: []int{1}, Contexts: []int{64}}, "K = 100"},
 		{"head dim", Axes{Models: []model.Shape{head}, Batches: []int{1}, Contexts: []int{64}}, "head dim 48"},
 		{"duplicate model", Axes{Models: []model.Shape{tinyModel(), tinyModel()}, Batches: []int{1}, Contexts: []int{64}}, "twice"},

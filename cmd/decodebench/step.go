@@ -67,7 +67,7 @@ func stepCommand() *cli.Command {
 func stepFlags() []cli.Flag {
 	env := func(name string) []string { return []string{"DECODEBENCH_" + name} }
 	flags := append(modelFlags(),
-		&cli.StringFlag{Name: "dtype", EnvVars: env("DTYPE"), Usage: "weights, activations and KV cache: bf16 or fp16 (default: the model's)"},
+		&cli.StringFlag{Name: "dtype", EnvVars: env("DTYPE"), Usage: "weights, activations and KV cache: bf16 or fp16, dropping any quantization (default: the model's; --weight-dtype and --kv-dtype set fp8 or int8 projections and an fp8 cache)"},
 		listFlag(&cli.StringFlag{Name: "batch", Value: "1", EnvVars: env("BATCH"), Usage: fmt.Sprintf("batch sizes, 1..%d", cgo.MaxBatch)}),
 		listFlag(&cli.StringFlag{Name: "context", Value: "1k", EnvVars: env("CONTEXT"), Usage: "cached tokens per sequence when the first step starts (k = 1024)"}),
 		&cli.IntFlag{Name: "steps", Value: step.DefaultSteps, EnvVars: env("STEPS"), Usage: "steps in one timed sample (each sample starts from the same state)"},
@@ -401,6 +401,9 @@ func (p *stepRows) RecordedStep(r step.Record) {
 // the model, the test (tgT at batch and context) and the rate of each step time.
 func stepLine(r step.Record) string {
 	head := fmt.Sprintf("%s B=%d S=%d tg%d", r.Model, r.Batch, r.Context, r.Steps)
+	if (r.WeightFormat != "" && r.WeightFormat != r.DType) || (r.KVDType != "" && r.KVDType != r.DType) {
+		head += fmt.Sprintf(" [%s weights, %s KV cache]", r.WeightFormat, r.KVDType)
+	}
 	if r.TP > 1 {
 		head += fmt.Sprintf(" tp%d (one shard, no all-reduce)", r.TP)
 	}

@@ -44,7 +44,7 @@ func TestStepUsageErrors(t *testing.T) {
 		{"mode", []string{"--model-config", tiny, "--mode", "turbo"}, `mode "turbo"`},
 		{"MLA", []string{"--model", "deepseek-v3"}, "multi-head latent attention"},
 		{"soft-capping", []string{"--model", "gemma-2-9b"}, "soft-capping"},
-		{"quantized", []string{"--model", "gpt-oss-20b"}, "quantized weights"},
+		{"quantized experts", []string{"--model", "gpt-oss-20b"}, "mxfp4 experts"},
 		{"dtype", []string{"--model-config", tiny, "--dtype", "fp8"}, `--dtype "fp8"`},
 		{"tp", []string{"--model-config", tiny, "--tp", "4"}, "--tp 4"},
 		{"out holds a run", []string{"--model-config", tiny, "--out", "taken"}, "already holds a run"},
