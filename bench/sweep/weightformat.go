@@ -193,3 +193,20 @@ func WeightFormatOf(s model.Shape) (f cgo.WeightFormat, group int, ok bool) {
 	}
 	return cgo.WeightDense, 0, false
 }
+
+// NamedByFormat names s by its model and weight format, "Llama-3-8B (int4 g128)": a run that
+// compares formats has one model per format, and their names (report sections, chart files)
+// must differ. FormatFamily reads the model's part back.
+func NamedByFormat(s model.Shape) model.Shape {
+	s.Name += " (" + WeightDTypeLabel(s) + ")"
+	return s
+}
+
+// FormatFamily is the key shared by the shapes of one model that differ only in the weight
+// format (NamedByFormat's, the dense dtype, the quantization): the runs a per-format chart
+// compares.
+func FormatFamily(s model.Shape) string {
+	s.Name = strings.TrimSuffix(s.Name, " ("+WeightDTypeLabel(s)+")")
+	s.WeightDType, s.Quant = "", nil
+	return ModelKey(s)
+}

@@ -117,3 +117,14 @@ func matrixWeightDTypeFlag() cli.Flag {
 	return &cli.StringFlag{Name: "weight-dtype", EnvVars: []string{"DECODEBENCH_WEIGHT_DTYPE"},
 		Usage: "how W is stored: " + weightDTypeUsage + "; default: --dtype"}
 }
+
+// inCategory puts a flag under a help heading (sweep groups its flags).
+func inCategory(f cli.Flag, category string) cli.Flag {
+	switch v := f.(type) {
+	case *cli.StringFlag:
+		v.Category = category
+	case *cli.IntFlag:
+		v.Category = category
+	}
+	return f
+}
