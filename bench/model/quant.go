@@ -9,7 +9,7 @@ import (
 // from config.json's quantization_config. It sets the bytes a step reads for them, scales and
 // zero points included; the kernels that would read them are named by Kernel.Variant.
 type Quantization struct {
-	// Method: QuantMXFP4, QuantFP8, QuantAWQ or QuantGPTQ.
+	// Method: QuantMXFP4, QuantFP8, QuantAWQ, QuantGPTQ or QuantINT8.
 	Method string `json:"method"`
 	Bits   int    `json:"bits"` // per stored weight, before scales: 4 (mxfp4, awq, gptq), 8 (fp8)
 	// GroupSize is the weights along K that share one scale (mxfp4 32; awq and gptq their
@@ -18,6 +18,8 @@ type Quantization struct {
 	// BlockN x BlockK is fp8's weight_block_size: one fp32 scale per tile (DeepSeek-V3: 128 x 128).
 	BlockN int `json:"block_n,omitempty"`
 	BlockK int `json:"block_k,omitempty"`
+	// PerTensor: fp8 with one fp32 scale for the whole matrix (no block, no per-channel scales).
+	PerTensor bool `json:"per_tensor,omitempty"`
 	// AttentionKept: the attention projections stay WeightDType (gpt-oss's
 	// modules_to_not_convert names self_attn); otherwise they are quantized too. The MLPs and
 	// experts are quantized; the embedding, LM head, router and norms never are.
@@ -34,12 +36,13 @@ const (
 	QuantFP8   = "fp8"   // e4m3 values, fp32 scales per block or per output channel
 	QuantAWQ   = "awq"   // packed ints, an fp16 scale and a packed zero point per group
 	QuantGPTQ  = "gptq"  // as awq (qweight, qzeros, scales), plus g_idx with desc_act
+	QuantINT8  = "int8"  // symmetric int8 values, one fp32 scale per output channel (w8a16)
 )
 
 func (q Quantization) validate() error {
 	switch {
-	case q.Method != QuantMXFP4 && q.Method != QuantFP8 && q.Method != QuantAWQ && q.Method != QuantGPTQ:
-		return fmt.Errorf("Quant.Method = %q: accepted are %s, %s, %s and %s", q.Method, QuantMXFP4, QuantFP8, QuantAWQ, QuantGPTQ)
+	case q.Method != QuantMXFP4 && q.Method != QuantFP8 && q.Method != QuantAWQ && q.Method != QuantGPTQ && q.Method != QuantINT8:
+		return fmt.Errorf("Quant.Method = %q: accepted are %s, %s, %s, %s and %s", q.Method, QuantMXFP4, QuantFP8, QuantAWQ, QuantGPTQ, QuantINT8)
 	case q.Bits < 2 || q.Bits > 8:
 		return fmt.Errorf("Quant.Bits = %d: want 2..8", q.Bits)
 	case q.GroupSize < 0 || q.BlockN < 0 || q.BlockK < 0 || (q.BlockN == 0) != (q.BlockK == 0):
@@ -58,7 +61,12 @@ func (q Quantization) String() string {
 		if q.BlockN > 0 {
 			return fmt.Sprintf("fp8 (%dx%d block scales)", q.BlockN, q.BlockK)
 		}
+		if q.PerTensor {
+			return "fp8 (one scale per tensor)"
+		}
 		return "fp8 (per-channel scales)"
+	case QuantINT8:
+		return "int8 (per-channel scales)"
 	}
 	if q.GroupSize == 0 {
 		return fmt.Sprintf("%s int%d (per-channel scales)", q.Method, q.Bits)
@@ -84,6 +92,11 @@ func (q Quantization) matrixBytes(n, k int) float64 {
 			tiles := math.Ceil(float64(n)/float64(q.BlockN)) * math.Ceil(float64(k)/float64(q.BlockK))
 			return values + 4*tiles
 		}
+		if q.PerTensor {
+			return values + 4
+		}
+		return values + 4*rows
+	case QuantINT8:
 		return values + 4*rows
 	}
 	// awq and gptq: per group and output channel an fp16 scale and a Bits-wide zero point.

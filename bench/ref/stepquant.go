@@ -33,9 +33,15 @@ func WeightFormatOf(s model.Shape) (f cgo.WeightFormat, group int, ok bool) {
 	}
 	switch {
 	case q.Method == model.QuantMXFP4:
-		return cgo.WeightMXFP4, 32, true
+		return cgo.WeightMXFP4, cgo.MXFP4Group, true
+	case q.Method == model.QuantFP8 && q.BlockN == 0 && q.BlockK == 0 && q.PerTensor:
+		return cgo.WeightFP8Tensor, 0, true
 	case q.Method == model.QuantFP8 && q.BlockN == 0 && q.BlockK == 0:
 		return cgo.WeightFP8, 0, true
+	// fp8 with BlockN x BlockK scales (DeepSeek-V3's 128 x 128) maps here once the kernels
+	// have that format.
+	case q.Method == model.QuantINT8 && q.Bits == 8:
+		return cgo.WeightINT8, 0, true
 	case q.Method == model.QuantAWQ && q.Bits == 4:
 		return cgo.WeightINT4ZeroPt, q.GroupSize, true
 	case q.Method == model.QuantGPTQ && q.Bits == 4:

@@ -38,7 +38,7 @@ func Compose(cfg Config, measured map[string]Measurement, ceil Ceilings) Record 
 	s := cfg.Model
 	r := Record{
 		Key: cfg.Key(), Model: s.Name, ModelKey: ModelKey(s), Batch: cfg.Batch, Context: cfg.Context,
-		DType: string(s.ActivationDType()), KVDType: string(s.KVDType), TP: max(s.TP, 1),
+		DType: string(s.ActivationDType()), WeightFormat: WeightDTypeLabel(s), KVDType: string(s.KVDType), TP: max(s.TP, 1),
 		Status: measure.StatusOK, Converged: true, RecordedAt: time.Now().UTC(),
 	}
 	var windows []telemetry.Summary
@@ -145,7 +145,7 @@ func SkippedRecord(cfg Config, reason string, emulated bool) Record {
 	s := cfg.Model
 	return Record{
 		Key: cfg.Key(), Model: s.Name, ModelKey: ModelKey(s), Batch: cfg.Batch, Context: cfg.Context,
-		DType: string(s.ActivationDType()), KVDType: string(s.KVDType), TP: max(s.TP, 1),
+		DType: string(s.ActivationDType()), WeightFormat: WeightDTypeLabel(s), KVDType: string(s.KVDType), TP: max(s.TP, 1),
 		Status: measure.StatusSkipped, Reason: reason, Emulated: emulated, RecordedAt: time.Now().UTC(),
 	}
 }

@@ -71,6 +71,18 @@ func ModelKey(s model.Shape) string {
 	if !s.GatedMLP {
 		key += "-ungated"
 	}
+	if q := s.Quant; q != nil { // the format of the projections: --weight-dtype's axis
+		key += fmt.Sprintf("-q%s%d", q.Method, q.Bits)
+		for _, part := range []struct {
+			on   bool
+			text string
+		}{{q.GroupSize > 0, fmt.Sprintf("g%d", q.GroupSize)}, {q.BlockN > 0, fmt.Sprintf("b%dx%d", q.BlockN, q.BlockK)},
+			{q.PerTensor, "t"}, {q.Zeros, "z"}, {q.GIdx, "gidx"}, {q.AttentionKept, "attnkept"}} {
+			if part.on {
+				key += part.text
+			}
+		}
+	}
 	return key
 }
 

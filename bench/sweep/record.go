@@ -17,8 +17,11 @@ type Record struct {
 	Batch    int    `json:"batch"`
 	Context  int    `json:"context"`
 	DType    string `json:"dtype"` // weights and activations
-	KVDType  string `json:"kv_dtype"`
-	TP       int    `json:"tp"`
+	// WeightFormat: how the projections are stored, as --weight-dtype names it ("bf16",
+	// "int4 g128", "mxfp4"; a checkpoint's format the kernels lack by its own name).
+	WeightFormat string `json:"weight_format"`
+	KVDType      string `json:"kv_dtype"`
+	TP           int    `json:"tp"`
 
 	Status string `json:"status"` // "ok", "failed" or "skipped"
 	Reason string `json:"reason"` // why not ok; empty when ok

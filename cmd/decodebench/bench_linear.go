@@ -32,7 +32,7 @@ func benchLinearCommand() *cli.Command {
 			"an empty kernel's launch-to-launch time (the launch baseline). --peer cublas also measures\n" +
 			"cuBLASLt on every shape, verified and timed the same way: CUBLAS/OURS = cuBLAS time / ours\n" +
 			"(> 1: ours is faster), n/a where cuBLASLt cannot run (the emulator, no libcublasLt).",
-		Flags: append(append(append(shapeFlags("1-256*2"), groupSizeFlag()),
+		Flags: append(append(shapeFlags("1-256*2"),
 			&cli.IntFlag{Name: "n", EnvVars: []string{"DECODEBENCH_N"}, Usage: "output features (rows of W), instead of --model"},
 			&cli.IntFlag{Name: "k", EnvVars: []string{"DECODEBENCH_K"}, Usage: "input features, a positive multiple of 8, instead of --model"},
 			&cli.StringFlag{Name: "variant", Value: "auto", EnvVars: []string{"DECODEBENCH_VARIANT"}, Usage: "kernel: gemv, mma, tiled, cublas (cuBLASLt) or auto"},
@@ -105,26 +105,13 @@ func parseBenchLinear(c *cli.Context) (jobs []linearJob, modelName string, tp in
 	case !haveModel:
 		return nil, "", 0, usageError("bench linear needs --model NAME (or --model-config FILE), or --n N --k K")
 	}
-	// A kernel format bench/model does not price (int4, int4-zp, fp8-tensor, mxfp4) is this
-	// command's alone: the model keeps its own dtypes, and the jobs below take the format.
-	weightName := c.String("weight-dtype")
-	if _, err := model.ParseDType(weightName); weightName != "" && err != nil {
-		if err := c.Set("weight-dtype", ""); err != nil {
-			return nil, "", 0, err
-		}
-	}
+	// --weight-dtype is the model's (resolveModel): its projections are measured in the format
+	// the shape says, as the sweep measures them.
 	shape, err := resolveModel(c)
 	if err != nil {
 		return nil, "", 0, err
 	}
-	dtype, err := parseKernelDType(c, shape.WeightDType)
-	if err != nil {
-		return nil, "", 0, err
-	}
-	if model.DType(weightName) == shape.WeightDType && (shape.WeightDType == model.BF16 || shape.WeightDType == model.FP16) {
-		weightName = dtype.String() // the model's dense dtype, as --dtype runs it
-	}
-	weights, err := parseWeightDType(c, weightName, dtype)
+	dtype, err := parseKernelDType(c, shape.ActivationDType())
 	if err != nil {
 		return nil, "", 0, err
 	}
@@ -144,14 +131,6 @@ func parseBenchLinear(c *cli.Context) (jobs []linearJob, modelName string, tp in
 			if k.Kind == model.KindLinear && k.WeightFormat != "" && missing == "" {
 				// the config's own format (quantization_config), as the sweep measures it
 				spec.WeightFormat, spec.GroupSize, _ = sweep.WeightFormatOf(shape)
-			}
-			if weights.quantizes(k.Name) {
-				// --weight-dtype stores the model's projections in the format, whatever its
-				// config says; a shape the format does not take is skipped, naming why.
-				spec.WeightFormat, spec.GroupSize = weights.format, weights.group
-				if k.Kind == model.KindLinear {
-					missing = "" // the format the config names is replaced by --weight-dtype's
-				}
 			}
 			key := [3]int{k.M, k.N, k.K}
 			if i, dup := seen[key]; dup && step[i].missing == missing {

@@ -281,15 +281,16 @@ func shapeLines(s model.Shape) [][2]string {
 	return lines
 }
 
-// weightFormatText names the weights' storage in a few words: "bf16", "mxfp4 experts + bf16".
+// weightFormatText names the weights' storage in a few words, in --weight-dtype's names:
+// "bf16", "mxfp4 MLPs + bf16", "int4 g128 projections + bf16".
 func weightFormatText(s model.Shape) string {
 	if s.Quant == nil {
 		return string(s.WeightDType)
 	}
 	if s.Quant.AttentionKept {
-		return fmt.Sprintf("%s MLPs + %s", s.Quant.Method, s.WeightDType)
+		return fmt.Sprintf("%s MLPs + %s", sweep.WeightDTypeLabel(s), s.WeightDType)
 	}
-	return fmt.Sprintf("%s projections + %s", s.Quant.Method, s.WeightDType)
+	return fmt.Sprintf("%s projections + %s", sweep.WeightDTypeLabel(s), s.WeightDType)
 }
 
 func kernelShapeText(k model.Kernel) string {

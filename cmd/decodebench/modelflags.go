@@ -7,11 +7,17 @@ import (
 
 	"github.com/decodebench/decodebench/bench/axes"
 	"github.com/decodebench/decodebench/bench/model"
+	"github.com/decodebench/decodebench/bench/sweep"
 )
 
 // modelFlags select a model shape: a preset or a Hugging Face config.json, optionally sharded
-// by tensor parallelism and with its dtypes overridden.
-func modelFlags() []cli.Flag {
+// by tensor parallelism and with its weight format and KV dtype overridden.
+func modelFlags() []cli.Flag { return modelFlagsOf(false) }
+
+// modelFormatsFlags are modelFlags with --weight-dtype a list (predict): one shape per format.
+func modelFormatsFlags() []cli.Flag { return modelFlagsOf(true) }
+
+func modelFlagsOf(formatList bool) []cli.Flag {
 	return []cli.Flag{
 		&cli.StringFlag{Name: "model", Aliases: []string{"m"}, EnvVars: []string{"DECODEBENCH_MODEL"},
 			Usage: "a preset model name, e.g. llama3-8b (decodebench model list shows them all)"},
@@ -19,61 +25,85 @@ func modelFlags() []cli.Flag {
 			Usage: "a Hugging Face config.json (model types llama, mistral, mixtral, qwen2, gemma, gemma2, phi3)", TakesFile: true},
 		&cli.IntFlag{Name: "tp", Value: 1, EnvVars: []string{"DECODEBENCH_TP"},
 			Usage: "tensor-parallel degree: report one GPU's shard (must divide the heads, KV heads and FFN size)"},
-		&cli.StringFlag{Name: "weight-dtype", EnvVars: []string{"DECODEBENCH_WEIGHT_DTYPE"},
-			Usage: "override the weight dtype of every weight, quantized ones too: bf16, fp16, fp8 or int8 (default: the model's, and its quantization_config format)"},
-		&cli.StringFlag{Name: "kv-dtype", EnvVars: []string{"DECODEBENCH_KV_DTYPE"},
-			Usage: "override the KV-cache dtype: bf16, fp16, fp8 or int8 (default: the model's, bf16 for fp8/int8 weights)"},
+		weightDTypeFlag(formatList),
+		groupSizeFlag(),
+		kvDTypeFlag(),
 	}
 }
 
 // resolveModel turns the model flags into one GPU's shard of a model shape. Every error is a
 // usage error: it names the value and what would be accepted.
 func resolveModel(c *cli.Context) (model.Shape, error) {
+	shapes, err := resolveModels(c)
+	if err != nil {
+		return model.Shape{}, err
+	}
+	if len(shapes) != 1 {
+		return model.Shape{}, usageError("--weight-dtype %s: give one weight format here (a list goes to predict and sweep)", c.String("weight-dtype"))
+	}
+	return shapes[0], nil
+}
+
+// resolveModels is resolveModel with one shape per --weight-dtype format of a list (the
+// model's own format when none is given), in the order given.
+func resolveModels(c *cli.Context) ([]model.Shape, error) {
 	name, cfg := c.String("model"), c.String("model-config")
 	var shape model.Shape
 	var err error
 	switch {
 	case name != "" && cfg != "":
-		return shape, usageError("give either --model or --model-config, not both (got --model %q and --model-config %q)", name, cfg)
+		return nil, usageError("give either --model or --model-config, not both (got --model %q and --model-config %q)", name, cfg)
 	case name != "":
 		shape, err = model.Lookup(name)
 	case cfg != "":
 		shape, err = model.LoadHFConfig(cfg)
 	default:
-		return shape, usageError("no model given: use --model NAME (see `decodebench model list`) or --model-config FILE")
+		return nil, usageError("no model given: use --model NAME (see `decodebench model list`) or --model-config FILE")
 	}
 	if err != nil {
-		return shape, usageError("%v", err)
+		return nil, usageError("%v", err)
 	}
-	if s := c.String("weight-dtype"); s != "" {
-		d, err := model.ParseDType(s)
-		if err != nil {
-			return shape, usageError("--weight-dtype: %v", err)
-		}
-		// Every weight in d: a checkpoint's quantized format no longer applies.
-		shape.WeightDType, shape.Quant = d, nil
+	formats, err := parseWeightDTypes(c)
+	if err != nil {
+		return nil, err
 	}
 	if s := c.String("kv-dtype"); s != "" {
 		d, err := model.ParseDType(s)
-		if err != nil {
-			return shape, usageError("--kv-dtype: %v", err)
+		if err != nil || (d != model.BF16 && d != model.FP16 && d != model.FP8) {
+			return nil, usageError("--kv-dtype %q: accepted are bf16, fp16 and fp8 (e4m3)", s)
 		}
 		shape.KVDType = d
 	}
 	tp := c.Int("tp")
 	if tp < 1 {
-		return shape, usageError("--tp %d: the tensor-parallel degree must be a whole number >= 1", tp)
+		return nil, usageError("--tp %d: the tensor-parallel degree must be a whole number >= 1", tp)
 	}
 	if tp > 1 {
 		shape, err = shape.Shard(tp)
 		if err != nil {
-			return shape, usageError("--tp %d: %v", tp, err)
+			return nil, usageError("--tp %d: %v", tp, err)
 		}
 	}
-	if err := shape.Validate(); err != nil {
-		return shape, usageError("%v", err)
+	if formats == nil {
+		if err := shape.Validate(); err != nil {
+			return nil, usageError("%v", err)
+		}
+		return []model.Shape{shape}, nil
 	}
-	return shape, nil
+	var shapes []model.Shape
+	for _, w := range formats {
+		s := w.Apply(shape)
+		if err := s.Validate(); err != nil {
+			return nil, usageError("%v", err)
+		}
+		// A format the kernels cannot store at one of the model's linears is refused here,
+		// before any device work: what it would price or measure is not that model.
+		if err := sweep.CheckShape(s); err != nil {
+			return nil, usageError("--weight-dtype %s on %s: %v", w, s.Name, err)
+		}
+		shapes = append(shapes, s)
+	}
+	return shapes, nil
 }
 
 // parseReserve reads --reserve, the fraction of GPU memory kept free, of predict and sweep. NaN

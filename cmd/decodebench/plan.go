@@ -141,7 +141,7 @@ func planAction(c *cli.Context) error {
 	var f plan.Frontier
 	var notes []string
 	if dir := c.Args().First(); dir != "" {
-		for _, flag := range []string{"model-config", "tp", "weight-dtype", "kv-dtype", "gpu", "reserve"} {
+		for _, flag := range []string{"model-config", "tp", "weight-dtype", "group-size", "kv-dtype", "gpu", "reserve"} {
 			if c.IsSet(flag) {
 				return usageError("--%s describes a prediction, but %s is a measured run: give one or the other (with DIR, --model picks one of its models)", flag, dir)
 			}

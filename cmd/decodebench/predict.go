@@ -10,6 +10,7 @@ import (
 	"os"
 	"path/filepath"
 	"strconv"
+	"strings"
 	"text/tabwriter"
 
 	"github.com/urfave/cli/v2"
@@ -19,6 +20,7 @@ import (
 	"github.com/decodebench/decodebench/bench/gpuinfo"
 	"github.com/decodebench/decodebench/bench/model"
 	"github.com/decodebench/decodebench/bench/roofline"
+	"github.com/decodebench/decodebench/bench/sweep"
 	"github.com/decodebench/decodebench/plots"
 )
 
@@ -26,13 +28,16 @@ func predictCommand() *cli.Command {
 	return &cli.Command{
 		Name:  "predict",
 		Usage: "the roofline bound on decode tokens/s for a model on a GPU, over batch and context (no GPU needed)",
-		UsageText: "decodebench predict (--model NAME | --model-config FILE) [--gpu NAME|auto] [--batch LIST] [--context LIST] [--tp N] [--out DIR] [--json]\n\n" +
+		UsageText: "decodebench predict (--model NAME | --model-config FILE) [--gpu NAME|auto] [--batch LIST] [--context LIST] [--tp N] " +
+			"[--weight-dtype LIST [--group-size G]] [--kv-dtype bf16|fp16|fp8] [--out DIR] [--json]\n\n" +
 			"   LIST syntax: " + axes.Syntax,
 		Description: "For each batch B and context S the step time is bounded below by\n" +
 			"  max( (weight bytes read at B + B * KV bytes per sequence(S)) / memory bandwidth,\n" +
 			"       FLOPs of the step / dense bf16 tensor rate )\n" +
-			"from the GPU's datasheet row. per-request tokens/s = 1 / step time; per-server = B / step time.",
-		Flags: append(modelFlags(),
+			"from the GPU's datasheet row. per-request tokens/s = 1 / step time; per-server = B / step time.\n" +
+			"--weight-dtype takes a list (bf16,fp8,int4): every row says its format, and the charts draw one\n" +
+			"curve per format, so that the bytes per weight read off one picture.",
+		Flags: append(modelFormatsFlags(),
 			&cli.StringFlag{Name: "gpu", Value: "auto", EnvVars: []string{"DECODEBENCH_GPU"},
 				Usage: "a GPU spec row (h200, h100-sxm, a100-80gb, ...), or auto: the first GPU NVML sees, else h200"},
 			listFlag(&cli.StringFlag{Name: "batch", Value: defaultBatches, EnvVars: []string{"DECODEBENCH_BATCH"},
@@ -54,6 +59,7 @@ type predictRow struct {
 	Model                  string  `json:"model"`
 	GPU                    string  `json:"gpu"`
 	TP                     int     `json:"tp"`
+	WeightFormat           string  `json:"weight_format"` // --weight-dtype's name: "bf16", "int4 g128"
 	Batch                  int     `json:"batch"`
 	Context                int     `json:"context"`
 	WeightBytes            float64 `json:"weight_bytes"`
@@ -72,7 +78,7 @@ func predictAction(c *cli.Context) error {
 	if c.NArg() > 0 {
 		return usageError("predict takes no arguments (got %q)", c.Args().First())
 	}
-	shape, err := resolveModel(c)
+	shapes, err := resolveModels(c)
 	if err != nil {
 		return err
 	}
@@ -108,10 +114,18 @@ func predictAction(c *cli.Context) error {
 		fmt.Fprintln(c.App.ErrWriter, "decodebench: "+note)
 	}
 	ceiling := roofline.DatasheetCeiling(gpu)
-	rows := predictRows(shape, gpu, ceiling, batches, contexts, reserve)
+	var rows []predictRow
+	for _, shape := range shapes {
+		rows = append(rows, predictRows(shape, gpu, ceiling, batches, contexts, reserve)...)
+	}
 
 	if name == format.Table {
-		printPredict(c.App.Writer, shape, gpu, ceiling, rows, contexts, reserve)
+		for i, shape := range shapes {
+			if i > 0 {
+				fmt.Fprintln(c.App.Writer)
+			}
+			printPredict(c.App.Writer, shape, gpu, ceiling, rowsOf(rows, shape), contexts, reserve)
+		}
 	} else {
 		table, err := format.FromRecords(rows)
 		if err != nil {
@@ -122,7 +136,7 @@ func predictAction(c *cli.Context) error {
 		}
 	}
 	if dir := c.String("out"); dir != "" {
-		paths, err := writePredictOutputs(dir, shape, gpu, ceiling, rows, batches, contexts)
+		paths, err := writePredictOutputs(dir, shapes, gpu, ceiling, rows, batches, contexts)
 		if err != nil {
 			return failure("writing %s: %v", dir, err)
 		}
@@ -176,7 +190,7 @@ func predictRows(s model.Shape, gpu roofline.GPU, ceiling roofline.Ceiling, batc
 		for _, b := range batches {
 			bd := roofline.StepBound(s, ceiling, b, ctx)
 			rows = append(rows, predictRow{
-				Model: s.Name, GPU: gpu.Key, TP: max(s.TP, 1), Batch: b, Context: ctx,
+				Model: s.Name, GPU: gpu.Key, TP: max(s.TP, 1), WeightFormat: sweep.WeightDTypeLabel(s), Batch: b, Context: ctx,
 				WeightBytes: bd.WeightBytes, KVBytes: bd.KVBytes, FLOPs: bd.FLOPs,
 				MemorySeconds: bd.MemorySeconds, ComputeSeconds: bd.ComputeSeconds, StepSeconds: bd.StepSeconds,
 				PerRequestTokensPerSec: bd.PerRequestTokensPerSec, PerServerTokensPerSec: bd.PerServerTokensPerSec,
@@ -187,19 +201,30 @@ func predictRows(s model.Shape, gpu roofline.GPU, ceiling roofline.Ceiling, batc
 	return rows
 }
 
+// rowsOf are the rows of one weight format of s.
+func rowsOf(rows []predictRow, s model.Shape) []predictRow {
+	var of []predictRow
+	for _, r := range rows {
+		if r.WeightFormat == sweep.WeightDTypeLabel(s) {
+			of = append(of, r)
+		}
+	}
+	return of
+}
+
 func printPredict(out io.Writer, s model.Shape, gpu roofline.GPU, ceiling roofline.Ceiling, rows []predictRow, contexts []int, reserve float64) {
 	fmt.Fprintf(out, "%s on one %s (tp %d): weights %s, KV %s per token (%s weights, %s KV)\n",
 		s.Name, gpu.Name, max(s.TP, 1), units.Bytes(s.WeightBytesTotal()), units.Bytes(s.KVBytesPerToken()), weightFormatText(s), s.KVDType)
 	fmt.Fprintf(out, "datasheet roofline: %.0f GB/s, %.0f TFLOP/s dense bf16 (%s); decimal units\n\n",
 		ceiling.BandwidthBytesPerSec/1e9, ceiling.FLOPsPerSec/1e12, gpu.Source)
 	w := tabwriter.NewWriter(out, 0, 0, 2, ' ', tabwriter.AlignRight)
-	fmt.Fprintln(w, "BATCH\tCONTEXT\tWEIGHTS\tKV\tSTEP ms\tMEMORY ms\tCOMPUTE ms\tPER-REQUEST tok/s\tPER-SERVER tok/s\tBOUND\tFITS\t")
+	fmt.Fprintln(w, "FORMAT\tBATCH\tCONTEXT\tWEIGHTS\tKV\tSTEP ms\tMEMORY ms\tCOMPUTE ms\tPER-REQUEST tok/s\tPER-SERVER tok/s\tBOUND\tFITS\t")
 	for _, r := range rows {
 		fits := "yes"
 		if !r.FitsInMemory {
 			fits = "no"
 		}
-		fmt.Fprintf(w, "%d\t%d\t%s\t%s\t%.3f\t%.3f\t%.3f\t%.1f\t%.0f\t%s\t%s\t\n", r.Batch, r.Context,
+		fmt.Fprintf(w, "%s\t%d\t%d\t%s\t%s\t%.3f\t%.3f\t%.3f\t%.1f\t%.0f\t%s\t%s\t\n", r.WeightFormat, r.Batch, r.Context,
 			units.Bytes(r.WeightBytes), units.Bytes(r.KVBytes), r.StepSeconds*1e3, r.MemorySeconds*1e3, r.ComputeSeconds*1e3,
 			r.PerRequestTokensPerSec, r.PerServerTokensPerSec, r.Bound, fits)
 	}
@@ -224,7 +249,7 @@ func printPredict(out io.Writer, s model.Shape, gpu roofline.GPU, ceiling roofli
 	}
 }
 
-func writePredictOutputs(dir string, s model.Shape, gpu roofline.GPU, ceiling roofline.Ceiling, rows []predictRow, batches, contexts []int) ([]string, error) {
+func writePredictOutputs(dir string, shapes []model.Shape, gpu roofline.GPU, ceiling roofline.Ceiling, rows []predictRow, batches, contexts []int) ([]string, error) {
 	if err := os.MkdirAll(dir, 0o755); err != nil {
 		return nil, err
 	}
@@ -243,7 +268,7 @@ func writePredictOutputs(dir string, s model.Shape, gpu roofline.GPU, ceiling ro
 		return nil, err
 	}
 	paths = append(paths, csvPath)
-	plotPaths, err := predictPlots(dir, s, gpu, ceiling, rows, batches, contexts)
+	plotPaths, err := predictPlots(dir, shapes, gpu, ceiling, rows, batches, contexts)
 	if err != nil {
 		return nil, err
 	}
@@ -257,11 +282,11 @@ func writePredictCSV(path string, rows []predictRow) (err error) {
 	}
 	defer func() { err = errors.Join(err, f.Close()) }()
 	w := csv.NewWriter(f)
-	w.Write([]string{"model", "gpu", "tp", "batch", "context", "weight_bytes", "kv_bytes", "flops", "memory_seconds",
+	w.Write([]string{"model", "gpu", "tp", "weight_format", "batch", "context", "weight_bytes", "kv_bytes", "flops", "memory_seconds",
 		"compute_seconds", "step_seconds", "per_request_tokens_per_s", "per_server_tokens_per_s", "bound", "fits_in_memory"})
 	g := func(v float64) string { return strconv.FormatFloat(v, 'g', 8, 64) }
 	for _, r := range rows {
-		w.Write([]string{r.Model, r.GPU, strconv.Itoa(r.TP), strconv.Itoa(r.Batch), strconv.Itoa(r.Context),
+		w.Write([]string{r.Model, r.GPU, strconv.Itoa(r.TP), r.WeightFormat, strconv.Itoa(r.Batch), strconv.Itoa(r.Context),
 			g(r.WeightBytes), g(r.KVBytes), g(r.FLOPs), g(r.MemorySeconds), g(r.ComputeSeconds), g(r.StepSeconds),
 			g(r.PerRequestTokensPerSec), g(r.PerServerTokensPerSec), r.Bound, strconv.FormatBool(r.FitsInMemory)})
 	}
@@ -269,11 +294,25 @@ func writePredictCSV(path string, rows []predictRow) (err error) {
 	return w.Error()
 }
 
-func predictPlots(dir string, s model.Shape, gpu roofline.GPU, ceiling roofline.Ceiling, rows []predictRow, batches, contexts []int) ([]string, error) {
+// predictPlots draws tokens/s against batch, the per-request vs per-server trade-off and the
+// roofline. One weight format: a curve per context, and every kernel of one step on the
+// roofline; several: a curve per format (and context), and each format's kernels as one group
+// of points on the roofline, so that the bytes per weight read off one picture.
+func predictPlots(dir string, shapes []model.Shape, gpu roofline.GPU, ceiling roofline.Ceiling, rows []predictRow, batches, contexts []int) ([]string, error) {
+	s := shapes[0]
+	formats := len(shapes) > 1
+	weights := weightFormatText(s)
+	if formats {
+		var names []string
+		for _, sh := range shapes {
+			names = append(names, sweep.WeightDTypeLabel(sh))
+		}
+		weights = strings.Join(names, " vs ")
+	}
 	chart := plots.Chart{
 		Title: fmt.Sprintf("%s on %s: roofline bound", s.Name, gpu.Name),
 		Subtitle: fmt.Sprintf("datasheet %.0f GB/s, %.0f TFLOP/s bf16 · weights %s · tp %d · prediction, not a measurement",
-			ceiling.BandwidthBytesPerSec/1e9, ceiling.FLOPsPerSec/1e12, weightFormatText(s), max(s.TP, 1)),
+			ceiling.BandwidthBytesPerSec/1e9, ceiling.FLOPsPerSec/1e12, weights, max(s.TP, 1)),
 	}
 	anyFits := false
 	for _, r := range rows {
@@ -283,36 +322,46 @@ func predictPlots(dir string, s model.Shape, gpu roofline.GPU, ceiling roofline.
 		chart.Subtitle += " · does NOT fit in one GPU's memory at any point shown: try --tp"
 	}
 	var perServer, perRequest, tradeoff []plots.Series
-	for _, ctx := range contexts {
-		label := "context " + contextLabel(ctx)
-		srv := plots.Series{Label: label, Style: plots.Bound}
-		req := plots.Series{Label: label, Style: plots.Bound}
-		noFit := plots.Series{Label: "does not fit in memory", Group: label, Style: plots.NoFit}
-		for _, r := range rows {
-			if r.Context == ctx && anyFits && !r.FitsInMemory {
-				// A batch whose KV cache does not fit has no rate on the chart: a cross says so.
-				noFit.X, noFit.Y = append(noFit.X, float64(r.Batch)), append(noFit.Y, 0)
+	for _, sh := range shapes {
+		format := sweep.WeightDTypeLabel(sh)
+		for _, ctx := range contexts {
+			label := "context " + contextLabel(ctx)
+			switch {
+			case formats && len(contexts) == 1:
+				label = format
+			case formats:
+				label = format + ", " + label
 			}
-			if r.Context != ctx || (anyFits && !r.FitsInMemory) {
-				continue
+			srv := plots.Series{Label: label, Style: plots.Bound}
+			req := plots.Series{Label: label, Style: plots.Bound}
+			noFit := plots.Series{Label: "does not fit in memory", Group: label, Style: plots.NoFit}
+			for _, r := range rows {
+				if r.WeightFormat != format || r.Context != ctx {
+					continue
+				}
+				if anyFits && !r.FitsInMemory {
+					// A batch whose KV cache does not fit has no rate on the chart: a cross says so.
+					noFit.X, noFit.Y = append(noFit.X, float64(r.Batch)), append(noFit.Y, 0)
+					continue
+				}
+				srv.X, srv.Y = append(srv.X, float64(r.Batch)), append(srv.Y, r.PerServerTokensPerSec)
+				req.X, req.Y = append(req.X, float64(r.Batch)), append(req.Y, r.PerRequestTokensPerSec)
 			}
-			srv.X, srv.Y = append(srv.X, float64(r.Batch)), append(srv.Y, r.PerServerTokensPerSec)
-			req.X, req.Y = append(req.X, float64(r.Batch)), append(req.Y, r.PerRequestTokensPerSec)
+			if len(srv.X) == 0 {
+				continue // no batch fits at this context
+			}
+			perServer, perRequest = append(perServer, srv), append(perRequest, req)
+			if len(noFit.X) > 0 {
+				perServer, perRequest = append(perServer, noFit), append(perRequest, noFit)
+			}
+			// Markers (the Measured style) so that each point can carry its batch size; the
+			// subtitle says the whole chart is a prediction.
+			tr := plots.Series{Label: label, Style: plots.Measured, X: req.Y, Y: srv.Y}
+			for _, b := range srv.X {
+				tr.PointLabels = append(tr.PointLabels, "B="+strconv.Itoa(int(b)))
+			}
+			tradeoff = append(tradeoff, tr)
 		}
-		if len(srv.X) == 0 {
-			continue // no batch fits at this context
-		}
-		perServer, perRequest = append(perServer, srv), append(perRequest, req)
-		if len(noFit.X) > 0 {
-			perServer, perRequest = append(perServer, noFit), append(perRequest, noFit)
-		}
-		// Markers (the Measured style) so that each point can carry its batch size; the
-		// subtitle says the whole chart is a prediction.
-		tr := plots.Series{Label: label, Style: plots.Measured, X: req.Y, Y: srv.Y}
-		for _, b := range srv.X {
-			tr.PointLabels = append(tr.PointLabels, "B="+strconv.Itoa(int(b)))
-		}
-		tradeoff = append(tradeoff, tr)
 	}
 	var paths []string
 	p, err := plots.TokensVsBatch(chart, perServer, perRequest, filepath.Join(dir, "tokens_vs_batch"))
@@ -327,26 +376,40 @@ func predictPlots(dir string, s model.Shape, gpu roofline.GPU, ceiling roofline.
 
 	// The classic roofline: each kernel of one step at the smallest and largest batch, placed
 	// at its arithmetic intensity on the datasheet ceiling it is bound by.
-	var points []plots.RooflinePoint
 	ctx := contexts[len(contexts)/2]
-	for _, b := range []int{batches[0], batches[len(batches)-1]} {
-		for _, k := range s.Kernels(b, ctx) {
-			if k.Bytes <= 0 || k.FLOPs <= 0 {
-				continue
+	pointsOf := func(sh model.Shape, prefix string) []plots.RooflinePoint {
+		var points []plots.RooflinePoint
+		for _, b := range []int{batches[0], batches[len(batches)-1]} {
+			for _, k := range sh.Kernels(b, ctx) {
+				if k.Bytes <= 0 || k.FLOPs <= 0 {
+					continue
+				}
+				intensity := k.FLOPs / k.Bytes
+				points = append(points, plots.RooflinePoint{
+					Label:       fmt.Sprintf("%s%s B=%d", prefix, k.Name, b),
+					Batch:       b,
+					Intensity:   intensity,
+					FLOPsPerSec: min(intensity*ceiling.BandwidthBytesPerSec, ceiling.FLOPsPerSec),
+				})
 			}
-			intensity := k.FLOPs / k.Bytes
-			points = append(points, plots.RooflinePoint{
-				Label:       fmt.Sprintf("%s B=%d", k.Name, b),
-				Batch:       b,
-				Intensity:   intensity,
-				FLOPsPerSec: min(intensity*ceiling.BandwidthBytesPerSec, ceiling.FLOPsPerSec),
-			})
 		}
+		return points
 	}
+	ceilings := []plots.RooflineCeiling{{Label: "datasheet", BandwidthBytesPerSec: ceiling.BandwidthBytesPerSec, FLOPsPerSec: ceiling.FLOPsPerSec}}
 	rchart := chart
 	rchart.Title = fmt.Sprintf("%s kernels on the %s roofline (context %s)", s.Name, gpu.Name, contextLabel(ctx))
-	p, err = plots.Roofline(rchart, []plots.RooflineCeiling{{Label: "datasheet", BandwidthBytesPerSec: ceiling.BandwidthBytesPerSec, FLOPsPerSec: ceiling.FLOPsPerSec}},
-		points, filepath.Join(dir, "roofline"))
+	if !formats {
+		p, err = plots.Roofline(rchart, ceilings, pointsOf(s, ""), filepath.Join(dir, "roofline"))
+	} else {
+		// One colour per format: each format's kernels at both batches (the marker's size says
+		// which), so that fewer bytes per weight move the same kernels right along the slope.
+		var groups []plots.RooflineGroup
+		for _, sh := range shapes {
+			format := sweep.WeightDTypeLabel(sh)
+			groups = append(groups, plots.RooflineGroup{Label: format + " weights", Points: pointsOf(sh, format+" ")})
+		}
+		p, err = plots.RooflineGroups(rchart, ceilings, groups, filepath.Join(dir, "roofline"))
+	}
 	if err != nil {
 		return nil, err
 	}

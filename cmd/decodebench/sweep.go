@@ -54,7 +54,7 @@ func sweepCommand() *cli.Command {
 		Name:  "sweep",
 		Usage: "measure decode tokens/s over batch, context and model axes on a GPU, into a resumable run directory with a report",
 		UsageText: "decodebench sweep (--model NAME | --model-config FILE | --hidden LIST --ffn LIST --heads LIST --layers LIST --vocab LIST ...)\n" +
-			"       [--batch LIST] [--context LIST] [--dtype bf16|fp16] [--tp N] [--gpu INDEX|UUID] [--backend auto|cuda|emu]\n" +
+			"       [--batch LIST] [--context LIST] [--dtype bf16|fp16] [--weight-dtype LIST [--group-size G]] [--kv-dtype bf16|fp16|fp8] [--tp N] [--gpu INDEX|UUID] [--backend auto|cuda|emu]\n" +
 			"       [--out DIR | --resume DIR] [--budget DURATION] [--step composed|e2e|both]\n\n" +
 			"   LIST syntax: " + axes.Syntax,
 		Description: "For each configuration (model, batch B, context S) every distinct kernel of one decode step is\n" +
@@ -89,6 +89,9 @@ func sweepFlags() []cli.Flag {
 			Usage: "weights, activations and KV cache: bf16 or fp16 (default: the model's)"},
 		&cli.IntFlag{Name: "tp", Value: 1, EnvVars: env("TP"), Category: "model",
 			Usage: "tensor-parallel degree: measure one GPU's shard"},
+		inCategory(weightDTypeFlag(true), "model"),
+		inCategory(groupSizeFlag(), "model"),
+		inCategory(kvDTypeFlag(), "model"),
 		list("hidden", "model width, e.g. 4096 or 2048,4096"),
 		list("ffn", "MLP width"),
 		list("heads", "query heads"),

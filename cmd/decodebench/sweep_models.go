@@ -123,7 +123,40 @@ func sweepModels(c *cli.Context) ([]model.Shape, error) {
 			return nil, usageError("%v", err)
 		}
 	}
-	return shapes, nil
+	return withWeightFormats(c, shapes)
+}
+
+// withWeightFormats is the weight-format axis: each shape once per --weight-dtype format, in
+// the order given (the shapes as they are without the flag). --kv-dtype sets every shape's
+// cache. The format is part of the model key, so a resumed run finds each format's records.
+func withWeightFormats(c *cli.Context, shapes []model.Shape) ([]model.Shape, error) {
+	if s := c.String("kv-dtype"); s != "" {
+		d, err := model.ParseDType(s)
+		if err != nil || (d != model.BF16 && d != model.FP16 && d != model.FP8) {
+			return nil, usageError("--kv-dtype %q: accepted are bf16, fp16 and fp8 (e4m3)", s)
+		}
+		for i := range shapes {
+			shapes[i].KVDType = d
+		}
+	}
+	formats, err := parseWeightDTypes(c)
+	if err != nil || formats == nil {
+		return shapes, err
+	}
+	var out []model.Shape
+	for _, s := range shapes {
+		for _, w := range formats {
+			t := w.Apply(s)
+			if err := sweep.CheckShape(t); err != nil {
+				return nil, usageError("--weight-dtype %s on %s: %v", w, t.Name, err)
+			}
+			if len(formats) > 1 {
+				t = sweep.NamedByFormat(t)
+			}
+			out = append(out, t)
+		}
+	}
+	return out, nil
 }
 
 // shapeName names a shape of the model axis by its base and, when the axis has several, the

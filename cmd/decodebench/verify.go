@@ -53,7 +53,7 @@ func verifyLinearCommand() *cli.Command {
 			&cli.IntFlag{Name: "split-k", Usage: fmt.Sprintf("K splits of the gemv or tiled variant, 1..%d; 0 lets the kernel choose", cgo.MaxSplitK)},
 			&cli.Uint64Flag{Name: "seed", Value: 1, Usage: "seed of the input hash (X and W get distinct seeds derived from it)"},
 			jsonFlag(),
-		}, append([]cli.Flag{weightDTypeFlag(), groupSizeFlag()}, backendFlags()...)...),
+		}, append([]cli.Flag{matrixWeightDTypeFlag(), groupSizeFlag()}, backendFlags()...)...),
 		OnUsageError: onUsageError,
 		Action:       verifyLinearAction,
 	}

@@ -221,3 +221,21 @@ func TestPlanChartRendersInChromium(t *testing.T) {
 		t.Errorf("%d SVG text(s) outside the plan chart: %q", len(l.Outside), l.Outside)
 	}
 }
+
+// The per-format charts of a run in several weight formats render in a real browser with
+// every text inside its box (the longer legends and titles included).
+func TestFormatChartsRenderInChromium(t *testing.T) {
+	browser := chromium(t)
+	dir := t.TempDir()
+	formatsRun(t).write(t, dir)
+	if _, err := Write(dir); err != nil {
+		t.Fatal(err)
+	}
+	l := probeLayout(t, browser, filepath.Join(dir, HTMLFile))
+	if l.SVGs < 9 || l.Texts < 50 {
+		t.Errorf("charts: %d inline SVG with %d texts; want every chart of three formats and the per-format ones", l.SVGs, l.Texts)
+	}
+	if len(l.Outside) > 0 {
+		t.Errorf("%d SVG text(s) outside their chart: %q", len(l.Outside), l.Outside)
+	}
+}

@@ -14,7 +14,7 @@ import (
 // names, then one <kernel>_step_seconds column per kernel name (Repeat x median: its share of
 // the step), in the order the step launches them.
 var csvColumns = []string{
-	"key", "model", "model_key", "batch", "context", "dtype", "kv_dtype", "tp", "status", "reason",
+	"key", "model", "model_key", "batch", "context", "dtype", "weight_format", "kv_dtype", "tp", "status", "reason",
 	"step_seconds", "kernel_seconds", "small_ops_seconds", "per_request_tokens_per_s", "per_server_tokens_per_s",
 	"step_bytes", "step_flops", "achieved_gbps", "achieved_tflops",
 	"bound_step_seconds_datasheet", "bound_step_seconds_measured", "bound_limit",
@@ -52,7 +52,7 @@ func CSV(records []sweep.Record) []byte {
 			return strconv.FormatFloat(v, 'g', 8, 64)
 		}
 		row := []string{
-			r.Key, r.Model, r.ModelKey, strconv.Itoa(r.Batch), strconv.Itoa(r.Context), r.DType, r.KVDType, strconv.Itoa(r.TP),
+			r.Key, r.Model, r.ModelKey, strconv.Itoa(r.Batch), strconv.Itoa(r.Context), r.DType, r.WeightFormat, r.KVDType, strconv.Itoa(r.TP),
 			r.Status, r.Reason,
 			num(r.StepSeconds), num(r.KernelSeconds), num(r.SmallOpsSeconds), num(r.PerRequestTokensPerSec), num(r.PerServerTokensPerSec),
 			num(r.StepBytes), num(r.StepFLOPs), num(r.AchievedGBps), num(r.AchievedTFLOPs),

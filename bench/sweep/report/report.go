@@ -9,6 +9,7 @@ import (
 	"github.com/decodebench/decodebench/bench/units"
 	"os"
 	"path/filepath"
+	"slices"
 	"strings"
 	"time"
 
@@ -54,7 +55,11 @@ func drawAll(dir string, p sweep.Prior) ([]plots.Figure, []string, error) {
 		}
 		figs, notes = append(figs, f...), append(notes, n...)
 	}
-	return figs, notes, nil
+	_, f, n, err := drawFormats(dir, p.Info, models)
+	if err != nil {
+		return nil, nil, err
+	}
+	return append(figs, f...), append(notes, n...), nil
 }
 
 // Write (re)writes results.csv, the charts, report.md and report.html of the run directory.
@@ -102,7 +107,14 @@ func Write(dir string) (Written, error) {
 		figsByModel[i] = figs
 		w.Notes = append(w.Notes, notes...)
 	}
+	formats, formatFigs, notes, err := drawFormats(dir, p.Info, models)
+	if err != nil {
+		return w, err
+	}
+	w.Notes = append(w.Notes, notes...)
+	figsByModel = append(figsByModel, formatFigs)
 	doc := document(dir, p, models, figsByModel, w.Notes)
+	doc.Sections = withFormatSections(doc.Sections, formats)
 	htmlPath, mdPath := filepath.Join(dir, HTMLFile), filepath.Join(dir, MarkdownFile)
 	if err := plots.WriteHTML(htmlPath, doc); err != nil {
 		return w, err
@@ -123,6 +135,22 @@ func Write(dir string) (Written, error) {
 		}
 	}
 	return w, nil
+}
+
+// withFormatSections puts the per-format sections before the first model's results: the
+// comparison a run with several weight formats was made for.
+func withFormatSections(sections, formats []plots.Section) []plots.Section {
+	if len(formats) == 0 {
+		return sections
+	}
+	at := len(sections)
+	for i, s := range sections {
+		if strings.HasPrefix(s.Heading, "Results") {
+			at = i
+			break
+		}
+	}
+	return append(append(slices.Clip(sections[:at]), formats...), sections[at:]...)
 }
 
 // document assembles the report.
@@ -398,8 +426,14 @@ func modelLine(m modelResults) string {
 	if s.Hidden == 0 {
 		return "Model " + m.key + "."
 	}
-	return fmt.Sprintf("%s: hidden %d, MLP %d, %d layers, %d query and %d KV heads of %d, vocabulary %d, %s weights and KV cache, tp %d; weights %s, KV cache %s per token.",
-		s.Name, s.Hidden, s.FFN, s.Layers, s.QHeads, s.KVHeads, s.HeadDim, s.Vocab, s.WeightDType, max(s.TP, 1),
+	dtypes := fmt.Sprintf("%s weights and KV cache", s.WeightDType)
+	if s.Quant != nil {
+		dtypes = fmt.Sprintf("%s projections (%s elsewhere), %s KV cache", sweep.WeightDTypeLabel(s), s.WeightDType, s.KVDType)
+	} else if s.KVDType != s.WeightDType {
+		dtypes = fmt.Sprintf("%s weights, %s KV cache", s.WeightDType, s.KVDType)
+	}
+	return fmt.Sprintf("%s: hidden %d, MLP %d, %d layers, %d query and %d KV heads of %d, vocabulary %d, %s, tp %d; weights %s, KV cache %s per token.",
+		s.Name, s.Hidden, s.FFN, s.Layers, s.QHeads, s.KVHeads, s.HeadDim, s.Vocab, dtypes, max(s.TP, 1),
 		units.Bytes(s.WeightBytesTotal()), units.Bytes(s.KVBytesPerToken()))
 }
 

@@ -26,6 +26,9 @@ type synthRun struct {
 	failAt     [2]int // batch, context of a configuration whose attention fails
 	throttleAt [2]int
 	emulated   bool
+	// formats, when set, are the run's models instead of model: one model in several weight
+	// formats (sweep --weight-dtype LIST).
+	formats []model.Shape
 }
 
 func llama8b(t *testing.T) model.Shape {
@@ -52,6 +55,10 @@ func (s synthRun) write(t *testing.T, dir string) {
 	datasheet := roofline.DatasheetCeiling(gpu)
 	measured := roofline.Ceiling{Name: roofline.CeilingMeasured, BandwidthBytesPerSec: s.bandwidth, FLOPsPerSec: s.flops}
 	start := time.Date(2026, 11, 2, 10, 0, 0, 0, time.UTC)
+	models := []model.Shape{s.model}
+	if len(s.formats) > 0 {
+		models = s.formats
+	}
 	info := sweep.RunInfo{
 		Version: "test", CommandLine: []string{"decodebench", "sweep", "--model", s.model.Name}, Started: start, Updated: start,
 		State: sweep.StateComplete, Backend: sweep.Backend{Name: "cuda", Library: "lib/libdecodebench_cuda.so", Emulated: s.emulated},
@@ -60,7 +67,7 @@ func (s synthRun) write(t *testing.T, dir string) {
 			SMCount: 132, L2Bytes: 62914560, ComputeCapability: "9.0"},
 		Datasheet: sweep.CeilingInfo{BandwidthBytesPerSec: datasheet.BandwidthBytesPerSec, FLOPsPerSec: datasheet.FLOPsPerSec, Source: gpu.Source},
 		Measured:  sweep.CeilingInfo{BandwidthBytesPerSec: s.bandwidth, FLOPsPerSec: s.flops, Source: "probes"},
-		Axes:      sweep.Axes{Models: []model.Shape{s.model}, Batches: s.batches, Contexts: s.contexts},
+		Axes:      sweep.Axes{Models: models, Batches: s.batches, Contexts: s.contexts},
 		Method: sweep.Method{Timing: sweep.RuleOf(timing.Default), RotateFactor: 4, Verify: true, TelemetryIntervalSeconds: 0.1,
 			ReserveFraction: 0.1, MemoryBytes: 150754820096, SmallOps: sweep.SmallOpsMethod},
 		Sessions: []sweep.Session{{Started: start, State: sweep.StateComplete}},
@@ -69,6 +76,15 @@ func (s synthRun) write(t *testing.T, dir string) {
 		t.Fatal(err)
 	}
 	ceil := sweep.Ceilings{Datasheet: datasheet, Measured: measured}
+	for _, shape := range models {
+		s.model = shape
+		s.writeRecords(t, d, info, ceil)
+	}
+}
+
+// writeRecords appends the records of s.model at every batch and context.
+func (s synthRun) writeRecords(t *testing.T, d *sweep.RunDir, info sweep.RunInfo, ceil sweep.Ceilings) {
+	t.Helper()
 	for _, ctx := range s.contexts {
 		for _, b := range s.batches {
 			cfg := sweep.Config{Model: s.model, Batch: b, Context: ctx}
