@@ -310,7 +310,7 @@ func (c hfConfig) experts(arch hfArch, s *Shape) error {
 			moeQwen3: "num_experts", moeDeepSeek: "n_routed_experts"}[arch.moe]
 		return c.errorf("num_experts_per_tok = %d exceeds %s = %d", s.ExpertsPerToken, key, s.Experts)
 	}
-	return nil
+	return c.routing(arch, s)
 }
 
 // partialRotary reads partial_rotary_factor (GLM-4.5: 0.5, transformers' default): rotary
