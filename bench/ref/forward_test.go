@@ -760,7 +760,13 @@ func TestForwardRouting(t *testing.T) {
 // some routings do flip) chose other experts than the reference, the reference has marked the
 // sequence lost.
 func TestForwardLostRouting(t *testing.T) {
-	m := TinyModels()[6] // Qwen3-MoE-like, top 2 of 8
+	for _, i := range []int{6, 9, 12} { // Qwen3-MoE-like top 2 of 8; DeepSeek-like groups; Llama-4-like top 1
+		m := TinyModels()[i]
+		t.Run(m.Shape.Name, func(t *testing.T) { lostRouting(t, m) })
+	}
+}
+
+func lostRouting(t *testing.T, m TinyModel) {
 	s, batch := m.Shape, 64
 	const base = 5
 	ref, _ := NewForward(s, base, batch, m.Context, 2, BF16)
