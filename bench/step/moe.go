@@ -1,6 +1,8 @@
 package step
 
 import (
+	"fmt"
+
 	"github.com/decodebench/decodebench/bench/model"
 	"github.com/decodebench/decodebench/bench/ref"
 	"github.com/decodebench/decodebench/cgo"
@@ -46,4 +48,22 @@ func moeNotes(s model.Shape) []string {
 		return []string{"gpt-oss's experts interleave gate and up in the checkpoint; the step's synthetic experts hold [gate | up] (the same bytes and FLOPs)"}
 	}
 	return nil
+}
+
+// routeString says what a route op picks: "top 8 of 256, sigmoid, 4 of 8 groups, renormalised,
+// x2.5" (the correction bias is the router_bias buffer's, listed with the weights).
+func routeString(r cgo.MoERouteParams) string {
+	how := map[cgo.MoERouting]string{cgo.MoESoftmaxTopK: "softmax then top k", cgo.MoETopKSoftmax: "top k then softmax",
+		cgo.MoESigmoidTopK: "sigmoid", cgo.MoETopKSigmoid: "top k, sigmoid weight"}[r.Mode]
+	s := fmt.Sprintf("top %d of %d, %s", r.TopK, r.Experts, how)
+	if r.Groups > 1 {
+		s += fmt.Sprintf(", %d of %d groups", r.GroupsKept, r.Groups)
+	}
+	if r.Renormalize && r.Mode != cgo.MoETopKSoftmax {
+		s += ", renormalised"
+	}
+	if r.Scaling != 0 && r.Scaling != 1 {
+		s += fmt.Sprintf(", x%g", r.Scaling)
+	}
+	return s
 }

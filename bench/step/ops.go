@@ -120,7 +120,9 @@ func (o Op) String() string {
 	case o.RMSNorm != nil:
 		size = fmt.Sprintf("[%d x %d]", o.RMSNorm.Batch, o.RMSNorm.Hidden)
 	case o.GatedAct != nil:
-		size = fmt.Sprintf("[%d x %d]", o.GatedAct.Batch, o.GatedAct.FFN)
+		size = fmt.Sprintf("[%d x %d] %v", o.GatedAct.Batch, o.GatedAct.FFN, o.GatedAct.Activation)
+	case o.MoERoute != nil:
+		size = routeString(*o.MoERoute)
 	case o.GroupedLinear != nil:
 		g := o.GroupedLinear
 		size = fmt.Sprintf("%d rows over %d experts of [%d x %d]", g.Rows, g.Experts, g.N, g.K)
