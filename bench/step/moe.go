@@ -44,10 +44,17 @@ func (p *Program) routerBias(l int, weight func(int, string, uint64, float32)) {
 
 // moeNotes says how the step's mixture of experts stands beside the model's own.
 func moeNotes(s model.Shape) []string {
-	if s.Family == "gpt_oss" && s.IsMoE() {
-		return []string{"gpt-oss's experts interleave gate and up in the checkpoint; the step's synthetic experts hold [gate | up] (the same bytes and FLOPs)"}
+	if !s.IsMoE() {
+		return nil
 	}
-	return nil
+	var notes []string
+	if s.Family == "gpt_oss" {
+		notes = append(notes, "gpt-oss's experts interleave gate and up in the checkpoint; the step's synthetic experts hold [gate | up] (the same bytes and FLOPs)")
+	}
+	if r, _ := ref.RouterOf(s); r.Mode == ref.MoESigmoidTopK {
+		notes = append(notes, "the router's logits are stored in the activation dtype before the sigmoid routing (DeepSeek-V3's modeling code keeps them fp32)")
+	}
+	return notes
 }
 
 // routeString says what a route op picks: "top 8 of 256, sigmoid, 4 of 8 groups, renormalised,
