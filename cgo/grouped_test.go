@@ -65,6 +65,9 @@ func groupedCases() []groupedCase {
 		{name: "experts128 rows256 all in one n130 k136", counts: oneExpert(128, 126, 256), n: 130, k: 136, dtype: bf, bias: true, shortW: true},
 		{name: "experts3 rows33 uncovered n130 k136", counts: groupedCounts(3, 30, 5), uncovered: 3, n: 130, k: 136, dtype: fp},
 		{name: "experts8 rows1 one expert n130 k136", counts: oneExpert(8, 7, 1), n: 130, k: 136, dtype: bf, bias: true},
+		// Kimi-K2's 384: experts past 255 need the chunk's 9-bit expert field
+		{name: "experts384 rows40 n7 k136", counts: groupedCounts(384, 40, 8), n: 7, k: 136, dtype: bf, bias: true},
+		{name: "experts384 rows9 all in 383 n130 k8", counts: oneExpert(384, 383, 9), n: 130, k: 8, dtype: fp},
 		// 8 rows or more a touched expert on average: the tensor-core kernel (the ones above with
 		// 33x2 rows over 8 experts, 256x8 over 128 and 33 over 3 run it too).
 		{name: "mma experts3 rows40 all in one n4099 k136", counts: oneExpert(3, 2, 40), n: 4099, k: 136, dtype: fp, bias: true},
@@ -191,8 +194,8 @@ func TestGroupedLinearBadParams(t *testing.T) {
 	}{
 		{"rows 0", func(p *cgo.GroupedLinearParams) { p.Rows = 0 }, "rows=0 out of range 1..16384"},
 		{"rows past the limit", func(p *cgo.GroupedLinearParams) { p.Rows = 16385 }, "rows=16385 out of range"},
-		{"experts 0", func(p *cgo.GroupedLinearParams) { p.Experts = 0 }, "experts=0 out of range 1..256"},
-		{"experts 257", func(p *cgo.GroupedLinearParams) { p.Experts = 257 }, "experts=257 out of range"},
+		{"experts 0", func(p *cgo.GroupedLinearParams) { p.Experts = 0 }, "experts=0 out of range 1..384"},
+		{"experts 385", func(p *cgo.GroupedLinearParams) { p.Experts = 385 }, "experts=385 out of range"},
 		{"n 0", func(p *cgo.GroupedLinearParams) { p.N = 0 }, "n=0 out of range"},
 		{"k 12", func(p *cgo.GroupedLinearParams) { p.K = 12 }, "k=12 must be a positive multiple of 8"},
 		{"k 0", func(p *cgo.GroupedLinearParams) { p.K = 0 }, "k=0 must be a positive multiple of 8"},

@@ -137,8 +137,9 @@ func (d *Device) RopeKVAppend(p RopeAppendParams) error {
 type Activation int32
 
 const (
-	ActSiLU     Activation = C.DB_ACT_SILU      // silu(gate) * up
-	ActGeLUTanh Activation = C.DB_ACT_GELU_TANH // gelu_tanh(gate) * up (Gemma)
+	ActSiLU        Activation = C.DB_ACT_SILU         // silu(gate) * up
+	ActGeLUTanh    Activation = C.DB_ACT_GELU_TANH    // gelu_tanh(gate) * up (Gemma)
+	ActSwiGLUClamp Activation = C.DB_ACT_SWIGLU_CLAMP // gpt-oss: (clamp(up) + 1) g sigmoid(alpha g), g = min(gate, limit)
 )
 
 func (a Activation) String() string {
@@ -147,6 +148,8 @@ func (a Activation) String() string {
 		return "silu"
 	case ActGeLUTanh:
 		return "gelu_tanh"
+	case ActSwiGLUClamp:
+		return "swiglu_clamp"
 	}
 	return fmt.Sprintf("activation(%d)", int32(a))
 }
@@ -157,6 +160,8 @@ type GatedActParams struct {
 	Batch, FFN  int
 	Activation  Activation
 	DType       DType
+	// ActSwiGLUClamp: the clamp (gpt-oss's swiglu_limit, 7) and the sigmoid's slope (1.702).
+	Limit, Alpha float32
 }
 
 // GatedAct applies the gated activation.
@@ -164,6 +169,7 @@ func (d *Device) GatedAct(p GatedActParams) error {
 	const op = "db_gated_act"
 	var c C.db_gated_act_params
 	c.gate_up, c.out, c.activation, c.dtype = C.uint64_t(p.GateUp), C.uint64_t(p.Out), C.int32_t(p.Activation), C.int32_t(p.DType)
+	c.limit, c.alpha = C.float(p.Limit), C.float(p.Alpha)
 	if err := int32s(op, "batch", p.Batch, &c.batch, "ffn", p.FFN, &c.ffn); err != nil {
 		return err
 	}
@@ -237,15 +243,25 @@ type MoERouting int32
 const (
 	MoESoftmaxTopK MoERouting = C.DB_MOE_SOFTMAX_TOPK // softmax over all experts, then top k
 	MoETopKSoftmax MoERouting = C.DB_MOE_TOPK_SOFTMAX // top k of the logits, softmax over those k
+	MoESigmoidTopK MoERouting = C.DB_MOE_SIGMOID_TOPK // DeepSeek-V3: sigmoid, bias for the choice, group limit
+	MoETopKSigmoid MoERouting = C.DB_MOE_TOPK_SIGMOID // Llama 4: top k of the logits, weight sigmoid(logit)
 )
+
+// MoEMaxGroups is the most expert groups db_moe_route's group limit takes.
+const MoEMaxGroups = C.DB_MOE_MAX_GROUPS
 
 // MoERouteParams mirrors db_moe_route_params.
 type MoERouteParams struct {
 	Logits, TopKIDs, TopKWeights uint64 // [Batch x Experts], int32 [Batch x TopK], f32 [Batch x TopK]
 	Batch, Experts, TopK         int
 	Mode                         MoERouting
-	Renormalize                  bool // SoftmaxTopK: divide the k weights by their sum
+	Renormalize                  bool // SoftmaxTopK, SigmoidTopK: divide the k weights by their sum
 	DType                        DType
+	// SigmoidTopK: CorrectionBias (f32 [Experts], 0 for none) joins the scores for the choice
+	// only; Groups (0 or 1: no limit) and GroupsKept limit the choice to the best groups.
+	CorrectionBias     uint64
+	Groups, GroupsKept int
+	Scaling            float32 // the weights times it (routed_scaling_factor); 0 means 1
 }
 
 // MoERoute picks each token's experts and weights.
@@ -257,7 +273,9 @@ func (d *Device) MoERoute(p MoERouteParams) error {
 	if p.Renormalize {
 		c.renormalize = 1
 	}
-	if err := int32s(op, "batch", p.Batch, &c.batch, "experts", p.Experts, &c.experts, "top_k", p.TopK, &c.top_k); err != nil {
+	c.correction_bias, c.scaling = C.uint64_t(p.CorrectionBias), C.float(p.Scaling)
+	if err := int32s(op, "batch", p.Batch, &c.batch, "experts", p.Experts, &c.experts, "top_k", p.TopK, &c.top_k,
+		"groups", p.Groups, &c.groups, "groups_kept", p.GroupsKept, &c.groups_kept); err != nil {
 		return err
 	}
 	return d.Do(func() error { return d.check(op, C.dbshim_moe_route(d.lib.api, d.ctx, &c)) })
@@ -273,6 +291,9 @@ type MoEGroupParams struct {
 	Batch, TopK, Experts        int
 	Hidden                      int
 	DType                       DType
+	// RowWeights, optional (f32 [Batch·TopK]): each gathered row is multiplied by its slot's
+	// weight and rounded (Llama 4 weighs the experts' input); 0 copies.
+	RowWeights uint64
 }
 
 // MoEGroup groups the slots by expert.
@@ -281,7 +302,7 @@ func (d *Device) MoEGroup(p MoEGroupParams) error {
 	var c C.db_moe_group_params
 	c.topk_ids, c.expert_counts, c.expert_offsets = C.uint64_t(p.TopKIDs), C.uint64_t(p.ExpertCounts), C.uint64_t(p.ExpertOffsets)
 	c.sorted_slots, c.slot_rows, c.x, c.x_sorted = C.uint64_t(p.SortedSlots), C.uint64_t(p.SlotRows), C.uint64_t(p.X), C.uint64_t(p.XSorted)
-	c.dtype = C.int32_t(p.DType)
+	c.dtype, c.row_weights = C.int32_t(p.DType), C.uint64_t(p.RowWeights)
 	if err := int32s(op, "batch", p.Batch, &c.batch, "top_k", p.TopK, &c.top_k, "experts", p.Experts, &c.experts,
 		"hidden", p.Hidden, &c.hidden); err != nil {
 		return err
@@ -289,7 +310,8 @@ func (d *Device) MoEGroup(p MoEGroupParams) error {
 	return d.Do(func() error { return d.check(op, C.dbshim_moe_group(d.lib.api, d.ctx, &c)) })
 }
 
-// MoECombineParams mirrors db_moe_combine_params: Out[t] = Σ_j w[t,j]·YSorted[SlotRows[t·TopK+j]].
+// MoECombineParams mirrors db_moe_combine_params: Out[t] = Σ_j w[t,j]·YSorted[SlotRows[t·TopK+j]]
+// (every w 1 when TopKWeights is 0).
 type MoECombineParams struct {
 	YSorted, SlotRows, TopKWeights, Out uint64
 	Batch, TopK, Hidden                 int

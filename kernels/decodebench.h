@@ -22,8 +22,10 @@ extern "C" {
 #endif
 
 /* 2: db_linear_params grew the quantized-weight fields (scales, zeros, weight_format,
- * group_size); a caller built for 1 would pass a shorter struct. */
-#define DB_ABI_VERSION 2
+ * group_size); a caller built for 1 would pass a shorter struct.
+ * 3: db_moe_route_params grew the sigmoid routing's fields (correction_bias, groups,
+ * groups_kept, scaling) and db_moe_group_params the gather's row_weights. */
+#define DB_ABI_VERSION 3
 
 /* ---- the kernels' limits ---------------------------------------------------------------------
  * The one definition of every shape limit the kernels have: the planners check them, and Go
@@ -420,7 +422,8 @@ int db_empty_kernel(db_context *ctx, int32_t launches);
 
 #define DB_SMALLOP_VECTOR 8         /* elements per 16-byte access: hidden, ffn, n multiples */
 #define DB_SMALLOP_MAX_HIDDEN 32768 /* db_rmsnorm: one block keeps a row in registers */
-#define DB_MOE_MAX_EXPERTS 256
+#define DB_MOE_MAX_EXPERTS 384 /* Kimi-K2 */
+#define DB_MOE_MAX_GROUPS 32   /* db_moe_route's expert groups: one lane each */
 #define DB_MOE_MAX_TOP_K 16
 
 /* out[b, :] = round(table[ids[b], :] * scale) (a plain copy when scale is 0 or 1; Gemma scales
@@ -506,7 +509,11 @@ int db_rope_kv_append(db_context *ctx, const db_rope_append_params *p);
  * up = gate_up[b, ffn:2 ffn], out[b, :] = round(act(gate) * up), computed in fp32. */
 enum {
   DB_ACT_SILU = 0,      /* silu(g) = g / (1 + exp(-g)): Llama, Mistral, Qwen */
-  DB_ACT_GELU_TANH = 1  /* 0.5 g (1 + tanh(sqrt(2/pi) (g + 0.044715 g^3))): Gemma */
+  DB_ACT_GELU_TANH = 1, /* 0.5 g (1 + tanh(sqrt(2/pi) (g + 0.044715 g^3))): Gemma */
+  DB_ACT_SWIGLU_CLAMP = 2 /* gpt-oss: g' = min(g, limit), u' = clamp(u, -limit, limit),
+                             out = (u' + 1) g' sigmoid(alpha g') (alpha 1.702, limit
+                             swiglu_limit = 7); gpt-oss interleaves gate and up in its
+                             checkpoint, which a loader de-interleaves into this layout */
 };
 typedef struct {
   uint64_t gate_up;       /* [batch, 2 * ffn], dtype */
@@ -515,6 +522,7 @@ typedef struct {
   int32_t ffn;            /* a multiple of 8 */
   int32_t activation;     /* DB_ACT_* */
   int32_t dtype;
+  float limit, alpha;     /* SWIGLU_CLAMP: both > 0 (finite); the other activations ignore them */
 } db_gated_act_params;
 int db_gated_act(db_context *ctx, const db_gated_act_params *p);
 
@@ -557,7 +565,17 @@ int db_argmax(db_context *ctx, const db_argmax_params *p);
 enum {
   DB_MOE_SOFTMAX_TOPK = 0, /* softmax over all experts, then the top k of the probabilities
                               (Mixtral, Qwen-MoE, OLMoE; renormalise for norm_topk_prob) */
-  DB_MOE_TOPK_SOFTMAX = 1  /* top k of the logits, then a softmax over those k */
+  DB_MOE_TOPK_SOFTMAX = 1, /* top k of the logits, then a softmax over those k (gpt-oss) */
+  DB_MOE_SIGMOID_TOPK = 2, /* DeepSeek-V3, Kimi-K2, GLM-4.5 (noaux_tc): scores s = sigmoid(logit);
+                              the choice is on s + correction_bias, limited to the groups_kept
+                              of groups expert groups with the largest sums of their two best
+                              biased scores (the other groups' experts are never chosen); the
+                              weights are the chosen s, divided by their sum (+ 1e-20) when
+                              renormalize */
+  DB_MOE_TOPK_SIGMOID = 3  /* Llama 4: top k of the logits, weight sigmoid(logit) rounded to
+                              dtype; Llama 4 scales each expert's input by it (db_moe_group's
+                              row_weights) and sums the outputs unweighted (db_moe_combine
+                              without topk_weights) */
 };
 typedef struct {
   uint64_t logits;        /* [batch, experts], dtype */
@@ -567,8 +585,15 @@ typedef struct {
   int32_t experts;        /* 1..DB_MOE_MAX_EXPERTS */
   int32_t top_k;          /* 1..min(experts, DB_MOE_MAX_TOP_K) */
   int32_t mode;           /* DB_MOE_* */
-  int32_t renormalize;    /* SOFTMAX_TOPK: 1 divides the k weights by their sum */
+  int32_t renormalize;    /* SOFTMAX_TOPK, SIGMOID_TOPK: 1 divides the k weights by their sum */
   int32_t dtype;
+  uint64_t correction_bias; /* SIGMOID_TOPK: f32 [experts] added to the scores for the choice
+                               alone (e_score_correction_bias), or 0 for none */
+  int32_t groups;         /* SIGMOID_TOPK: expert groups (n_group), 0 or 1 for no limit; else
+                             2..DB_MOE_MAX_GROUPS dividing experts into groups of 2 or more */
+  int32_t groups_kept;    /* topk_group: 1..groups, enough groups for top_k experts */
+  float scaling;          /* every mode: the weights are multiplied by it at the end
+                             (routed_scaling_factor); 0 means 1 */
 } db_moe_route_params;
 int db_moe_route(db_context *ctx, const db_moe_route_params *p);
 
@@ -585,13 +610,16 @@ typedef struct {
   int32_t batch, top_k, experts;
   int32_t hidden;         /* the gather's row length, a multiple of 8 */
   int32_t dtype;
+  uint64_t row_weights;   /* optional f32 [batch * top_k]: x_sorted[r] = round(x[token] *
+                             row_weights[slot]) (Llama 4 weighs the experts' input); 0: a copy */
 } db_moe_group_params;
 int db_moe_group(db_context *ctx, const db_moe_group_params *p);
 
 typedef struct {
   uint64_t y_sorted;      /* [batch * top_k, hidden], dtype: the expert outputs in expert order */
   uint64_t slot_rows;     /* int32 [batch * top_k] (from db_moe_group); -1 contributes nothing */
-  uint64_t topk_weights;  /* f32 [batch, top_k] */
+  uint64_t topk_weights;  /* f32 [batch, top_k], or 0: every weight 1 (Llama 4, whose weights
+                             scaled the experts' input) */
   uint64_t out;           /* [batch, hidden], dtype */
   int32_t batch, top_k;
   int32_t hidden;         /* a multiple of 8 */

@@ -39,7 +39,7 @@ constexpr int kGlExpertsPerLane = DB_MOE_MAX_EXPERTS / 32;
 constexpr int kGlMaxRows = DB_MAX_BATCH * DB_MOE_MAX_TOP_K;
 constexpr int kGlMaxTiles = 65535;  // gridDim.y
 static_assert(kGlRowsPerWarp * kGlChunkRows == 32, "the reduce-scatter gives one sum a lane");
-static_assert(kGlMaxRows < (1 << 15) && DB_MOE_MAX_EXPERTS <= 256, "the chunk's packing");
+static_assert(kGlMaxRows < (1 << 15) && DB_MOE_MAX_EXPERTS <= 512, "the chunk's packing");
 // The tensor-core kernel: chunks of 16 rows (the mma's M), 16 W rows (two n8 tiles) a warp.
 constexpr int kGmChunkRows = 16;
 constexpr int kGmTilesN = 2;
@@ -67,7 +67,7 @@ DB_DEVICE float gl_dot8(uint4 w, uint4 x, float acc) {
 
 // The chunk of this block: expert, first row and rows (0: no chunk, the block exits). Each
 // expert's rows are its offsets clamped to [0, rows], so a wrong offset never reads outside x
-// or writes outside y. The owning lane packs its answer, expert | row0 << 8 | rows << 23, and a
+// or writes outside y. The owning lane packs its answer, expert | row0 << 9 | rows << 24, and a
 // warp sum hands it to every lane (the other lanes add 0).
 struct GlChunk {
   int expert, row0, rows;
@@ -104,13 +104,13 @@ DB_DEVICE GlChunk gl_find_chunk(const int32_t *__restrict__ offsets, int experts
       if (packed == 0 && chunk < at + chunks[j]) {
         const int row0 = begin[j] + (chunk - at) * ChunkRows;
         const int rows = db_min(ChunkRows, end[j] - row0);
-        packed = (unsigned)(e0 + j) | (unsigned)row0 << 8 | (unsigned)rows << 23;
+        packed = (unsigned)(e0 + j) | (unsigned)row0 << 9 | (unsigned)rows << 24;
       }
       at += chunks[j];
     }
   }
   packed = db_warp_sum(packed);
-  return GlChunk{(int)(packed & 0xffu), (int)(packed >> 8 & 0x7fffu), (int)(packed >> 23)};
+  return GlChunk{(int)(packed & 0x1ffu), (int)(packed >> 9 & 0x7fffu), (int)(packed >> 24)};
 }
 
 // One step of the butterfly reduce-scatter and the ones after it (H = 16, 8, .., 1, by

@@ -104,9 +104,17 @@ DB_DEVICE float so_gelu_tanh(float g) {
   return 0.5f * g * (1.0f + tanhf(k0 * (g + 0.044715f * g * g * g)));
 }
 
+/* gpt-oss's clamped SwiGLU. The clamps are comparisons, not fminf/fmaxf, so that a NaN gate or
+ * up stays NaN (as torch.clamp keeps it) instead of becoming the limit. */
+DB_DEVICE float so_swiglu_clamp(float g, float u, float limit, float alpha) {
+  g = g > limit ? limit : g;
+  u = u > limit ? limit : (u < -limit ? -limit : u);
+  return (u + 1.0f) * (g / (1.0f + expf(-alpha * g)));
+}
+
 template <class T, int Act>
 __global__ void __launch_bounds__(kElemThreads)
-    gated_act_kernel(const uint4 *gate_up, uint4 *out, int batch, int chunks) {
+    gated_act_kernel(const uint4 *gate_up, uint4 *out, int batch, int chunks, float limit, float alpha) {
   const long long total = (long long)batch * chunks;
   for (long long i = (long long)blockIdx.x * blockDim.x + threadIdx.x; i < total;
        i += (long long)gridDim.x * blockDim.x) {
@@ -117,7 +125,12 @@ __global__ void __launch_bounds__(kElemThreads)
     so_unpack8<T>(gv, g);
     so_unpack8<T>(uv, u);
     DB_UNROLL
-    for (int e = 0; e < 8; ++e) g[e] = (Act == DB_ACT_SILU ? so_silu(g[e]) : so_gelu_tanh(g[e])) * u[e];
+    for (int e = 0; e < 8; ++e) {
+      if constexpr (Act == DB_ACT_SWIGLU_CLAMP)
+        g[e] = so_swiglu_clamp(g[e], u[e], limit, alpha);
+      else
+        g[e] = (Act == DB_ACT_SILU ? so_silu(g[e]) : so_gelu_tanh(g[e])) * u[e];
+    }
     db_st_v4(out + i, so_pack8<T>(g));
   }
 }
@@ -220,9 +233,14 @@ extern "C" int db_gated_act(db_context *ctx, const db_gated_act_params *p) {
     DB_CHECK(so_check_dtype(fn, p->dtype));
     if (p->batch < 1) return db_fail(DB_ERR_INVALID_ARGUMENT, "%s: batch %d must be >= 1", fn, p->batch);
     DB_CHECK(so_check_row(fn, "ffn", p->ffn));
-    if (p->activation != DB_ACT_SILU && p->activation != DB_ACT_GELU_TANH)
-      return db_fail(DB_ERR_INVALID_ARGUMENT, "%s: activation %d unknown (want DB_ACT_SILU 0 or DB_ACT_GELU_TANH 1)",
-                     fn, p->activation);
+    if (p->activation != DB_ACT_SILU && p->activation != DB_ACT_GELU_TANH && p->activation != DB_ACT_SWIGLU_CLAMP)
+      return db_fail(DB_ERR_INVALID_ARGUMENT,
+                     "%s: activation %d unknown (want DB_ACT_SILU 0, DB_ACT_GELU_TANH 1 or DB_ACT_SWIGLU_CLAMP 2)", fn,
+                     p->activation);
+    if (p->activation == DB_ACT_SWIGLU_CLAMP && !(p->limit > 0.0f && p->limit <= 3.0e38f && p->alpha > 0.0f &&
+                                                  p->alpha <= 3.0e38f))
+      return db_fail(DB_ERR_INVALID_ARGUMENT, "%s: SWIGLU_CLAMP limit %g and alpha %g must be finite and > 0", fn,
+                     (double)p->limit, (double)p->alpha);
     DB_CHECK(so_check_ptr(fn, "gate_up", p->gate_up, 16));
     DB_CHECK(so_check_ptr(fn, "out", p->out, 16));
     const int chunks = p->ffn / kVec;
@@ -230,15 +248,16 @@ extern "C" int db_gated_act(db_context *ctx, const db_gated_act_params *p) {
     auto in = reinterpret_cast<const uint4 *>(p->gate_up);
     auto out = reinterpret_cast<uint4 *>(p->out);
     const bool bf16 = p->dtype == DB_DTYPE_BF16;
-    if (p->activation == DB_ACT_SILU)
-      return bf16 ? DB_LAUNCH((gated_act_kernel<__nv_bfloat16, DB_ACT_SILU>), dim3(blocks), dim3(kElemThreads), 0,
-                              ctx->stream, in, out, p->batch, chunks)
-                  : DB_LAUNCH((gated_act_kernel<__half, DB_ACT_SILU>), dim3(blocks), dim3(kElemThreads), 0,
-                              ctx->stream, in, out, p->batch, chunks);
-    return bf16 ? DB_LAUNCH((gated_act_kernel<__nv_bfloat16, DB_ACT_GELU_TANH>), dim3(blocks), dim3(kElemThreads),
-                            0, ctx->stream, in, out, p->batch, chunks)
-                : DB_LAUNCH((gated_act_kernel<__half, DB_ACT_GELU_TANH>), dim3(blocks), dim3(kElemThreads), 0,
-                            ctx->stream, in, out, p->batch, chunks);
+    const float limit = p->limit, alpha = p->alpha;
+#define SO_GATED_ACT(ACT)                                                                                        \
+  (bf16 ? DB_LAUNCH((gated_act_kernel<__nv_bfloat16, ACT>), dim3(blocks), dim3(kElemThreads), 0, ctx->stream, in, \
+                    out, p->batch, chunks, limit, alpha)                                                          \
+        : DB_LAUNCH((gated_act_kernel<__half, ACT>), dim3(blocks), dim3(kElemThreads), 0, ctx->stream, in, out,   \
+                    p->batch, chunks, limit, alpha))
+    if (p->activation == DB_ACT_SILU) return SO_GATED_ACT(DB_ACT_SILU);
+    if (p->activation == DB_ACT_GELU_TANH) return SO_GATED_ACT(DB_ACT_GELU_TANH);
+    return SO_GATED_ACT(DB_ACT_SWIGLU_CLAMP);
+#undef SO_GATED_ACT
   });
 }
 

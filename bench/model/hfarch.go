@@ -53,11 +53,12 @@ func (c hfConfig) truthy(key string) bool {
 //     attn_scale (Llama 4's query scaling in its no-rotary layers), final_logit_softcapping and
 //     attn_logit_softcapping (Gemma 2's tanh caps): one scalar or elementwise op on data a step
 //     already reads;
-//   - scoring_func, n_group, topk_group, topk_method, norm_topk_prob, routed_scaling_factor,
-//     router_jitter_noise, input_jitter_noise: which experts a router picks and how their
-//     outputs are weighted, not how many run (expert bytes follow ExpectedDistinctExperts);
-//   - swiglu_limit (gpt-oss's clamp), hidden_act and hidden_activation: the activation of a
-//     gated MLP whose matrices are counted either way;
+//   - topk_method, router_jitter_noise, input_jitter_noise: training-time details of a router
+//     (scoring_func, n_group, topk_group, norm_topk_prob, routed_scaling_factor and swiglu_limit
+//     are read, by routing.go, for the step's routing and activation; the expert bytes follow
+//     ExpectedDistinctExperts either way);
+//   - hidden_act and hidden_activation: the activation of a gated MLP whose matrices are
+//     counted either way;
 //   - rms_norm_eps, initializer_range, router_aux_loss_coef, output_router_logits,
 //     attention_dropout, use_cache, pretraining_tp, ep_size, token ids and the like: training
 //     or serving settings.
@@ -369,7 +370,7 @@ func (c hfConfig) experts(arch hfArch, s *Shape) error {
 			moeQwen3: "num_experts", moeDeepSeek: "n_routed_experts"}[arch.moe]
 		return c.errorf("num_experts_per_tok = %d exceeds %s = %d", s.ExpertsPerToken, key, s.Experts)
 	}
-	return nil
+	return c.routing(arch, s)
 }
 
 // partialRotary reads partial_rotary_factor (def when absent: GLM-4.5's transformers default

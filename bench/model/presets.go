@@ -55,6 +55,15 @@ func deepseekV3(family, name string, qHeads, experts, denseLayers, vocab int, pu
 	s.DenseLayers, s.DenseFFN, s.RouterBias = denseLayers, 18432, true
 	s.QLoRARank, s.KVLoRARank, s.RoPEHeadDim, s.VHeadDim = 1536, 512, 64, 128
 	s.Quant = &Quantization{Method: QuantFP8, Bits: 8, BlockN: 128, BlockK: 128}
+	// noaux_tc routing: sigmoid scores, the correction bias for the choice, 4 of 8 groups
+	// (DeepSeek-V3; Kimi-K2's one group is no limit), the weights renormalised times 2.5
+	// (Kimi-K2's config: 2.827)
+	s.RouterScoring, s.RoutedScaling = "sigmoid", 2.5
+	if experts == 256 {
+		s.ExpertGroups, s.GroupsKept = 8, 4
+	} else {
+		s.RoutedScaling = 2.827
+	}
 	return s
 }
 
@@ -64,7 +73,7 @@ func deepseekV3(family, name string, qHeads, experts, denseLayers, vocab int, pu
 func gptOSS(name string, layers, experts int, published float64) Shape {
 	s := dense("gpt_oss", name, 2880, 0, layers, 64, 8, 64, 201088, false, published)
 	s.AttnBias, s.OProjBias, s.MLPBias, s.RouterBias, s.AttentionSinks = true, true, true, true, true
-	s.Experts, s.ExpertsPerToken, s.ExpertFFN = experts, 4, 2880
+	s.Experts, s.ExpertsPerToken, s.ExpertFFN, s.SwiGLULimit = experts, 4, 2880, 7
 	s.Quant = &Quantization{Method: QuantMXFP4, Bits: 4, GroupSize: 32, AttentionKept: true}
 	return windowed(s, 128, (layers+1)/2)
 }
@@ -184,6 +193,7 @@ func Presets() []Shape {
 func llama4Scout() Shape {
 	s := dense("llama4_text", "Llama-4-Scout", 5120, 8192, 48, 40, 8, 128, 202048, false, 0)
 	s.Experts, s.ExpertsPerToken, s.ExpertFFN = 16, 1, 8192
+	s.RouterScoring, s.RawTopKWeights = "sigmoid", true // sigmoid(logit) of the top 1, on the expert's input
 	s.AttentionChunk, s.ChunkedLayers, s.NoRoPELayers, s.QKNorm = 8192, 36, 12, "l2"
 	s.LeftOut = "vision tower and multimodal projector (llama4's text_config read)"
 	return s

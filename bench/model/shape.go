@@ -49,6 +49,22 @@ type Shape struct {
 	DenseFFN    int  `json:"dense_ffn,omitempty"`
 	RouterBias  bool `json:"router_bias,omitempty"` // a bias per expert on the router (gpt-oss; DeepSeek's e_score_correction_bias)
 
+	// How the router picks and weighs the experts (routing.go; the zero values are Mixtral's
+	// softmax over the top k). RouterScoring "sigmoid" scores each expert by the sigmoid of its
+	// logit (DeepSeek-V3, Kimi-K2, GLM-4.5's scoring_func; Llama 4); RouterBias is then the
+	// e_score_correction_bias, added to the scores for the choice only. ExpertGroups > 1 limits
+	// the choice to the GroupsKept groups whose two best scores sum highest (n_group,
+	// topk_group). RawTopKWeights: the chosen weights are not divided by their sum
+	// (norm_topk_prob false; Llama 4). RoutedScaling multiplies them (routed_scaling_factor; 0
+	// means 1). SwiGLULimit is gpt-oss's clamp of its SwiGLU (swiglu_limit; the family implies
+	// the clamped activation).
+	RouterScoring  string  `json:"router_scoring,omitempty"`
+	ExpertGroups   int     `json:"expert_groups,omitempty"`
+	GroupsKept     int     `json:"groups_kept,omitempty"`
+	RawTopKWeights bool    `json:"raw_topk_weights,omitempty"`
+	RoutedScaling  float64 `json:"routed_scaling,omitempty"`
+	SwiGLULimit    float64 `json:"swiglu_limit,omitempty"`
+
 	// Chunked attention (Llama 4): ChunkedLayers of the layers attend only to the tokens of the
 	// current chunk of AttentionChunk positions, ((context-1) mod AttentionChunk) + 1 of them.
 	AttentionChunk int `json:"attention_chunk,omitempty"`
@@ -221,6 +237,8 @@ func (s Shape) Validate() error {
 		return bad("RotaryDim = %d: want 0 (the whole head) up to HeadDim = %d", s.RotaryDim, s.HeadDim)
 	case s.QKNorm != "" && s.QKNorm != "rms" && s.QKNorm != "l2":
 		return bad("QKNorm = %q: accepted are \"\" (none), rms and l2", s.QKNorm)
+	case s.routingProblem() != "":
+		return bad("%s", s.routingProblem())
 	}
 	if s.IsMLA() {
 		switch {

@@ -54,15 +54,19 @@ type StepArch struct {
 	UnitOffset     bool    // norms multiply by 1 + weight (Gemma)
 	Activation     Activation
 	PostNorms      bool // Gemma 2 and 3: a norm after attention and one after the MLP (4 a layer)
-	Routing        MoERouting
-	Renormalize    bool // SoftmaxTopK: the k weights divided by their sum
+	// Router is the mixture of experts' routing (its Bias, the correction bias, is per layer);
+	// WeighInput: the weights scale each expert's input and the outputs sum unweighted (Llama
+	// 4). See RouterOf.
+	Router     MoERouter
+	WeighInput bool
+	// SwiGLULimit is ActSwiGLUClamp's limit (gpt-oss's swiglu_limit).
+	SwiGLULimit float64
 }
 
 // ArchOf gives the step's treatment of s, or an error naming the feature the step does not
 // implement: multi-head latent attention, soft-capping (Gemma 2), LayerNorm with a bias, a
 // non-gated MLP, the unweighted l2 QK-norm, quantized experts and weight formats no kernel
-// takes (StepQuantRefusal), gpt-oss's clamped SwiGLU, and
-// routers that are not a softmax (Llama 4's and GLM-4.5's sigmoid, PhiMoE's sparsemixer).
+// takes (StepQuantRefusal), and PhiMoE's sparsemixer router.
 func ArchOf(s model.Shape) (StepArch, error) {
 	refuse := func(feature string) (StepArch, error) {
 		return StepArch{}, fmt.Errorf("model %s: %s is not implemented by the step", s.Name, feature)
@@ -80,26 +84,22 @@ func ArchOf(s model.Shape) (StepArch, error) {
 		return refuse("QK-norm \"l2\" (Llama 4's unweighted norm)")
 	case StepQuantRefusal(s) != "":
 		return refuse(StepQuantRefusal(s))
-	case s.Family == "gpt_oss":
-		return refuse("gpt-oss's clamped SwiGLU (alpha 1.702, limit 7, up + 1)")
 	}
-	a := StepArch{EmbeddingScale: 1, Activation: ActSiLU, Routing: MoESoftmaxTopK, Renormalize: true}
+	a := StepArch{EmbeddingScale: 1, Activation: ActSiLU}
 	switch s.Family {
 	case "gemma", "gemma3_text":
 		a.EmbeddingScale = float32(math.Sqrt(float64(s.Hidden)))
 		a.UnitOffset, a.Activation = true, ActGeLUTanh
 		a.PostNorms = s.NormsPerLayer() == 4
 	}
+	if s.Family == "gpt_oss" {
+		a.Activation, a.SwiGLULimit = ActSwiGLUClamp, GptOSSLimit(s)
+	}
 	if s.IsMoE() {
-		switch s.Family {
-		case "llama4_text":
-			return refuse("Llama 4's sigmoid top-k routing")
-		case "glm4_moe", "deepseek_v3", "kimi_k2":
-			return refuse(s.Family + "'s sigmoid routing with a score-correction bias")
-		case "phimoe":
+		if s.Family == "phimoe" {
 			return refuse("PhiMoE's sparsemixer routing")
 		}
-		// Mixtral and Qwen3-MoE (norm_topk_prob) renormalise the top k; custom shapes follow them.
+		a.Router, a.WeighInput = RouterOf(s)
 	}
 	return a, nil
 }
@@ -172,7 +172,7 @@ type layerWeights struct {
 	qkv, qkvBias, qNorm, kNorm       []float32
 	o, oBias, sinks                  []float32
 	gateUp, gateUpBias, down, dBias  []float32 // dense MLP, or shared experts in an MoE layer
-	router, routerBias               []float32
+	router, routerBias, corrBias     []float32 // corrBias: sigmoid routing's correction bias (f32)
 	expUp, expUpBias, expDown, expDB []float32
 }
 
@@ -298,7 +298,9 @@ func (f *Forward) fill(base uint64) {
 		if ly.MoE {
 			e, effn := s.Experts, s.ExpertFFN
 			w.router = get(l, TensorRouter, LinearWeightScale(h), e*h)
-			if s.RouterBias {
+			if CorrectionBias(s) {
+				w.corrBias = Fill(F32, TensorSeed(base, l, TensorRouterBias), BiasScale, e)
+			} else if s.RouterBias {
 				w.routerBias = get(l, TensorRouterBias, BiasScale, e)
 			}
 			w.expUp = get(l, TensorExpertUp, LinearWeightScale(h), e*2*effn*h)
@@ -487,37 +489,20 @@ func (f *Forward) ropeRows(x vec, pos int) vec {
 	return y
 }
 
-// actDerivative is d act(g) / dg.
-func actDerivative(act Activation, g float64) float64 {
-	if act == ActGeLUTanh {
-		c := math.Sqrt(2 / math.Pi)
-		t := math.Tanh(c * (g + 0.044715*g*g*g))
-		return 0.5*(1+t) + 0.5*g*(1-t*t)*c*(1+3*0.044715*g*g)
-	}
-	sig := 1 / (1 + math.Exp(-g))
-	return sig * (1 + g*(1-sig))
-}
-
 // gatedAct is db_gated_act on rows of [gate (ffn), up (ffn)].
 func (f *Forward) gatedAct(gu vec, ffn int) vec {
-	want, kernel := GatedAct(f.d, f.arch.Activation, gu.v, ffn)
+	act, limit, alpha := f.arch.Activation, f.arch.SwiGLULimit, SwiGLUAlpha
+	want, kernel := GatedActClamp(f.d, act, gu.v, ffn, limit, alpha)
 	in := make([]float64, len(want))
 	for b := 0; b < len(want)/ffn; b++ {
 		for i := 0; i < ffn; i++ {
 			g, u := float64(gu.v[b*2*ffn+i]), float64(gu.v[b*2*ffn+ffn+i])
 			sg, su := gu.s[b*2*ffn+i], gu.s[b*2*ffn+ffn+i]
-			a := actValue(f.arch.Activation, g)
-			in[b*ffn+i] = math.Hypot(actDerivative(f.arch.Activation, g)*u*sg, a*su)
+			dg, du := GatedPartials(act, g, u, limit, alpha)
+			in[b*ffn+i] = math.Hypot(dg*sg, du*su)
 		}
 	}
 	return f.store(want, kernel, in)
-}
-
-func actValue(act Activation, g float64) float64 {
-	if act == ActGeLUTanh {
-		return 0.5 * g * (1 + math.Tanh(math.Sqrt(2/math.Pi)*(g+0.044715*g*g*g)))
-	}
-	return g / (1 + math.Exp(-g))
 }
 
 // mlp is a dense gated MLP of width ffn on m.
@@ -653,54 +638,32 @@ func (f *Forward) attention(l int, q vec) vec {
 	return f.store(want, kernel, in)
 }
 
-// moe is layer l's routed experts on m (rows of hidden), combined.
+// moe is layer l's routed experts on m (rows of hidden), combined: the router (its bias on the
+// logits, or the correction bias in the choice), the choice and the weights of the family's
+// router, each expert's gated MLP (on its input times its weight where the family weighs the
+// input), and the weighted sum. A choice too close to call within the logits' sigmas loses the
+// sequence; a forced one (the engine's) must be admissible.
 func (f *Forward) moe(l int, m vec, forced []int32) (vec, error) {
 	w, s := f.layers[l], f.shape
 	e, k, effn, h := s.Experts, s.ExpertsPerToken, s.ExpertFFN, f.hidden
+	r := f.arch.Router
+	r.Bias, r.DType = w.corrBias, f.d
 	logits := f.linear(m, w.router, w.routerBias, e, h, false)
 	out := newVec(f.batch * h)
 	f.routes[l] = make([]int32, f.batch*k)
 	for b := 0; b < f.batch; b++ {
 		lv, ls := logits.v[b*e:(b+1)*e], logits.s[b*e:(b+1)*e]
-		ids, weights, wBounds := MoERoute(lv, e, k, f.arch.Routing, f.arch.Renormalize)
+		ids := r.Choose(lv, k)
 		if forced != nil {
 			ids = forced[b*k : (b+1)*k]
-			if err := f.admissible(l, b, lv, ls, ids); err != nil {
-				return vec{}, err
+			if err := r.Admissible(lv, ls, ids); err != nil {
+				return vec{}, fmt.Errorf("layer %d sequence %d: %v", l, b, err)
 			}
-			weights = routeWeights(lv, ids, f.arch.Routing == MoETopKSoftmax || f.arch.Renormalize)
+		} else if r.Close(lv, ls, ids) {
+			f.lost[b] = true
 		}
 		copy(f.routes[l][b*k:], ids)
-		chosen := make([]bool, e)
-		for _, id := range ids {
-			chosen[id] = true
-		}
-		for _, id := range ids { // every chosen logit clear of every other by BoundSigmas sigmas
-			for x := 0; x < e && forced == nil; x++ {
-				if !chosen[x] && float64(lv[id])-float64(lv[x]) <= BoundSigmas*math.Hypot(ls[id], ls[x]) {
-					f.lost[b] = true
-				}
-			}
-		}
-		// the weights' sigmas: w_j (sigma_j + sum_i p_i sigma_i) over the softmax's support
-		var mean float64
-		if f.arch.Routing == MoETopKSoftmax || f.arch.Renormalize {
-			for j, id := range ids {
-				mean += weights[j] * ls[id]
-			}
-		} else {
-			mx := math.Inf(-1)
-			for _, v := range lv {
-				mx = math.Max(mx, float64(v))
-			}
-			var z float64
-			for x := range lv {
-				z += math.Exp(float64(lv[x]) - mx)
-			}
-			for x := range lv {
-				mean += math.Exp(float64(lv[x])-mx) / z * ls[x]
-			}
-		}
+		weights, wSigma := r.Weights(lv, ids), r.WeightSigmas(lv, ls, ids)
 		mb := vec{m.v[b*h : (b+1)*h], m.s[b*h : (b+1)*h]}
 		ys := newVec(k * h)
 		w32 := make([]float32, k)
@@ -710,11 +673,16 @@ func (f *Forward) moe(l int, m vec, forced []int32) (vec, error) {
 			if w.expUpBias != nil {
 				upBias, downBias = w.expUpBias[x*2*effn:(x+1)*2*effn], w.expDB[x*h:(x+1)*h]
 			}
-			gu := f.linear(mb, w.expUp[x*2*effn*h:(x+1)*2*effn*h], upBias, 2*effn, h, true)
+			in := mb
+			w32[j] = float32(weights[j])
+			if f.arch.WeighInput {
+				in = f.weighRow(mb, w32[j], wSigma[j]+r.WeightBound(weights[j], e, k))
+				w32[j] = 1
+			}
+			gu := f.linear(in, w.expUp[x*2*effn*h:(x+1)*2*effn*h], upBias, 2*effn, h, true)
 			y := f.linear(f.gatedAct(gu, effn), w.expDown[x*h*effn:(x+1)*h*effn], downBias, h, effn, true)
 			copy(ys.v[j*h:], y.v)
 			copy(ys.s[j*h:], y.s)
-			w32[j] = float32(weights[j])
 		}
 		slots := make([]int32, k)
 		for j := range slots {
@@ -724,11 +692,12 @@ func (f *Forward) moe(l int, m vec, forced []int32) (vec, error) {
 		in := make([]float64, h)
 		for i := 0; i < h; i++ {
 			var sq, moved float64
-			for j, id := range ids {
-				e := weights[j] * ys.s[j*h+i]
-				sq += e * e
-				sw := weights[j]*(ls[id]+mean) + wBounds[j]
-				moved += sw * math.Abs(float64(ys.v[j*h+i]))
+			for j := range ids {
+				ey := float64(w32[j]) * ys.s[j*h+i]
+				sq += ey * ey
+				if !f.arch.WeighInput {
+					moved += (wSigma[j] + r.WeightBound(weights[j], e, k)) * math.Abs(float64(ys.v[j*h+i]))
+				}
 			}
 			in[i] = math.Sqrt(sq) + moved
 		}
@@ -739,50 +708,15 @@ func (f *Forward) moe(l int, m vec, forced []int32) (vec, error) {
 	return out, nil
 }
 
-// admissible checks that the experts ids an engine chose for sequence b in layer l are a top k
-// of the router logits lv within their bounds: distinct, in range, and none clearly below an
-// expert left out.
-func (f *Forward) admissible(l, b int, lv []float32, ls []float64, ids []int32) error {
-	chosen := make([]bool, len(lv))
-	for _, id := range ids {
-		if id < 0 || int(id) >= len(lv) || chosen[id] {
-			return fmt.Errorf("layer %d sequence %d: experts %v are not %d distinct experts of 0..%d", l, b, ids, len(ids), len(lv)-1)
-		}
-		chosen[id] = true
+// weighRow is db_moe_group's weighted gather of one row: round(x * w), w's own error sigmaW.
+func (f *Forward) weighRow(x vec, w float32, sigmaW float64) vec {
+	want, kernel, in := make([]float64, len(x.v)), make([]float64, len(x.v)), make([]float64, len(x.v))
+	for i, v := range x.v {
+		want[i] = float64(v) * float64(w)
+		kernel[i] = elementBound(f.d, want[i], 0)
+		in[i] = math.Hypot(float64(w)*x.s[i], float64(v)*sigmaW)
 	}
-	for _, id := range ids {
-		for x := range lv {
-			if !chosen[x] && float64(lv[x])-float64(lv[id]) > BoundSigmas*math.Hypot(ls[id], ls[x]) {
-				return fmt.Errorf("layer %d sequence %d: experts %v are not a top %d of the router logits within their bounds: expert %d (%g) is clearly above expert %d (%g)",
-					l, b, ids, len(ids), x, lv[x], id, lv[id])
-			}
-		}
-	}
-	return nil
-}
-
-// routeWeights are the softmax weights of experts ids: over those ids (renormalised, or top-k
-// then softmax), else over every expert.
-func routeWeights(lv []float32, ids []int32, overChosen bool) []float64 {
-	mx := math.Inf(-1)
-	for _, v := range lv {
-		mx = math.Max(mx, float64(v))
-	}
-	var z float64
-	if overChosen {
-		for _, id := range ids {
-			z += math.Exp(float64(lv[id]) - mx)
-		}
-	} else {
-		for _, v := range lv {
-			z += math.Exp(float64(v) - mx)
-		}
-	}
-	w := make([]float64, len(ids))
-	for j, id := range ids {
-		w[j] = math.Exp(float64(lv[id])-mx) / z
-	}
-	return w
+	return f.store(want, kernel, in)
 }
 
 // Step runs one decode step with each sequence's input token (teacher-forced: the caller feeds

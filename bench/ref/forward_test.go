@@ -567,10 +567,12 @@ func TestForwardBadInput(t *testing.T) {
 		{with(func(s *model.Shape) { s.GatedMLP = false }), 1, 4, 2, BF16, "non-gated MLP"},
 		{with(func(s *model.Shape) { s.QKNorm = "l2" }), 1, 4, 2, BF16, "\"l2\""},
 		{with(func(s *model.Shape) { s.Quant = &model.Quantization{Method: "fp8", Bits: 8, BlockN: 128, BlockK: 128} }), 1, 4, 2, BF16, "block scales"},
-		{with(func(s *model.Shape) { s.Family = "gpt_oss" }), 1, 4, 2, BF16, "clamped SwiGLU"},
 		{with(func(s *model.Shape) {
-			s.Family, s.FFN, s.Experts, s.ExpertsPerToken, s.ExpertFFN = "llama4_text", 8, 4, 1, 8
-		}), 1, 4, 2, BF16, "sigmoid"},
+			s.Family, s.FFN, s.Experts, s.ExpertsPerToken, s.ExpertFFN = "phimoe", 8, 4, 1, 8
+		}), 1, 4, 2, BF16, "sparsemixer"},
+		{with(func(s *model.Shape) {
+			s.FFN, s.Experts, s.ExpertsPerToken, s.ExpertFFN, s.RouterScoring, s.ExpertGroups, s.GroupsKept = 8, 4, 1, 8, "sigmoid", 4, 1
+		}), 1, 4, 2, BF16, "ExpertGroups = 4"},
 		{with(func(s *model.Shape) { s.RotaryDim = 3 }), 1, 4, 2, BF16, "rotary_dim 3"},
 		{with(func(s *model.Shape) { s.Layers = -1 }), 1, 4, 2, BF16, "Layers = -1"},
 		{with(func(s *model.Shape) { s.Hidden, s.Vocab = 1<<14, 1<<15 }), 1, 4, 2, BF16, "float64 reference holds"},
@@ -758,7 +760,13 @@ func TestForwardRouting(t *testing.T) {
 // some routings do flip) chose other experts than the reference, the reference has marked the
 // sequence lost.
 func TestForwardLostRouting(t *testing.T) {
-	m := TinyModels()[6] // Qwen3-MoE-like, top 2 of 8
+	for _, i := range []int{6, 9, 12} { // Qwen3-MoE-like top 2 of 8; DeepSeek-like groups; Llama-4-like top 1
+		m := TinyModels()[i]
+		t.Run(m.Shape.Name, func(t *testing.T) { lostRouting(t, m) })
+	}
+}
+
+func lostRouting(t *testing.T, m TinyModel) {
 	s, batch := m.Shape, 64
 	const base = 5
 	ref, _ := NewForward(s, base, batch, m.Context, 2, BF16)

@@ -3,6 +3,7 @@ package ref
 import (
 	"fmt"
 	"math"
+	"strings"
 	"testing"
 )
 
@@ -141,5 +142,52 @@ func TestMoEGroupAndCombine(t *testing.T) {
 	// token 0: 0.5*y[2] + 0.25*y[0]; token 1: 1*y[1] + 2*y[3]; token 2: (dropped) + 4*y[4]
 	if fmt.Sprint(want) != "[1.75 10 20]" {
 		t.Errorf("combine %v, want [1.75 10 20]", want)
+	}
+}
+
+// DeepSeek-V3's choice by hand: 8 experts in 4 groups of 2, 2 groups kept, top 2.
+func TestMoERouterSigmoidGroups(t *testing.T) {
+	logits := []float32{2, -2, 0, 0, 1, 1, -1, 3}
+	bias := []float32{0, 0, 0.3, 0.3, 0, 0, 0, -0.9}
+	// biased scores .881 .119 | .8 .8 | .731 .731 | .269 .053: group sums 1.0, 1.6, 1.46, 0.32
+	r := MoERouter{Mode: MoESigmoidTopK, Renormalize: true, Bias: bias, Groups: 4, GroupsKept: 2, Scaling: 2.5}
+	ids, w, _ := r.Route(logits, 8, 2)
+	if fmt.Sprint(ids) != "[2 3]" || math.Abs(w[0]-1.25) > 1e-15 || math.Abs(w[1]-1.25) > 1e-15 {
+		t.Errorf("grouped: ids %v weights %v, want [2 3] (groups 1 and 2, the tie to the lower) and 0.5/(0.5+0.5)*2.5 each", ids, w)
+	}
+	// without the bias the groups are 2 and 3 (expert 7's .953, then 4's .731)
+	nb := r
+	nb.Bias = nil
+	if ids, _, _ := nb.Route(logits, 8, 2); fmt.Sprint(ids) != "[7 4]" {
+		t.Errorf("unbiased: ids %v, want [7 4]", ids)
+	}
+	// without the group limit: expert 0 (.881) then 2 (.8); unnormalised weights are the scores
+	ng := MoERouter{Mode: MoESigmoidTopK, Bias: bias}
+	ids, w, _ = ng.Route(logits, 8, 2)
+	if s0 := 1 / (1 + math.Exp(-2)); fmt.Sprint(ids) != "[0 2]" || math.Abs(w[0]-s0) > 1e-15 || math.Abs(w[1]-0.5) > 1e-15 {
+		t.Errorf("ungrouped: ids %v weights %v, want [0 2] and %g, 0.5", ids, w, s0)
+	}
+	// Llama 4: the top 1 logit, its sigmoid rounded to bf16
+	l4 := MoERouter{Mode: MoETopKSigmoid, DType: BF16}
+	ids, w, _ = l4.Route(logits, 8, 1)
+	if want := float64(Round(BF16, float32(1/(1+math.Exp(-3))))); fmt.Sprint(ids) != "[7]" || w[0] != want {
+		t.Errorf("Llama 4: ids %v weights %v, want [7] and %g", ids, w, want)
+	}
+	// admissibility: the engine's other tie order is fine, a dropped group is not
+	tol := make([]float64, 8)
+	if err := r.Admissible(logits, tol, []int32{3, 2}); err != nil {
+		t.Errorf("tie order refused: %v", err)
+	}
+	if err := r.Admissible(logits, tol, []int32{7, 4}); err == nil || !strings.Contains(err.Error(), "clearly below") {
+		t.Errorf("the unbiased choice accepted: %v", err)
+	}
+	if r.Close(logits, tol, []int32{2, 3}) {
+		t.Errorf("a choice clear of every other reported close")
+	}
+	for e := range tol {
+		tol[e] = 0.1 // logit sigmas that blur 2 and 3 (.8) with 4 and 5 (.731)
+	}
+	if !r.Close(logits, tol, []int32{2, 3}) {
+		t.Errorf("a choice within the sigmas not reported close")
 	}
 }

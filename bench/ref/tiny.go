@@ -21,9 +21,10 @@ func tinyShape(family, name string, hidden, ffn, layers, qHeads, kvHeads, headDi
 // several layers, GQA with a group of 3, multi-query, vocabularies that are not powers of two,
 // tied and untied embeddings, QKV / output / MLP / LM-head biases, QK-norm, partial rotary,
 // layers without rotary, sliding windows and chunks shorter than the context, attention
-// sinks, Gemma's scaled embedding, unit-offset norms, four norms a layer and GeLU-tanh, and
-// mixtures of experts (top-2 of 4, top-2 of 8) with shared experts, dense first layers and a
-// router bias.
+// sinks, Gemma's scaled embedding, unit-offset norms, four norms a layer and GeLU-tanh,
+// gpt-oss's clamped SwiGLU, and mixtures of experts routed as Mixtral, Qwen3-MoE (with and
+// without norm_topk_prob), gpt-oss, DeepSeek-V3 (sigmoid, correction bias, groups, scaling)
+// and Llama 4 (sigmoid on the expert's input) do, with shared experts and dense first layers.
 func TinyModels() []TinyModel {
 	var ms []TinyModel
 	add := func(s model.Shape, batch, context, steps int) {
@@ -65,19 +66,23 @@ func TinyModels() []TinyModel {
 	s.QKNorm, s.SlidingWindow, s.SlidingLayers = "rms", 6, 2
 	add(s, 2, 14, 4)
 
-	// gpt-oss-like (custom: SiLU, not gpt-oss's clamped SwiGLU): attention sinks, biases on
-	// QKV, output, experts and router, a sliding window of 8 in every other layer, top 2 of 8.
-	s = tinyShape("custom", "tiny-gptoss-like", 128, 0, 2, 4, 2, 64, 200, false)
+	// gpt-oss-like (gpt_oss): the clamped SwiGLU, attention sinks, biases on QKV, output,
+	// experts and router, a sliding window of 8 in every other layer, the top 2 of 8 logits
+	// then their softmax.
+	s = tinyShape("gpt_oss", "tiny-gptoss-like", 128, 0, 2, 4, 2, 64, 200, false)
 	s.AttnBias, s.OProjBias, s.MLPBias, s.RouterBias, s.AttentionSinks = true, true, true, true, true
 	s.SlidingWindow, s.SlidingLayers = 8, 1
 	s.Experts, s.ExpertsPerToken, s.ExpertFFN = 8, 2, 64 // a router bias is a 16-byte row: experts a multiple of 8
+	s.SwiGLULimit = 7
 	add(s, 2, 17, 4)
 
-	// DeepSeek-like without latent attention (custom): a dense first layer, shared experts of
-	// 64 beside the top 2 of 8 routed ones, a router bias.
-	s = tinyShape("custom", "tiny-deepseek-like", 128, 64, 3, 4, 4, 64, 160, false)
+	// DeepSeek-V3-like routing (deepseek_v3, with GQA attention in place of latent attention):
+	// a dense first layer, shared experts of 64 beside the top 3 of 16 routed ones, sigmoid
+	// scores with a correction bias, 2 of 4 expert groups kept, renormalised and scaled by 2.5.
+	s = tinyShape("deepseek_v3", "tiny-deepseek-like", 128, 64, 3, 4, 4, 64, 160, false)
 	s.DenseLayers, s.DenseFFN = 1, 256
-	s.Experts, s.ExpertsPerToken, s.ExpertFFN, s.RouterBias = 8, 2, 64, true
+	s.Experts, s.ExpertsPerToken, s.ExpertFFN, s.RouterBias = 16, 3, 64, true
+	s.RouterScoring, s.ExpertGroups, s.GroupsKept, s.RoutedScaling = "sigmoid", 4, 2, 2.5
 	add(s, 2, 9, 4)
 
 	// Llama-4-like spans (custom, dense): 2 of 3 layers attend within chunks of 8, one layer
@@ -90,5 +95,17 @@ func TinyModels() []TinyModel {
 	s = tinyShape("custom", "tiny-partial-rotary", 64, 128, 2, 2, 2, 64, 104, false)
 	s.RotaryDim, s.LMHeadBias = 32, true
 	add(s, 4, 7, 4)
+
+	// Llama-4-like mixture of experts (llama4_text, without its L2 QK-norm): the top 1 of 8
+	// logits, its sigmoid scaling the expert's input, beside a shared expert of 128.
+	s = tinyShape("llama4_text", "tiny-llama4-moe", 128, 128, 2, 4, 2, 64, 176, false)
+	s.Experts, s.ExpertsPerToken, s.ExpertFFN = 8, 1, 64
+	s.RouterScoring, s.RawTopKWeights = "sigmoid", true
+	add(s, 3, 9, 3)
+
+	// Qwen3-MoE with norm_topk_prob false: the top 2 of 8 softmax weights as they are.
+	s = tinyShape("qwen3_moe", "tiny-qwen3-moe-raw", 128, 0, 2, 4, 2, 64, 200, false)
+	s.QKNorm, s.Experts, s.ExpertsPerToken, s.ExpertFFN, s.RawTopKWeights = "rms", 8, 2, 64, true
+	add(s, 3, 9, 3)
 	return ms
 }

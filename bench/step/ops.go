@@ -126,7 +126,9 @@ func (o Op) String() string {
 	case o.RMSNorm != nil:
 		size = fmt.Sprintf("[%d x %d]", o.RMSNorm.Batch, o.RMSNorm.Hidden)
 	case o.GatedAct != nil:
-		size = fmt.Sprintf("[%d x %d]", o.GatedAct.Batch, o.GatedAct.FFN)
+		size = fmt.Sprintf("[%d x %d] %v", o.GatedAct.Batch, o.GatedAct.FFN, o.GatedAct.Activation)
+	case o.MoERoute != nil:
+		size = routeString(*o.MoERoute)
 	case o.GroupedLinear != nil:
 		g := o.GroupedLinear
 		size = fmt.Sprintf("%d rows over %d experts of [%d x %d]", g.Rows, g.Experts, g.N, g.K)
@@ -250,10 +252,7 @@ func (p *Program) Ops(addr func(name string) uint64) []Op {
 		emit(layer, name, Op{RMSNorm: &cgo.RMSNormParams{X: x, Residual: residual, Weight: weight, Out: out,
 			Batch: rows, Hidden: width, Eps: NormEps, UnitOffset: gemma, DType: dt}})
 	}
-	act := cgo.ActSiLU
-	if gemma {
-		act = cgo.ActGeLUTanh
-	}
+	act := activation(s)
 	// A gated MLP of width f on x into out, with weights named up and down.
 	mlp := func(layer int, prefix string, x, out uint64, f int, up, down, upBias, downBias string) {
 		gu, h := addr(bufGateUp), addr(bufAct)
@@ -261,7 +260,9 @@ func (p *Program) Ops(addr func(name string) uint64) []Op {
 		if upBias != "" {
 			bias(layer, prefix+"gate_up_bias", gu, w(layer, upBias), B, 2*f)
 		}
-		emit(layer, prefix+"activation", Op{GatedAct: &cgo.GatedActParams{GateUp: gu, Out: h, Batch: B, FFN: f, Activation: act, DType: dt}})
+		ga := act
+		ga.GateUp, ga.Out, ga.Batch, ga.FFN, ga.DType = gu, h, B, f, dt
+		emit(layer, prefix+"activation", Op{GatedAct: &ga})
 		linear(layer, prefix+"down_proj", h, w(layer, down), out, B, H, f)
 		if downBias != "" {
 			bias(layer, prefix+"down_bias", out, w(layer, downBias), B, H)
@@ -398,16 +399,25 @@ func (p *Program) moe(l, shared int,
 	normed, mlpOut := addr(bufNormed), addr(bufMLPOut)
 	logits := addr(bufRouterLogits)
 	linear(l, "router", normed, w(l, ref.TensorRouter), logits, B, E, H)
-	if s.RouterBias {
+	route := Routing(s)
+	if s.RouterBias && !ref.CorrectionBias(s) {
 		bias(l, "router_bias", logits, w(l, ref.TensorRouterBias), B, E)
+	} else if s.RouterBias {
+		route.CorrectionBias = w(l, ref.TensorRouterBias)
 	}
-	mode, renorm := Routing(s)
 	ids, weights := addr(bufTopKIDs), addr(bufTopKWeights)
-	emit(l, "moe_route", Op{MoERoute: &cgo.MoERouteParams{Logits: logits, TopKIDs: ids, TopKWeights: weights,
-		Batch: B, Experts: E, TopK: k, Mode: mode, Renormalize: renorm, DType: dt}})
+	route.Logits, route.TopKIDs, route.TopKWeights, route.Batch, route.Experts, route.TopK, route.DType = logits, ids, weights, B, E, k, dt
+	emit(l, "moe_route", Op{MoERoute: &route})
+	// Llama 4 weighs each expert's input (the gather) and sums the outputs unweighted.
+	_, weighInput := ref.RouterOf(s)
+	var rowWeights, combineWeights uint64 = 0, weights
+	if weighInput {
+		rowWeights, combineWeights = weights, 0
+	}
 	offsets, slotRows, xSorted := addr(bufExpertOffsets), addr(bufSlotRows), addr(bufXSorted)
 	emit(l, "moe_group", Op{MoEGroup: &cgo.MoEGroupParams{TopKIDs: ids, ExpertCounts: addr(bufExpertCounts), ExpertOffsets: offsets,
-		SortedSlots: addr(bufSortedSlots), SlotRows: slotRows, X: normed, XSorted: xSorted, Batch: B, TopK: k, Experts: E, Hidden: H, DType: dt}})
+		SortedSlots: addr(bufSortedSlots), SlotRows: slotRows, X: normed, XSorted: xSorted, Batch: B, TopK: k, Experts: E, Hidden: H, DType: dt,
+		RowWeights: rowWeights}})
 	gu, h, y := addr(bufExpertGateUp), addr(bufExpertAct), addr(bufExpertOut)
 	var upBias, downBias uint64 // fused into the grouped linear: one rounding
 	sharedUpBias, sharedDownBias := "", ""
@@ -417,20 +427,18 @@ func (p *Program) moe(l, shared int,
 	}
 	emit(l, "expert_gate_up", Op{GroupedLinear: &cgo.GroupedLinearParams{X: xSorted, W: w(l, ref.TensorExpertUp), Bias: upBias, Y: gu,
 		ExpertOffsets: offsets, Rows: rows, Experts: E, N: 2 * ef, K: H, DType: dt}})
-	act := cgo.ActSiLU
-	if gemmaFamily(s) {
-		act = cgo.ActGeLUTanh
-	}
-	emit(l, "expert_activation", Op{GatedAct: &cgo.GatedActParams{GateUp: gu, Out: h, Batch: rows, FFN: ef, Activation: act, DType: dt}})
+	act := activation(s)
+	act.GateUp, act.Out, act.Batch, act.FFN, act.DType = gu, h, rows, ef, dt
+	emit(l, "expert_activation", Op{GatedAct: &act})
 	emit(l, "expert_down", Op{GroupedLinear: &cgo.GroupedLinearParams{X: h, W: w(l, ref.TensorExpertDown), Bias: downBias, Y: y,
 		ExpertOffsets: offsets, Rows: rows, Experts: E, N: H, K: ef, DType: dt}})
 	if shared == 0 {
-		emit(l, "moe_combine", Op{MoECombine: &cgo.MoECombineParams{YSorted: y, SlotRows: slotRows, TopKWeights: weights,
+		emit(l, "moe_combine", Op{MoECombine: &cgo.MoECombineParams{YSorted: y, SlotRows: slotRows, TopKWeights: combineWeights,
 			Out: mlpOut, Batch: B, TopK: k, Hidden: H, DType: dt}})
 		return
 	}
 	moeOut := addr(bufMoEOut)
-	emit(l, "moe_combine", Op{MoECombine: &cgo.MoECombineParams{YSorted: y, SlotRows: slotRows, TopKWeights: weights,
+	emit(l, "moe_combine", Op{MoECombine: &cgo.MoECombineParams{YSorted: y, SlotRows: slotRows, TopKWeights: combineWeights,
 		Out: moeOut, Batch: B, TopK: k, Hidden: H, DType: dt}})
 	mlp(l, "shared_expert_", normed, mlpOut, shared, ref.TensorSharedUp, ref.TensorSharedDown, sharedUpBias, sharedDownBias)
 	// mlp_out = round(combine + shared): the residual half of a fused RMSNorm is that add (its

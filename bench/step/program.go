@@ -107,8 +107,10 @@ func Feature(s model.Shape) string {
 		return "LayerNorm with a bias"
 	case s.QKNorm == "l2":
 		return "unweighted L2 QK-norm"
-	case s.IsMoE() && (s.Family == "llama4_text" || s.Family == "glm4_moe" || s.Family == "deepseek_v3" || s.Family == "kimi_k2"):
-		return "sigmoid expert routing (" + s.Family + ")"
+	case s.IsMoE() && s.Family == "phimoe":
+		return "PhiMoE's sparsemixer routing"
+	case s.IsMoE() && s.ExpertGroups > cgo.MoEMaxGroups:
+		return fmt.Sprintf("%d expert groups (the routing kernel takes at most %d)", s.ExpertGroups, cgo.MoEMaxGroups)
 	case s.IsMoE() && s.Experts > cgo.MoEMaxExperts:
 		return fmt.Sprintf("%d experts (the routing kernels take at most %d)", s.Experts, cgo.MoEMaxExperts)
 	case s.IsMoE() && s.ExpertsPerToken > cgo.MoEMaxTopK:
@@ -133,7 +135,7 @@ func Feature(s model.Shape) string {
 	if s.LMHeadBias && s.Vocab%v != 0 {
 		return fmt.Sprintf("an LM-head bias over a vocabulary of %d, not a multiple of %d", s.Vocab, v)
 	}
-	if s.RouterBias && s.Experts%v != 0 {
+	if s.RouterBias && !ref.CorrectionBias(s) && s.Experts%v != 0 {
 		return fmt.Sprintf("a router bias over %d experts, not a multiple of %d", s.Experts, v)
 	}
 	return ""
@@ -176,17 +178,6 @@ func dtypeOf(s model.Shape) cgo.DType {
 // gemmaFamily: unit-offset norms, the embedding scaled by sqrt(hidden), GeLU-tanh.
 func gemmaFamily(s model.Shape) bool {
 	return s.Family == "gemma" || s.Family == "gemma2" || s.Family == "gemma3_text"
-}
-
-// Routing is how a mixture of experts picks its experts: top-k of the logits then a softmax
-// over those k (gpt-oss), else a softmax over every expert then its top k renormalised to sum
-// to 1, which is Mixtral's softmax over its top-k logits and Qwen3-MoE's norm_topk_prob. The
-// forward pass follows the same rule.
-func Routing(s model.Shape) (mode cgo.MoERouting, renormalize bool) {
-	if s.Family == "gpt_oss" {
-		return cgo.MoETopKSoftmax, false
-	}
-	return cgo.MoESoftmaxTopK, true
 }
 
 // New builds the program of one step of c (which it validates).
@@ -260,7 +251,7 @@ func New(c Config) (*Program, error) {
 			E, ef := uint64(s.Experts), uint64(s.ExpertFFN)
 			weight(l, ref.TensorRouter, E*H, lws(H))
 			if s.RouterBias {
-				weight(l, ref.TensorRouterBias, E, ref.BiasScale)
+				p.routerBias(l, weight)
 			}
 			weight(l, ref.TensorExpertUp, E*2*ef*H, lws(H))
 			weight(l, ref.TensorExpertDown, E*H*ef, lws(ef))
@@ -323,6 +314,7 @@ func New(c Config) (*Program, error) {
 	if p.splitQKV {
 		p.Notes = append(p.Notes, "qkv_proj runs as three linears (q, k, v) past batch 1: QK-norm takes contiguous per-sequence q and k")
 	}
+	p.Notes = append(p.Notes, moeNotes(s)...)
 	p.Notes = append(p.Notes, fmt.Sprintf("attention is planned for the cache's %d tokens (context + steps), the lengths read on the device", c.Capacity()))
 	return p, nil
 }
