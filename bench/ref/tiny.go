@@ -23,7 +23,7 @@ func tinyShape(family, name string, hidden, ffn, layers, qHeads, kvHeads, headDi
 // layers without rotary, sliding windows and chunks shorter than the context, attention
 // sinks, Gemma's scaled embedding, unit-offset norms, four norms a layer and GeLU-tanh, and
 // mixtures of experts (top-2 of 4, top-2 of 8) with shared experts, dense first layers and a
-// router bias.
+// router bias, and multi-head latent attention (with and without q_lora_rank, dense and MoE).
 func TinyModels() []TinyModel {
 	var ms []TinyModel
 	add := func(s model.Shape, batch, context, steps int) {
@@ -90,5 +90,21 @@ func TinyModels() []TinyModel {
 	s = tinyShape("custom", "tiny-partial-rotary", 64, 128, 2, 2, 2, 64, 104, false)
 	s.RotaryDim, s.LMHeadBias = 32, true
 	add(s, 4, 7, 4)
+
+	// DeepSeek-V3-like multi-head latent attention (dense: DeepSeek's sigmoid routing is apart),
+	// absorbed: q through a rank-64 q_a / q_b, 3 heads of 32 + 64 over one latent of 512 + 64,
+	// values of 24 (o_proj's input 72), tied.
+	s = tinyShape("deepseek_v3", "tiny-deepseek-mla", 128, 256, 2, 3, 3, 32+64, 152, true)
+	s.QLoRARank, s.KVLoRARank, s.RoPEHeadDim, s.VHeadDim = 64, 512, 64, 24
+	add(s, 3, 9, 3)
+
+	// MLA without q_lora_rank (q_proj from the hidden state, as DeepSeek-V2-Lite), 2 heads of
+	// 16 + 64 and values of 64, in a mixture of experts with softmax routing (custom) and a
+	// dense first layer.
+	s = tinyShape("custom", "tiny-mla-moe", 96, 0, 2, 2, 2, 16+64, 120, false)
+	s.KVLoRARank, s.RoPEHeadDim, s.VHeadDim = 512, 64, 64
+	s.DenseLayers, s.DenseFFN = 1, 192
+	s.Experts, s.ExpertsPerToken, s.ExpertFFN = 4, 2, 64
+	add(s, 2, 6, 3)
 	return ms
 }

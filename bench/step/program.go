@@ -85,8 +85,8 @@ type Program struct {
 // every part. The command refuses such a model with it before any device work.
 func Feature(s model.Shape) string {
 	switch {
-	case s.IsMLA():
-		return "multi-head latent attention (MLA)"
+	case s.IsMLA() && mlaFeature(s) != "":
+		return mlaFeature(s)
 	case s.Family == "gemma2":
 		return "attention and final logit soft-capping (gemma2)"
 	case s.Quant != nil:
@@ -107,7 +107,7 @@ func Feature(s model.Shape) string {
 		return fmt.Sprintf("%d experts (the routing kernels take at most %d)", s.Experts, cgo.MoEMaxExperts)
 	case s.IsMoE() && s.ExpertsPerToken > cgo.MoEMaxTopK:
 		return fmt.Sprintf("top-%d routing (the kernels take at most %d)", s.ExpertsPerToken, cgo.MoEMaxTopK)
-	case !cgo.IsAttentionHeadDim(s.HeadDim):
+	case !s.IsMLA() && !cgo.IsAttentionHeadDim(s.HeadDim):
 		return fmt.Sprintf("head dim %d (the attention kernels are built for %v)", s.HeadDim, cgo.AttentionHeadDims)
 	case s.Hidden > cgo.SmallOpMaxHidden:
 		return fmt.Sprintf("hidden %d (RMSNorm takes at most %d)", s.Hidden, cgo.SmallOpMaxHidden)
@@ -222,7 +222,11 @@ func New(c Config) (*Program, error) {
 			weight(l, ref.TensorPostAttnNorm, H, ref.UnitScale)
 			weight(l, ref.TensorPostMLPNorm, H, ref.UnitScale)
 		}
-		weight(l, ref.TensorQKV, (qd+2*kvd)*H, lws(H))
+		if s.IsMLA() {
+			p.mlaBuffers(l, weight)
+		} else {
+			weight(l, ref.TensorQKV, (qd+2*kvd)*H, lws(H))
+		}
 		if s.AttnBias {
 			weight(l, ref.TensorQKVBias, qd+2*kvd, ref.BiasScale)
 		}
@@ -230,7 +234,9 @@ func New(c Config) (*Program, error) {
 			weight(l, ref.TensorQNorm, hd, ref.UnitScale)
 			weight(l, ref.TensorKNorm, hd, ref.UnitScale)
 		}
-		weight(l, ref.TensorO, H*qd, lws(qd))
+		if !s.IsMLA() {
+			weight(l, ref.TensorO, H*qd, lws(qd))
+		}
 		if s.OProjBias {
 			weight(l, ref.TensorOBias, H, ref.BiasScale)
 		}
@@ -271,7 +277,7 @@ func New(c Config) (*Program, error) {
 			}
 		}
 		cache := B * kvd * capacity
-		for _, name := range []string{ref.TensorKCache, ref.TensorVCache} {
+		for _, name := range kvCaches(s) {
 			p.add(Buffer{Name: tensorKey(l, name), Bytes: cache * el,
 				Fill: &Fill{Tensor: name, Layer: l, Seed: ref.TensorSeed(c.Seed, l, name), Scale: ref.CacheScale, Count: cache, DType: dt}})
 		}
@@ -310,6 +316,9 @@ func New(c Config) (*Program, error) {
 		}
 	}
 	p.add(Buffer{Name: bufLogits, Bytes: B * V * el})
+	if s.IsMLA() {
+		p.mlaActivations()
+	}
 
 	// One fused qkv projection, whose rows the rotary-and-append kernel reads where they lie
 	// (row_stride) and whose rotated q it writes packed for the attention (q_out). QK-norm
@@ -367,6 +376,20 @@ const (
 	bufAttnWorkspace = "attention_workspace"
 )
 
+// kvCaches names a layer's caches of grouped-query attention: none for MLA, whose latent cache
+// mlaBuffers adds.
+func kvCaches(s model.Shape) []string {
+	if s.IsMLA() {
+		return nil
+	}
+	return []string{ref.TensorKCache, ref.TensorVCache}
+}
+
+// isCache reports whether a tensor is a cache (KV or latent), not a weight.
+func isCache(tensor string) bool {
+	return tensor == ref.TensorKCache || tensor == ref.TensorVCache || tensor == ref.TensorLatentCache
+}
+
 func tensorKey(layer int, name string) string {
 	if layer < 0 {
 		return name
@@ -399,7 +422,7 @@ func (p *Program) BufferBytes() uint64 {
 func (p *Program) WeightBytes() uint64 {
 	var n uint64
 	for _, b := range p.Buffers {
-		if b.Fill != nil && b.Fill.Tensor != ref.TensorKCache && b.Fill.Tensor != ref.TensorVCache {
+		if b.Fill != nil && !isCache(b.Fill.Tensor) {
 			n += b.Bytes
 		}
 	}
@@ -410,7 +433,7 @@ func (p *Program) WeightBytes() uint64 {
 func (p *Program) CacheBytes() uint64 {
 	var n uint64
 	for _, b := range p.Buffers {
-		if b.Fill != nil && (b.Fill.Tensor == ref.TensorKCache || b.Fill.Tensor == ref.TensorVCache) {
+		if b.Fill != nil && isCache(b.Fill.Tensor) {
 			n += b.Bytes
 		}
 	}

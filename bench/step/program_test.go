@@ -27,6 +27,10 @@ func (f fakePlanner) ArgmaxPlan(p cgo.ArgmaxParams) (cgo.ArgmaxParams, uint64, e
 	p.NumSplits = 4
 	return p, f.argmax, nil
 }
+func (f fakePlanner) MLAAttentionPlan(p cgo.MLAAttentionParams) (cgo.MLAAttentionParams, uint64, error) {
+	p.NumSplits = 2
+	return p, f.attention, nil
+}
 
 type fakeProps struct{ free, total uint64 }
 
@@ -160,11 +164,15 @@ func TestFeatures(t *testing.T) {
 	ungated.GatedMLP = false
 	fp8 := Tiny()[0]
 	fp8.KVDType = model.FP8
+	// DeepSeek-V3 in bf16: its latent attention runs (bench/step/mla.go), its routing is apart.
+	deepseekBF16 := look("deepseek-v3")
+	deepseekBF16.Quant = nil
 	tests := []struct {
 		shape model.Shape
 		want  string
 	}{
-		{look("deepseek-v3"), "multi-head latent attention"},
+		{look("deepseek-v3"), "quantized weights (fp8"},
+		{deepseekBF16, "sigmoid expert routing"},
 		{look("gemma-2-9b"), "soft-capping"},
 		{look("gpt-oss-20b"), "quantized weights"},
 		{look("llama-4-scout"), "L2 QK-norm"},
