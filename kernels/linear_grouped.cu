@@ -2,6 +2,12 @@
 // each expert (db_grouped_linear), in one launch that reads the experts' row offsets on the
 // device, so a CUDA graph can replay it whatever the router chose.
 //
+// The same kernels serve a call without offsets (MLA's absorbed per-head projections, q_absorb
+// and v_absorb): `experts` groups of `rows` rows each, group g's chunks found by division rather
+// than the offsets' scan, and rows placed by strides (db_grouped_linear_params), so that a head's
+// slice is read inside q_b_proj's rows and written into the attention's q where it lies. The
+// strides cost the CUDA-core loop no registers: it steps one x pointer a row.
+//
 // Two kernels share the layout below: the CUDA-core grouped_linear_kernel, described here, and
 // for batches that give a touched expert 8 rows or more on average the tensor-core
 // grouped_linear_mma_kernel (chunks of 16 rows, 64 W rows a block; its comment has the rest).
@@ -168,7 +174,6 @@ __global__ __launch_bounds__(kGlThreads, 4) void grouped_linear_kernel(
   DB_UNROLL
   for (int r = 0; r < kGlRowsPerWarp; ++r) roff[r] = db_min(r, n - 1 - n0) * chunks;
   const uint4 *x0 = x + (size_t)ch.row0 * lay.x_row + ch.expert * lay.x_group;
-  T *y0 = y + (size_t)ch.row0 * lay.y_row + ch.expert * lay.y_group;
 
   float acc[kGlRowsPerWarp][kGlChunkRows];
   DB_UNROLL
@@ -188,15 +193,16 @@ __global__ __launch_bounds__(kGlThreads, 4) void grouped_linear_kernel(
     }
     // A token row's kGlUnroll chunks of x are loaded together (zeros past K, whose FMAs add
     // nothing), so a row costs one wait for L1, not one a chunk.
+    // The rows' chunks by one pointer stepped a row at a time (eight offsets b * x_row held
+    // at once cost sm_90 the registers of the W loads in flight).
+    const uint4 *xr = x0 + c;
     DB_UNROLL
     for (int b = 0; b < kGlChunkRows; ++b) {
       if (b >= ch.rows) break;
       uint4 xv[kGlUnroll];
       DB_UNROLL
-      for (int u = 0; u < kGlUnroll; ++u) {
-        const int cc = c + 32 * u;
-        xv[u] = cc < chunks ? db_ld_nc_v4(x0 + b * lay.x_row + cc) : zero;
-      }
+      for (int u = 0; u < kGlUnroll; ++u) xv[u] = c + 32 * u < chunks ? db_ld_nc_v4(xr + 32 * u) : zero;
+      xr += lay.x_row;
       DB_UNROLL
       for (int u = 0; u < kGlUnroll; ++u) {
         DB_UNROLL
@@ -217,7 +223,9 @@ __global__ __launch_bounds__(kGlThreads, 4) void grouped_linear_kernel(
     const size_t col = (size_t)n0 + r;
     float out = v[0];
     if (bias) out += gl_to_float(bias[(size_t)ch.expert * n + col]);
-    y0[(size_t)b * lay.y_row + col] = db_dtype<T>::from_float(out);
+    // The row's address from the params here, not held across the loop (registers: the
+    // loop's 32 sums and 8 W chunks leave none, and sm_90 spills with it).
+    y[(size_t)(ch.row0 + b) * lay.y_row + ch.expert * lay.y_group + col] = db_dtype<T>::from_float(out);
   }
 }
 
