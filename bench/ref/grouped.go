@@ -23,6 +23,9 @@ type GroupedLinearInputs struct {
 
 	XRowStride, XGroupStride int
 	YRowStride, YGroupStride int
+	// Groups, when not nil, limits the reference to those groups (experts): the others' rows
+	// are not Covered and their W is not generated, so a large call is checked on a sample.
+	Groups []int
 }
 
 // GroupedLinearReference is the exact result of the dtype-rounded inputs, in float64.
@@ -196,7 +199,19 @@ func GroupedLinear(in GroupedLinearInputs) (GroupedLinearReference, error) {
 			}
 		}()
 	}
+	chosen := make([]bool, in.Experts)
+	for e := range chosen {
+		chosen[e] = in.Groups == nil
+	}
+	for _, g := range in.Groups {
+		if g >= 0 && g < in.Experts {
+			chosen[g] = true
+		}
+	}
 	for e := 0; e < in.Experts; e++ {
+		if !chosen[e] {
+			continue
+		}
 		for r := first[e]; r < first[e+1]; r++ {
 			ref.Covered[r] = true
 		}
