@@ -341,6 +341,9 @@ func (s *benchSession) linearRecord(j linearJob, o measure.Outcome, tel telemetr
 		r.StepBatch = j.stepBatch
 	}
 	r.Variant, r.SplitK = j.spec.Variant.String(), j.spec.SplitK
+	if j.grouped != nil {
+		r.Groups = j.grouped.Groups
+	}
 	if o.Plan.Variant != "" { // auto, resolved by the plan
 		r.Variant = o.Plan.Variant
 	}
