@@ -59,7 +59,8 @@ type StepArch struct {
 }
 
 // ArchOf gives the step's treatment of s, or an error naming the feature the step does not
-// implement: multi-head latent attention, soft-capping (Gemma 2), LayerNorm with a bias, a
+// implement: multi-head latent attention other than the kernels' 512 + 64 (forward_mla.go runs
+// that in the absorbed form), soft-capping (Gemma 2), LayerNorm with a bias, a
 // non-gated MLP, the unweighted l2 QK-norm, quantized weights, gpt-oss's clamped SwiGLU, and
 // routers that are not a softmax (Llama 4's and GLM-4.5's sigmoid, PhiMoE's sparsemixer).
 func ArchOf(s model.Shape) (StepArch, error) {
