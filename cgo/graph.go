@@ -138,13 +138,19 @@ func (d *Device) AddInt32(dptr uint64, count, delta int) error {
 }
 
 // GroupedLinearParams mirrors db_grouped_linear_params: for each expert e and each row r in
-// [ExpertOffsets[e], ExpertOffsets[e+1]), Y[r] = X[r]·W_e^T (+ Bias_e).
+// [ExpertOffsets[e], ExpertOffsets[e+1]), Y[r] = X[r]·W_e^T (+ Bias_e). With ExpertOffsets 0
+// the call is Experts groups of Rows rows each (MLA's per-head absorbed projections): row r of
+// group g at X + r*XRowStride + g*XGroupStride elements, and likewise in Y. Strides are in
+// elements, 0 for the dense layout (row strides K and N, group strides Rows*K and Rows*N).
 type GroupedLinearParams struct {
 	X, W, Bias, Y uint64 // [Rows x K], [Experts x N x K], [Experts x N] or 0, [Rows x N]
-	ExpertOffsets uint64 // int32 [Experts + 1], as MoEGroup writes it
+	ExpertOffsets uint64 // int32 [Experts + 1], as MoEGroup writes it; 0: uniform groups
 	Rows, Experts int
 	N, K          int
 	DType         DType
+
+	XRowStride, XGroupStride int
+	YRowStride, YGroupStride int
 }
 
 // GroupedLinear runs every expert's linear over the rows routed to it.
@@ -160,5 +166,7 @@ func (d *Device) GroupedLinear(p GroupedLinearParams) error {
 	if err := int32s(op, "rows", p.Rows, &c.rows, "experts", p.Experts, &c.experts, "n", p.N, &c.n, "k", p.K, &c.k); err != nil {
 		return err
 	}
+	c.x_row_stride, c.x_group_stride = C.int64_t(p.XRowStride), C.int64_t(p.XGroupStride)
+	c.y_row_stride, c.y_group_stride = C.int64_t(p.YRowStride), C.int64_t(p.YGroupStride)
 	return d.Do(func() error { return d.check(op, C.dbshim_call_grouped_linear(fn, d.ctx, &c)) })
 }

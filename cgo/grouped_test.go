@@ -201,7 +201,6 @@ func TestGroupedLinearBadParams(t *testing.T) {
 		{"k 0", func(p *cgo.GroupedLinearParams) { p.K = 0 }, "k=0 must be a positive multiple of 8"},
 		{"dtype f32", func(p *cgo.GroupedLinearParams) { p.DType = cgo.DTypeF32 }, "dtype=0 unsupported"},
 		{"x null", func(p *cgo.GroupedLinearParams) { p.X = 0 }, "must be device addresses"},
-		{"offsets null", func(p *cgo.GroupedLinearParams) { p.ExpertOffsets = 0 }, "must be device addresses"},
 		{"x misaligned", func(p *cgo.GroupedLinearParams) { p.X += 2 }, "x=0x"},
 		{"w misaligned", func(p *cgo.GroupedLinearParams) { p.W += 8 }, "is not 16-byte aligned"},
 		{"bias odd", func(p *cgo.GroupedLinearParams) { p.Bias = buf.Ptr + 1 }, "bias=0x"},
@@ -228,5 +227,124 @@ func TestGroupedLinearBadParams(t *testing.T) {
 	p.X = 0
 	if err := dev.GroupedLinear(p); !errors.Is(err, cgo.ErrInvalidArgument) {
 		t.Errorf("x null: %v does not match ErrInvalidArgument", err)
+	}
+}
+
+// Without offsets: Experts groups (heads) of Rows rows (sequences) each, at strides that are
+// not the dense ones, as MLA's absorbed projections read a head's slice of a wider row and
+// write into another. Every element of Y the call does not own must stay poisoned.
+type stridedCase struct {
+	name                     string
+	groups, rows, n, k       int
+	xRow, xGroup, yRow, yGrp int
+	dtype                    ref.DType
+	bias                     bool
+}
+
+func stridedCases() []stridedCase {
+	bf, fp := ref.BF16, ref.FP16
+	return []stridedCase{
+		{name: "heads1 rows1 dense n7 k8", groups: 1, rows: 1, n: 7, k: 8, dtype: bf},
+		// q_absorb-like: q_nope (k 16) of a head's 24 in a row of 3 heads; y the latent (n 40) of a 48-wide q head.
+		{name: "heads3 rows5 q_absorb-like", groups: 3, rows: 5, n: 40, k: 16, xRow: 72, xGroup: 24, yRow: 144, yGrp: 48, dtype: bf},
+		{name: "heads3 rows5 q_absorb-like fp16 bias", groups: 3, rows: 5, n: 40, k: 16, xRow: 72, xGroup: 24, yRow: 144, yGrp: 48, dtype: fp, bias: true},
+		// v_absorb-like: 128 heads, x the heads' latent [rows, heads, 32], y [rows, heads * 24] with a gap.
+		{name: "heads128 rows3 v_absorb-like", groups: 128, rows: 3, n: 24, k: 32, xRow: 128 * 32, xGroup: 32, yRow: 128*24 + 8, yGrp: 24, dtype: bf},
+		// 8 rows a group or more: the tensor-core kernel.
+		{name: "mma heads16 rows9 n130 k24", groups: 16, rows: 9, n: 130, k: 24, xRow: 16 * 40, xGroup: 40, yRow: 16 * 136, yGrp: 136, dtype: bf, bias: true},
+		{name: "mma heads3 rows17 groups outer", groups: 3, rows: 17, n: 72, k: 136, xRow: 144, xGroup: 17 * 144, yRow: 80, yGrp: 17*80 + 16, dtype: fp},
+		// DeepSeek's q_absorb at 16 of its heads: q_nope 128 of 192, latent 512 of 576.
+		{name: "heads16 rows3 deepseek q_absorb", groups: 16, rows: 3, n: 512, k: 128, xRow: 16 * 192, xGroup: 192, yRow: 16 * 576, yGrp: 576, dtype: bf},
+	}
+}
+
+func TestGroupedLinearStridedMatchesReference(t *testing.T) {
+	dev := cgotest.EmuDevice(t)
+	for i, c := range stridedCases() {
+		t.Run(c.name, func(t *testing.T) { runStridedCase(t, dev, c, uint64(900+10*i)) })
+	}
+	for _, schedule := range []string{"reverse", "interleave:2"} {
+		for _, i := range []int{1, 4} {
+			c := stridedCases()[i]
+			t.Run(schedule+" "+c.name, func(t *testing.T) {
+				t.Setenv("DB_EMU_SCHEDULE", schedule)
+				runStridedCase(t, dev, c, uint64(1300+i))
+			})
+		}
+	}
+}
+
+func runStridedCase(t *testing.T, dev *cgo.Device, c stridedCase, seed uint64) {
+	in := ref.GroupedLinearInputs{DType: c.dtype, Rows: c.rows, Experts: c.groups, N: c.n, K: c.k,
+		SeedX: seed, SeedW: seed + 1, SeedBias: seed + 2, ScaleX: 1, ScaleW: 0.5, ScaleBias: 1, HasBias: c.bias,
+		XRowStride: c.xRow, XGroupStride: c.xGroup, YRowStride: c.yRow, YGroupStride: c.yGrp}
+	want, err := ref.GroupedLinear(in)
+	if err != nil {
+		t.Fatal(err)
+	}
+	x, _ := soFilled(t, dev, c.dtype, in.XElements(), in.SeedX)
+	w := mustAlloc(t, dev, uint64(c.groups*c.n*c.k*c.dtype.Bytes()))
+	if err := w.FillHash(cgo.DType(c.dtype), uint64(c.groups*c.n*c.k), in.SeedW, in.ScaleW); err != nil {
+		t.Fatal(err)
+	}
+	var biasPtr uint64
+	if c.bias {
+		b, _ := soFilled(t, dev, c.dtype, c.groups*c.n, in.SeedBias)
+		biasPtr = b.Ptr
+	}
+	yElems := in.YElements() + 8 // and a tail no row reaches
+	y := soPoisoned(t, dev, yElems*c.dtype.Bytes())
+	if err := dev.GroupedLinear(cgo.GroupedLinearParams{X: x.Ptr, W: w.Ptr, Bias: biasPtr, Y: y.Ptr,
+		Rows: c.rows, Experts: c.groups, N: c.n, K: c.k, DType: cgo.DType(c.dtype),
+		XRowStride: c.xRow, XGroupStride: c.xGroup, YRowStride: c.yRow, YGroupStride: c.yGrp}); err != nil {
+		t.Fatal(err)
+	}
+	raw := soReadFloats(t, y, c.dtype, yElems)
+	got := make([]float32, len(want.Want))
+	owned := make([]bool, yElems)
+	for r := 0; r < in.LogicalRows(); r++ {
+		for j := 0; j < c.n; j++ {
+			at := in.YIndex(r, j)
+			got[r*c.n+j], owned[at] = raw[at], true
+		}
+	}
+	if cmp := ref.Compare(got, want.Want, want.Bound, ref.LinearTolerance(c.dtype)); !cmp.Passed {
+		t.Fatalf("%s: %s", c.name, cmp.Reason())
+	}
+	for i, v := range raw {
+		if !owned[i] && v == v {
+			t.Fatalf("%s: y element %d belongs to no (group, row, column) but was written (%v)", c.name, i, v)
+		}
+	}
+}
+
+func TestGroupedLinearBadStrides(t *testing.T) {
+	dev := cgotest.EmuDevice(t)
+	buf := mustAlloc(t, dev, 1<<16)
+	ok := cgo.GroupedLinearParams{X: buf.Ptr, W: buf.Ptr, Y: buf.Ptr, Rows: 4, Experts: 2, N: 8, K: 16, DType: cgo.DTypeBF16,
+		XRowStride: 48, XGroupStride: 16, YRowStride: 24, YGroupStride: 8}
+	if err := dev.GroupedLinear(ok); err != nil {
+		t.Fatalf("the valid strided call: %v", err)
+	}
+	cases := []struct {
+		name string
+		edit func(*cgo.GroupedLinearParams)
+		want string
+	}{
+		{"x row stride 20", func(p *cgo.GroupedLinearParams) { p.XRowStride = 20 }, "x_row_stride=20 and x_group_stride=16 must be multiples of 8"},
+		{"x group stride 4", func(p *cgo.GroupedLinearParams) { p.XGroupStride = 4 }, "must be multiples of 8"},
+		{"x row stride under k", func(p *cgo.GroupedLinearParams) { p.XRowStride = 8 }, "x_row_stride=8 and y_row_stride=24 must be at least k=16 and n=8"},
+		{"y row stride under n", func(p *cgo.GroupedLinearParams) { p.YRowStride = 7 }, "must be at least"},
+		{"negative", func(p *cgo.GroupedLinearParams) { p.YGroupStride = -8 }, "y_group_stride=-8 out of range"},
+		{"past int32", func(p *cgo.GroupedLinearParams) { p.XGroupStride = 1 << 31 }, "x_group_stride=2147483648 out of range"},
+		{"group stride with offsets", func(p *cgo.GroupedLinearParams) { p.ExpertOffsets = buf.Ptr }, "with expert_offsets: rows in expert order have no group strides"},
+	}
+	for _, c := range cases {
+		p := ok
+		c.edit(&p)
+		err := dev.GroupedLinear(p)
+		if err == nil || !strings.Contains(err.Error(), c.want) {
+			t.Errorf("%s: got %v, want an error containing %q", c.name, err, c.want)
+		}
 	}
 }

@@ -24,7 +24,8 @@ extern "C" {
 /* 2: db_linear_params grew the quantized-weight fields (scales, zeros, weight_format,
  * group_size); a caller built for 1 would pass a shorter struct.
  * 3: db_moe_route_params grew the sigmoid routing's fields (correction_bias, groups,
- * groups_kept, scaling) and db_moe_group_params the gather's row_weights. */
+ * groups_kept, scaling), db_moe_group_params the gather's row_weights, and
+ * db_grouped_linear_params the row and group strides of x and y. */
 #define DB_ABI_VERSION 3
 
 /* ---- the kernels' limits ---------------------------------------------------------------------
@@ -671,6 +672,17 @@ typedef struct {
   int32_t experts;         /* 1..DB_MOE_MAX_EXPERTS */
   int32_t n, k;            /* n >= 1, k a multiple of DB_LINEAR_K_MULTIPLE */
   int32_t dtype;           /* DB_DTYPE_BF16 or DB_DTYPE_FP16 */
+  /* Strides in elements, 0 for the dense layout (x_row_stride k, y_row_stride n, group strides
+   * rows * k and rows * n). With expert_offsets 0 the call is `experts` groups of `rows` rows
+   * each, no routing (MLA's absorbed per-head projections: group g a head, row r a sequence):
+   *   y(g, r, :) = x(g, r, :) W_g^T (+ bias_g),  x(g, r, :) at x + r * x_row_stride + g * x_group_stride,
+   *   y(g, r, :) at y + r * y_row_stride + g * y_group_stride,
+   * so a head's slice of a wider row is read and written where it lies. With expert_offsets
+   * the rows are in expert order as above: row r at x + r * x_row_stride, y + r * y_row_stride,
+   * and the group strides must be 0. x strides are multiples of 8 (16-byte loads); every stride
+   * is 0..2^31 - 1 elements. */
+  int64_t x_row_stride, x_group_stride;
+  int64_t y_row_stride, y_group_stride;
 } db_grouped_linear_params;
 int db_grouped_linear(db_context *ctx, const db_grouped_linear_params *p);
 
@@ -737,6 +749,37 @@ typedef struct {
   int32_t batch;          /* 1..DB_MAX_BATCH */
 } db_mla_kv_append_params;
 int db_mla_kv_append(db_context *ctx, const db_mla_kv_append_params *p);
+
+/*
+ * What an MLA decode step does between its projections and the attention
+ * (kernels/smallops_mla.cu), in one launch: for each sequence b at position positions[b],
+ *   c    = kv_a[b, 0:512] (kv_a_proj's latent), k_pe = kv_a[b, 512:576];
+ *   row  = [ round(c / rms(c) * kv_norm) | round(rope(k_pe, position)) ]  -> the latent cache
+ *   q_out[b, h, 512:576] = round(rope(q_pe[b, h], position))           for every query head h
+ * rms(c) = sqrt(mean(c^2) + eps) (kv_a_layernorm); rope is db_rope_kv_append's neox rotation
+ * with rotary_dim DB_MLA_ROPE_DIM (DB_ROPE_DEFAULT frequencies only). q_out[b, h, 0:512] (the
+ * absorbed q_nope, written by the grouped linear) is not touched. A sequence whose position is
+ * negative or past the cache's capacity is skipped entirely, as db_mla_kv_append skips it.
+ * Element loads: the op moves about 17 KB a sequence at DeepSeek-V3's 128 heads, so its launch,
+ * not its bandwidth, is its cost. Optional (cgo/mla_step.go looks it up on first use).
+ */
+typedef struct {
+  uint64_t kv_a;          /* [batch, kv_a_row_stride], cache.dtype: latent then k_pe */
+  uint64_t kv_norm;       /* [DB_MLA_LATENT_DIM], cache.dtype: kv_a_layernorm's weight */
+  uint64_t q_pe;          /* head h of sequence b's rotary part (DB_MLA_ROPE_DIM elements) at
+                             q_pe + b * q_pe_row_stride + h * q_pe_head_stride elements */
+  uint64_t q_out;         /* [batch, q_heads, DB_MLA_QK_DIM], cache.dtype: the attention's q */
+  uint64_t positions;     /* int32 [batch] */
+  db_kv_cache cache;      /* the latent cache, CONTIGUOUS [batch, capacity, DB_MLA_QK_DIM] */
+  db_rope rope;           /* DB_ROPE_DEFAULT, rotary_dim DB_MLA_ROPE_DIM */
+  float eps;              /* > 0 */
+  int32_t batch;          /* 1..DB_MAX_BATCH */
+  int32_t q_heads;        /* 1..DB_MLA_MAX_HEADS */
+  int32_t kv_a_row_stride;   /* elements from one sequence's kv_a row to the next (0: DB_MLA_QK_DIM) */
+  int32_t q_pe_row_stride;   /* >= 1 (q_b_proj's row: q_heads (nope + rope)) */
+  int32_t q_pe_head_stride;  /* >= DB_MLA_ROPE_DIM */
+} db_mla_rope_append_params;
+int db_mla_rope_append(db_context *ctx, const db_mla_rope_append_params *p);
 
 #ifdef __cplusplus
 }

@@ -2,6 +2,12 @@
 // each expert (db_grouped_linear), in one launch that reads the experts' row offsets on the
 // device, so a CUDA graph can replay it whatever the router chose.
 //
+// The same kernels serve a call without offsets (MLA's absorbed per-head projections, q_absorb
+// and v_absorb): `experts` groups of `rows` rows each, group g's chunks found by division rather
+// than the offsets' scan, and rows placed by strides (db_grouped_linear_params), so that a head's
+// slice is read inside q_b_proj's rows and written into the attention's q where it lies. The
+// strides cost the CUDA-core loop no registers: it steps one x pointer a row.
+//
 // Two kernels share the layout below: the CUDA-core grouped_linear_kernel, described here, and
 // for batches that give a touched expert 8 rows or more on average the tensor-core
 // grouped_linear_mma_kernel (chunks of 16 rows, 64 W rows a block; its comment has the rest).
@@ -113,6 +119,23 @@ DB_DEVICE GlChunk gl_find_chunk(const int32_t *__restrict__ offsets, int experts
   return GlChunk{(int)(packed & 0x1ffu), (int)(packed >> 9 & 0x7fffu), (int)(packed >> 24)};
 }
 
+// The chunk of this block when the call has no offsets: `experts` groups of group_rows rows
+// each, the chunks of group 0 first.
+template <int ChunkRows>
+DB_DEVICE GlChunk gl_uniform_chunk(int group_rows, int chunk) {
+  const int per_group = (group_rows + ChunkRows - 1) / ChunkRows;
+  const int group = chunk / per_group, row0 = (chunk - group * per_group) * ChunkRows;
+  return GlChunk{group, row0, db_min(ChunkRows, group_rows - row0)};
+}
+
+// Where a call's rows lie, in the kernels' units: x in 16-byte chunks (strides are multiples of
+// 8 elements), y in elements. group_rows 0: rows in expert order (the offsets), group strides 0.
+struct GlLayout {
+  int group_rows;
+  int x_row, y_row;        // row strides (< 2^31 elements)
+  size_t x_group, y_group; // group strides
+};
+
 // One step of the butterfly reduce-scatter and the ones after it (H = 16, 8, .., 1, by
 // templates so that every index is a constant and v stays in registers). The halves are chosen
 // with a bit mask, not `upper ? v[i] : v[i + H]`, which nvcc turns into a select of addresses
@@ -134,8 +157,10 @@ template <class T>
 __global__ __launch_bounds__(kGlThreads, 4) void grouped_linear_kernel(
     const uint4 *__restrict__ x, const uint4 *__restrict__ w, const T *__restrict__ bias,
     T *__restrict__ y, const int32_t *__restrict__ offsets, int total_rows, int experts, int n,
-    int k) {
-  const GlChunk ch = gl_find_chunk<kGlChunkRows>(offsets, experts, total_rows, (int)blockIdx.x);
+    int k, GlLayout lay) {
+  const GlChunk ch = lay.group_rows
+                        ? gl_uniform_chunk<kGlChunkRows>(lay.group_rows, (int)blockIdx.x)
+                        : gl_find_chunk<kGlChunkRows>(offsets, experts, total_rows, (int)blockIdx.x);
   if (ch.rows == 0) return;  // past the last chunk: nothing to read
   const int lane = threadIdx.x & 31, warp = threadIdx.x >> 5;
   const int n0 = (int)blockIdx.y * kGlTileN + warp * kGlRowsPerWarp;
@@ -148,7 +173,7 @@ __global__ __launch_bounds__(kGlThreads, 4) void grouped_linear_kernel(
   int roff[kGlRowsPerWarp];
   DB_UNROLL
   for (int r = 0; r < kGlRowsPerWarp; ++r) roff[r] = db_min(r, n - 1 - n0) * chunks;
-  const uint4 *x0 = x + (size_t)ch.row0 * chunks;
+  const uint4 *x0 = x + (size_t)ch.row0 * lay.x_row + ch.expert * lay.x_group;
 
   float acc[kGlRowsPerWarp][kGlChunkRows];
   DB_UNROLL
@@ -168,15 +193,16 @@ __global__ __launch_bounds__(kGlThreads, 4) void grouped_linear_kernel(
     }
     // A token row's kGlUnroll chunks of x are loaded together (zeros past K, whose FMAs add
     // nothing), so a row costs one wait for L1, not one a chunk.
+    // The rows' chunks by one pointer stepped a row at a time (eight offsets b * x_row held
+    // at once cost sm_90 the registers of the W loads in flight).
+    const uint4 *xr = x0 + c;
     DB_UNROLL
     for (int b = 0; b < kGlChunkRows; ++b) {
       if (b >= ch.rows) break;
       uint4 xv[kGlUnroll];
       DB_UNROLL
-      for (int u = 0; u < kGlUnroll; ++u) {
-        const int cc = c + 32 * u;
-        xv[u] = cc < chunks ? db_ld_nc_v4(x0 + (size_t)b * chunks + cc) : zero;
-      }
+      for (int u = 0; u < kGlUnroll; ++u) xv[u] = c + 32 * u < chunks ? db_ld_nc_v4(xr + 32 * u) : zero;
+      xr += lay.x_row;
       DB_UNROLL
       for (int u = 0; u < kGlUnroll; ++u) {
         DB_UNROLL
@@ -197,7 +223,9 @@ __global__ __launch_bounds__(kGlThreads, 4) void grouped_linear_kernel(
     const size_t col = (size_t)n0 + r;
     float out = v[0];
     if (bias) out += gl_to_float(bias[(size_t)ch.expert * n + col]);
-    y[(size_t)(ch.row0 + b) * n + col] = db_dtype<T>::from_float(out);
+    // The row's address from the params here, not held across the loop (registers: the
+    // loop's 32 sums and 8 W chunks leave none, and sm_90 spills with it).
+    y[(size_t)(ch.row0 + b) * lay.y_row + ch.expert * lay.y_group + col] = db_dtype<T>::from_float(out);
   }
 }
 
@@ -214,8 +242,10 @@ template <class T>
 __global__ __launch_bounds__(kGlThreads, 4) void grouped_linear_mma_kernel(
     const uint4 *__restrict__ x, const uint4 *__restrict__ w, const T *__restrict__ bias,
     T *__restrict__ y, const int32_t *__restrict__ offsets, int total_rows, int experts, int n,
-    int k) {
-  const GlChunk ch = gl_find_chunk<kGmChunkRows>(offsets, experts, total_rows, (int)blockIdx.x);
+    int k, GlLayout lay) {
+  const GlChunk ch = lay.group_rows
+                        ? gl_uniform_chunk<kGmChunkRows>(lay.group_rows, (int)blockIdx.x)
+                        : gl_find_chunk<kGmChunkRows>(offsets, experts, total_rows, (int)blockIdx.x);
   if (ch.rows == 0) return;
   const int lane = threadIdx.x & 31, warp = threadIdx.x >> 5;
   const int g = lane >> 2, t = lane & 3;
@@ -231,7 +261,7 @@ __global__ __launch_bounds__(kGlThreads, 4) void grouped_linear_mma_kernel(
   DB_UNROLL
   for (int h = 0; h < 2; ++h) {
     const int b = g + 8 * h;
-    x_row[h] = x + (size_t)(ch.row0 + (b < ch.rows ? b : 0)) * chunks + 2 * t;
+    x_row[h] = x + (size_t)(ch.row0 + (b < ch.rows ? b : 0)) * lay.x_row + ch.expert * lay.x_group + 2 * t;
   }
   float acc[kGmTilesN][4];
   DB_UNROLL
@@ -284,30 +314,69 @@ __global__ __launch_bounds__(kGlThreads, 4) void grouped_linear_mma_kernel(
       if (b >= ch.rows || col >= n) continue;
       float out = acc[nt][i];
       if (bias) out += gl_to_float(bias[(size_t)ch.expert * n + col]);
-      y[(size_t)(ch.row0 + b) * n + col] = db_dtype<T>::from_float(out);
+      y[(size_t)(ch.row0 + b) * lay.y_row + ch.expert * lay.y_group + col] = db_dtype<T>::from_float(out);
     }
   }
 }
 
 // The grid holds any routing: sum_e ceil(count_e / C) <= (rows + (C - 1) min(experts, rows)) / C
-// chunks of C rows, by the tiles of n.
+// chunks of C rows, by the tiles of n. Without offsets it is exactly experts * ceil(rows / C):
+// the groups' chunks, and the tensor-core kernel runs from 8 rows a group.
 template <class T>
-int grouped_launch(db_context *ctx, const db_grouped_linear_params *p) {
+int grouped_launch(db_context *ctx, const db_grouped_linear_params *p, const GlLayout &lay) {
   const int spread = std::min(p->experts, p->rows);
   const auto x = reinterpret_cast<const uint4 *>(p->x), w = reinterpret_cast<const uint4 *>(p->w);
   const auto bias = reinterpret_cast<const T *>(p->bias);
   const auto y = reinterpret_cast<T *>(p->y);
   const auto offsets = reinterpret_cast<const int32_t *>(p->expert_offsets);
-  if (p->rows >= kGmMinAverageRows * spread) {
-    const dim3 grid((unsigned)((p->rows + (kGmChunkRows - 1) * spread) / kGmChunkRows),
-                    (unsigned)db_ceil_div((uint64_t)p->n, kGmTileN));
+  const bool uniform = lay.group_rows > 0;
+  auto chunks = [&](int c) {
+    return uniform ? (unsigned)p->experts * (unsigned)db_ceil_div((uint64_t)p->rows, c)
+                   : (unsigned)((p->rows + (c - 1) * spread) / c);
+  };
+  if (uniform ? p->rows >= kGmMinAverageRows : p->rows >= kGmMinAverageRows * spread) {
+    const dim3 grid(chunks(kGmChunkRows), (unsigned)db_ceil_div((uint64_t)p->n, kGmTileN));
     return DB_LAUNCH((grouped_linear_mma_kernel<T>), grid, dim3(kGlThreads), 0, ctx->stream, x, w,
-                     bias, y, offsets, p->rows, p->experts, p->n, p->k);
+                     bias, y, offsets, p->rows, p->experts, p->n, p->k, lay);
   }
-  const dim3 grid((unsigned)((p->rows + (kGlChunkRows - 1) * spread) / kGlChunkRows),
-                  (unsigned)db_ceil_div((uint64_t)p->n, kGlTileN));
+  const dim3 grid(chunks(kGlChunkRows), (unsigned)db_ceil_div((uint64_t)p->n, kGlTileN));
   return DB_LAUNCH((grouped_linear_kernel<T>), grid, dim3(kGlThreads), 0, ctx->stream, x, w, bias,
-                   y, offsets, p->rows, p->experts, p->n, p->k);
+                   y, offsets, p->rows, p->experts, p->n, p->k, lay);
+}
+
+// The layout of p's strides (0: dense), or an error naming the stride.
+int grouped_layout(const db_grouped_linear_params *p, GlLayout *lay) {
+  const bool uniform = p->expert_offsets == 0;
+  const int64_t xr = p->x_row_stride ? p->x_row_stride : p->k;
+  const int64_t yr = p->y_row_stride ? p->y_row_stride : p->n;
+  const int64_t xg = p->x_group_stride ? p->x_group_stride : (uniform ? (int64_t)p->rows * p->k : 0);
+  const int64_t yg = p->y_group_stride ? p->y_group_stride : (uniform ? (int64_t)p->rows * p->n : 0);
+  const struct {
+    const char *name;
+    int64_t v;
+  } strides[] = {{"x_row_stride", xr}, {"x_group_stride", xg}, {"y_row_stride", yr}, {"y_group_stride", yg}};
+  for (const auto &st : strides)
+    if (st.v < 0 || st.v > INT32_MAX)
+      return db_fail(DB_ERR_INVALID_ARGUMENT,
+                     "db_grouped_linear: %s=%lld out of range 0..2^31-1 elements", st.name,
+                     (long long)st.v);
+  if (xr % 8 != 0 || xg % 8 != 0)
+    return db_fail(DB_ERR_INVALID_ARGUMENT,
+                   "db_grouped_linear: x_row_stride=%lld and x_group_stride=%lld must be multiples "
+                   "of 8 elements (x is read in 16-byte vectors)",
+                   (long long)xr, (long long)xg);
+  if (xr < p->k || yr < p->n)
+    return db_fail(DB_ERR_INVALID_ARGUMENT,
+                   "db_grouped_linear: x_row_stride=%lld and y_row_stride=%lld must be at least "
+                   "k=%d and n=%d (rows would overlap)",
+                   (long long)xr, (long long)yr, p->k, p->n);
+  if (!uniform && (p->x_group_stride != 0 || p->y_group_stride != 0))
+    return db_fail(DB_ERR_INVALID_ARGUMENT,
+                   "db_grouped_linear: x_group_stride=%lld y_group_stride=%lld with expert_offsets: "
+                   "rows in expert order have no group strides (want 0)",
+                   (long long)p->x_group_stride, (long long)p->y_group_stride);
+  *lay = GlLayout{uniform ? p->rows : 0, (int)(xr / 8), (int)yr, (size_t)(xg / 8), (size_t)yg};
+  return DB_OK;
 }
 
 int check_aligned(const char *what, uint64_t dptr, uint64_t align) {
@@ -322,12 +391,11 @@ extern "C" int db_grouped_linear(db_context *ctx, const db_grouped_linear_params
   return db_guard("db_grouped_linear", [&]() -> int {
     if (!p) return db_fail(DB_ERR_INVALID_ARGUMENT, "db_grouped_linear: params is null");
     DB_CHECK(db_enter(ctx));
-    if (!p->x || !p->w || !p->y || !p->expert_offsets)
+    if (!p->x || !p->w || !p->y)
       return db_fail(DB_ERR_INVALID_ARGUMENT,
-                     "db_grouped_linear: x, w, y and expert_offsets must be device addresses "
-                     "(got x=0x%llx w=0x%llx y=0x%llx expert_offsets=0x%llx)",
-                     (unsigned long long)p->x, (unsigned long long)p->w, (unsigned long long)p->y,
-                     (unsigned long long)p->expert_offsets);
+                     "db_grouped_linear: x, w and y must be device addresses "
+                     "(got x=0x%llx w=0x%llx y=0x%llx)",
+                     (unsigned long long)p->x, (unsigned long long)p->w, (unsigned long long)p->y);
     if (p->dtype != DB_DTYPE_BF16 && p->dtype != DB_DTYPE_FP16)
       return db_fail(DB_ERR_INVALID_ARGUMENT,
                      "db_grouped_linear: dtype=%d unsupported (want DB_DTYPE_BF16 or DB_DTYPE_FP16)",
@@ -351,7 +419,9 @@ extern "C" int db_grouped_linear(db_context *ctx, const db_grouped_linear_params
     DB_CHECK(check_aligned("y", p->y, 2));
     DB_CHECK(check_aligned("bias", p->bias, 2));
     DB_CHECK(check_aligned("expert_offsets", p->expert_offsets, 4));
-    return p->dtype == DB_DTYPE_BF16 ? grouped_launch<__nv_bfloat16>(ctx, p)
-                                     : grouped_launch<__half>(ctx, p);
+    GlLayout lay;
+    DB_CHECK(grouped_layout(p, &lay));
+    return p->dtype == DB_DTYPE_BF16 ? grouped_launch<__nv_bfloat16>(ctx, p, lay)
+                                     : grouped_launch<__half>(ctx, p, lay);
   });
 }

@@ -46,6 +46,8 @@ func Verify(dev *cgo.Device, s Spec, o Options) Check {
 		out, c = attention(dev, *s.Attention, o)
 	case KindAttentionMLA:
 		out, c = mla(dev, *s.MLA, o)
+	case KindLinearGrouped:
+		out, c = grouped(dev, *s.Grouped, o)
 	default:
 		out, c = probe(dev, *s.Probe, o)
 	}

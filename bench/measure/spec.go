@@ -22,7 +22,8 @@ type Spec struct {
 	Kind      string         `json:"kind"`
 	Linear    *LinearSpec    `json:"linear,omitempty"`
 	Attention *AttentionSpec `json:"attention,omitempty"`
-	MLA       *MLASpec       `json:"mla,omitempty"` // KindAttentionMLA
+	MLA       *MLASpec       `json:"mla,omitempty"`     // KindAttentionMLA
+	Grouped   *GroupedSpec   `json:"grouped,omitempty"` // KindLinearGrouped
 	Probe     *ProbeSpec     `json:"probe,omitempty"`
 }
 
@@ -42,12 +43,12 @@ func (s ProbeSpec) Spec() Spec { return Spec{Kind: KindProbe, Probe: &s} }
 func (s Spec) shapeError() string {
 	switch {
 	case s.Kind == KindLinear && s.Linear != nil, s.Kind == KindAttention && s.Attention != nil, s.Kind == KindProbe && s.Probe != nil,
-		s.Kind == KindAttentionMLA && s.MLA != nil:
+		s.Kind == KindAttentionMLA && s.MLA != nil, s.Kind == KindLinearGrouped && s.Grouped != nil:
 		return ""
-	case s.Kind == KindLinear || s.Kind == KindAttention || s.Kind == KindProbe || s.Kind == KindAttentionMLA:
+	case s.Kind == KindLinear || s.Kind == KindAttention || s.Kind == KindProbe || s.Kind == KindAttentionMLA || s.Kind == KindLinearGrouped:
 		return fmt.Sprintf("invalid spec: kind %s without its %s description", s.Kind, s.Kind)
 	}
-	return fmt.Sprintf("invalid spec: unknown kind %q (want %s, %s, %s or %s)", s.Kind, KindLinear, KindAttention, KindAttentionMLA, KindProbe)
+	return fmt.Sprintf("invalid spec: unknown kind %q (want %s, %s, %s, %s or %s)", s.Kind, KindLinear, KindLinearGrouped, KindAttention, KindAttentionMLA, KindProbe)
 }
 
 // Measure verifies, then times, the call s describes (see Linear, Attention and Probe).
@@ -62,6 +63,8 @@ func Measure(dev *cgo.Device, s Spec, o Options) Outcome {
 		return Attention(dev, *s.Attention, o)
 	case KindAttentionMLA:
 		return MLA(dev, *s.MLA, o)
+	case KindLinearGrouped:
+		return Grouped(dev, *s.Grouped, o)
 	}
 	return Probe(dev, *s.Probe, o)
 }
@@ -141,6 +144,12 @@ func (s Spec) Key() string {
 		if m.Append {
 			b.WriteString(" append")
 		}
+	case KindLinearGrouped:
+		g := s.Grouped
+		fmt.Fprintf(&b, "linear_grouped %s groups=%d m=%d n=%d k=%d", g.DType, g.Groups, g.Rows, g.N, g.K)
+		if g.XRowStride != 0 || g.XGroupStride != 0 || g.YRowStride != 0 || g.YGroupStride != 0 {
+			fmt.Fprintf(&b, " strides=%d,%d,%d,%d", g.XRowStride, g.XGroupStride, g.YRowStride, g.YGroupStride)
+		}
 	case KindProbe:
 		p := s.Probe
 		fmt.Fprintf(&b, "probe %s", p.Kind)
@@ -173,6 +182,9 @@ func (s Spec) Label() string {
 		return fmt.Sprintf("attention B=%d S=%d", s.Attention.Batch, s.Attention.contextsMax())
 	case KindAttentionMLA:
 		return fmt.Sprintf("MLA attention B=%d S=%d", s.MLA.Batch, s.MLA.contextsMax())
+	case KindLinearGrouped:
+		g := s.Grouped
+		return fmt.Sprintf("grouped linear %dx(%dx%dx%d)", g.Groups, g.Rows, g.N, g.K)
 	}
 	return s.Probe.Kind.String() + " probe"
 }
@@ -188,6 +200,8 @@ func (s Spec) Bytes() float64 {
 		return s.Attention.Bytes()
 	case s.Kind == KindAttentionMLA:
 		return s.MLA.Bytes()
+	case s.Kind == KindLinearGrouped:
+		return s.Grouped.Bytes()
 	case s.Probe.Kind.Memory():
 		return float64(s.Probe.Bytes * probeBuffers(s.Probe.Kind))
 	}
@@ -205,6 +219,8 @@ func (s Spec) FLOPs() float64 {
 		return s.Attention.FLOPs()
 	case s.Kind == KindAttentionMLA:
 		return s.MLA.FLOPs()
+	case s.Kind == KindLinearGrouped:
+		return s.Grouped.FLOPs()
 	}
 	return 0
 }
@@ -221,6 +237,8 @@ func (s Spec) MinDeviceBytes() uint64 {
 		return s.Attention.MinDeviceBytes()
 	case s.Kind == KindAttentionMLA:
 		return s.MLA.MinDeviceBytes()
+	case s.Kind == KindLinearGrouped:
+		return s.Grouped.MinDeviceBytes()
 	case s.Probe.Kind.Memory():
 		return s.Probe.Bytes * probeBuffers(s.Probe.Kind)
 	}

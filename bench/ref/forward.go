@@ -64,7 +64,8 @@ type StepArch struct {
 }
 
 // ArchOf gives the step's treatment of s, or an error naming the feature the step does not
-// implement: multi-head latent attention, soft-capping (Gemma 2), LayerNorm with a bias, a
+// implement: multi-head latent attention other than the kernels' 512 + 64 (forward_mla.go runs
+// that in the absorbed form), soft-capping (Gemma 2), LayerNorm with a bias, a
 // non-gated MLP, the unweighted l2 QK-norm, quantized experts and weight formats no kernel
 // takes (StepQuantRefusal), and PhiMoE's sparsemixer router.
 func ArchOf(s model.Shape) (StepArch, error) {
@@ -72,8 +73,11 @@ func ArchOf(s model.Shape) (StepArch, error) {
 		return StepArch{}, fmt.Errorf("model %s: %s is not implemented by the step", s.Name, feature)
 	}
 	switch {
-	case s.IsMLA():
-		return refuse(fmt.Sprintf("multi-head latent attention (KVLoRARank = %d)", s.KVLoRARank))
+	case s.IsMLA() && (s.KVLoRARank != cgo.MLALatentDim || s.RoPEHeadDim != cgo.MLARoPEDim):
+		return refuse(fmt.Sprintf("multi-head latent attention of kv_lora_rank %d and rope %d (the kernels' are %d and %d)",
+			s.KVLoRARank, s.RoPEHeadDim, cgo.MLALatentDim, cgo.MLARoPEDim))
+	case s.IsMLA() && (s.NormsPerLayer() == 4 || s.AttnBias || s.OProjBias || s.QKNorm != "" || s.AttentionSinks):
+		return refuse("multi-head latent attention with Gemma's norms, attention biases, QK-norm or sinks")
 	case s.Family == "gemma2":
 		return refuse("soft-capping (gemma2's attention and final logit soft-capping)")
 	case s.NormBias:
@@ -159,6 +163,8 @@ type Forward struct {
 	// weights, by their first element (forward_quant.go).
 	base      uint64
 	rowScales map[*float32][]float64
+	latent      [][]float32 // MLA: per layer [batch, capacity, 576]
+	latentSigma [][]float64 // MLA: per layer [batch, steps, 576]: appended tokens
 
 	// noise, when set (tests), is added before every rounding of an op the engine computes in
 	// fp32, times that op's fp32 error bound: an adversarial engine.
@@ -174,6 +180,7 @@ type layerWeights struct {
 	gateUp, gateUpBias, down, dBias  []float32 // dense MLP, or shared experts in an MoE layer
 	router, routerBias, corrBias     []float32 // corrBias: sigmoid routing's correction bias (f32)
 	expUp, expUpBias, expDown, expDB []float32
+	mla                              *mlaWeights // multi-head latent attention (qkv and the KV caches unused)
 }
 
 // NewForward fills the weights and caches of a step of shape with base seed base: batch
@@ -233,12 +240,18 @@ func (f *Forward) elements() int64 {
 	n := 2 * int64(s.Vocab) * h
 	for l := 0; l < s.Layers; l++ {
 		ly := s.Layer(l)
-		n += (int64(s.QHeads)+2*int64(s.KVHeads))*hd*h + int64(s.QHeads)*hd*h
+		if s.IsMLA() {
+			n += f.mlaLayerElements() // its projections and latent cache, in place of qkv, o and the KV caches
+		} else {
+			n += (int64(s.QHeads)+2*int64(s.KVHeads))*hd*h + int64(s.QHeads)*hd*h
+		}
 		n += 3 * h * int64(ly.FFN)
 		if ly.MoE {
 			n += int64(s.Experts) * (h + 3*h*int64(s.ExpertFFN))
 		}
-		n += 2 * int64(f.batch) * int64(s.KVHeads) * int64(f.capacity) * hd
+		if !s.IsMLA() {
+			n += 2 * int64(f.batch) * int64(s.KVHeads) * int64(f.capacity) * hd
+		}
 	}
 	return n
 }
@@ -268,7 +281,11 @@ func (f *Forward) fill(base uint64) {
 			w.postAttnNorm = get(l, TensorPostAttnNorm, UnitScale, h)
 			w.postMLPNorm = get(l, TensorPostMLPNorm, UnitScale, h)
 		}
-		w.qkv = f.projection(base, l, TensorQKV, qkvN, h)
+		if s.IsMLA() {
+			f.fillMLA(&w, l, get) // its q, kv and o projections and the latent cache
+		} else {
+			w.qkv = f.projection(base, l, TensorQKV, qkvN, h)
+		}
 		if s.AttnBias {
 			w.qkvBias = get(l, TensorQKVBias, BiasScale, qkvN)
 		}
@@ -276,7 +293,9 @@ func (f *Forward) fill(base uint64) {
 			w.qNorm = get(l, TensorQNorm, UnitScale, hd)
 			w.kNorm = get(l, TensorKNorm, UnitScale, hd)
 		}
-		w.o = f.projection(base, l, TensorO, h, s.QHeads*hd)
+		if !s.IsMLA() {
+			w.o = f.projection(base, l, TensorO, h, s.QHeads*hd)
+		}
 		if s.OProjBias {
 			w.oBias = get(l, TensorOBias, BiasScale, h)
 		}
@@ -311,6 +330,9 @@ func (f *Forward) fill(base uint64) {
 			}
 		}
 		f.layers = append(f.layers, w)
+		if s.IsMLA() {
+			continue // the latent cache is fillMLA's
+		}
 		cache := f.batch * s.KVHeads * f.capacity * hd
 		f.kCache = append(f.kCache, f.cacheFill(base, l, TensorKCache, cache))
 		f.vCache = append(f.vCache, f.cacheFill(base, l, TensorVCache, cache))
@@ -463,19 +485,22 @@ func (f *Forward) rmsnorm(x vec, residual *vec, w []float32, n int) (out, sum ve
 }
 
 // ropeRows rotates rows of head_dim, every one at position pos.
-func (f *Forward) ropeRows(x vec, pos int) vec {
-	hd, half := f.headDim, f.rope.RotaryDim/2
+func (f *Forward) ropeRows(x vec, pos int) vec { return f.ropeRowsOf(x, f.rope, f.headDim, pos) }
+
+// ropeRowsOf rotates rows of hd elements by rope r, every one at position pos.
+func (f *Forward) ropeRowsOf(x vec, rope Rope, hd, pos int) vec {
+	half := rope.RotaryDim / 2
 	want, kernel, in := make([]float64, len(x.v)), make([]float64, len(x.v)), make([]float64, len(x.v))
 	for row := 0; row < len(x.v)/hd; row++ {
 		o := row * hd
-		w, b := RopeHead(f.rope, f.d, x.v[o:o+hd], pos)
+		w, b := RopeHead(rope, f.d, x.v[o:o+hd], pos)
 		copy(want[o:], w)
 		copy(kernel[o:], b)
 		for i := 0; i < hd; i++ {
 			in[o+i] = x.s[o+i]
 		}
 		for i := 0; i < half; i++ {
-			sn, c := math.Sincos(float64(pos) * f.rope.InvFreq(i, pos+1))
+			sn, c := math.Sincos(float64(pos) * rope.InvFreq(i, pos+1))
 			s1, s2 := x.s[o+i], x.s[o+i+half]
 			in[o+i], in[o+i+half] = math.Hypot(c*s1, sn*s2), math.Hypot(c*s2, sn*s1)
 		}
@@ -526,8 +551,8 @@ func span(ly model.Layer, L int) int {
 // (k, v with sigmas ks, vs, nil before the appended tokens start at first), with an optional
 // sink logit: the output, its kernel bound and its propagated sigma.
 func (f *Forward) attendHead(q []float32, qs []float64, kv func(t int) (k, v []float32, ks, vs []float64), lo, L int, sink *float32) (want, kernel, in []float64) {
-	hd := f.headDim
-	scale := 1 / math.Sqrt(float64(hd))
+	hd := len(q) // head_dim; MLA's 576, its values attended as wide (the caller keeps 512)
+	scale := f.attnScale()
 	n := L - lo
 	scores, sigmaS := make([]float64, n), make([]float64, n)
 	m, scoreAbs := math.Inf(-1), 0.0
@@ -773,6 +798,12 @@ func (f *Forward) StepRouted(tokens []int32, routes map[int][]int32) (logits, bo
 			a, _ = f.rmsnorm(r, nil, w.attnNorm, h)
 		} else {
 			a, r = f.rmsnorm(*pending, &r, w.attnNorm, h)
+		}
+		if w.mla != nil {
+			if pending, r, err = f.mlaLayer(l, a, r, pos, routes); err != nil {
+				return nil, nil, err
+			}
+			continue
 		}
 		qkvN := (f.qHeads + 2*f.kvHeads) * hd
 		qkv := f.linear(a, w.qkv, w.qkvBias, qkvN, h, false)

@@ -9,7 +9,10 @@ import (
 
 // GroupedLinearInputs describes one db_grouped_linear call whose X, W and bias were filled on
 // the device by db_fill_hash: X [Rows x K], W [Experts x N x K], Bias [Experts x N] (when
-// HasBias), and Offsets (Experts + 1 int32s) saying which rows each expert takes.
+// HasBias), and Offsets (Experts + 1 int32s) saying which rows each expert takes. Offsets nil
+// is the call without offsets: Experts groups of Rows rows each, group g's row r at element
+// r*XRowStride + g*XGroupStride of the X buffer (filled whole, XElements of it), and at
+// r*YRowStride + g*YGroupStride of Y; strides 0 are the dense ones, as in the kernel.
 type GroupedLinearInputs struct {
 	DType                     DType
 	Rows, Experts, N, K       int
@@ -17,16 +20,83 @@ type GroupedLinearInputs struct {
 	SeedX, SeedW, SeedBias    uint64
 	ScaleX, ScaleW, ScaleBias float32
 	HasBias                   bool
+
+	XRowStride, XGroupStride int
+	YRowStride, YGroupStride int
+	// Groups, when not nil, limits the reference to those groups (experts): the others' rows
+	// are not Covered and their W is not generated, so a large call is checked on a sample.
+	Groups []int
 }
 
 // GroupedLinearReference is the exact result of the dtype-rounded inputs, in float64.
 type GroupedLinearReference struct {
-	// Want[r*N+j] = Σ_k X[r,k]·W[e,j,k] (+ Bias[e,j]) for the expert e whose rows hold r.
+	// Want[r*N+j] = Σ_k X[r,k]·W[e,j,k] (+ Bias[e,j]) for the expert e whose rows hold r; for a
+	// call without offsets, row r of group g is Want[(g*Rows+r)*N+j] (LogicalRows in all).
 	Want []float64
 	// Bound[r*N+j]: LinearElementBound over the k products and the bias add.
 	Bound []float64
 	// Covered[r]: whether some expert takes row r (a row no expert takes is not written).
 	Covered []bool
+}
+
+// Uniform reports whether the call has no offsets: Experts groups of Rows rows.
+func (in GroupedLinearInputs) Uniform() bool { return in.Offsets == nil }
+
+// LogicalRows is the rows of Want: Experts*Rows without offsets, else Rows.
+func (in GroupedLinearInputs) LogicalRows() int {
+	if in.Uniform() {
+		return in.Experts * in.Rows
+	}
+	return in.Rows
+}
+
+// Strides gives the strides in elements with the dense defaults filled in.
+func (in GroupedLinearInputs) Strides() (xRow, xGroup, yRow, yGroup int) {
+	xRow, xGroup, yRow, yGroup = in.XRowStride, in.XGroupStride, in.YRowStride, in.YGroupStride
+	if xRow == 0 {
+		xRow = in.K
+	}
+	if yRow == 0 {
+		yRow = in.N
+	}
+	if in.Uniform() {
+		if xGroup == 0 {
+			xGroup = in.Rows * in.K
+		}
+		if yGroup == 0 {
+			yGroup = in.Rows * in.N
+		}
+	}
+	return
+}
+
+// XElements and YElements are the buffer lengths the strided layout spans (the last row's
+// end), in elements.
+func (in GroupedLinearInputs) XElements() int {
+	xr, xg, _, _ := in.Strides()
+	g := 0
+	if in.Uniform() {
+		g = in.Experts - 1
+	}
+	return (in.Rows-1)*xr + g*xg + in.K
+}
+
+func (in GroupedLinearInputs) YElements() int {
+	_, _, yr, yg := in.Strides()
+	g := 0
+	if in.Uniform() {
+		g = in.Experts - 1
+	}
+	return (in.Rows-1)*yr + g*yg + in.N
+}
+
+// YIndex is the element of the Y buffer that holds Want[row*N+j] (row a logical row).
+func (in GroupedLinearInputs) YIndex(row, j int) int {
+	_, _, yr, yg := in.Strides()
+	if in.Uniform() {
+		return (row%in.Rows)*yr + (row/in.Rows)*yg + j
+	}
+	return row*yr + j
 }
 
 // ExpertOffsets is the exclusive prefix sum of counts, as db_moe_group writes it.
@@ -41,6 +111,15 @@ func ExpertOffsets(counts []int) []int32 {
 // Validate checks that the offsets are what db_moe_group gives: Experts + 1 ascending values
 // from 0, at most Rows.
 func (in GroupedLinearInputs) Validate() error {
+	if in.Uniform() {
+		if in.Rows < 1 || in.Experts < 1 {
+			return fmt.Errorf("grouped linear: %d groups of %d rows, want at least 1 of 1", in.Experts, in.Rows)
+		}
+		return nil
+	}
+	if in.XGroupStride != 0 || in.YGroupStride != 0 {
+		return fmt.Errorf("grouped linear: group strides %d, %d with offsets, want 0", in.XGroupStride, in.YGroupStride)
+	}
 	if len(in.Offsets) != in.Experts+1 {
 		return fmt.Errorf("grouped linear: %d offsets for %d experts, want %d", len(in.Offsets), in.Experts, in.Experts+1)
 	}
@@ -63,11 +142,30 @@ func GroupedLinear(in GroupedLinearInputs) (GroupedLinearReference, error) {
 	if err := in.Validate(); err != nil {
 		return GroupedLinearReference{}, err
 	}
-	x := Fill(in.DType, in.SeedX, in.ScaleX, in.Rows*in.K)
+	x := Fill(in.DType, in.SeedX, in.ScaleX, in.XElements())
+	xr, xg, _, _ := in.Strides()
+	rows := in.LogicalRows()
 	ref := GroupedLinearReference{
-		Want:    make([]float64, in.Rows*in.N),
-		Bound:   make([]float64, in.Rows*in.N),
-		Covered: make([]bool, in.Rows),
+		Want:    make([]float64, rows*in.N),
+		Bound:   make([]float64, rows*in.N),
+		Covered: make([]bool, rows),
+	}
+	// Group e's logical rows [first[e], first[e+1]) and where each row's x starts.
+	first := make([]int, in.Experts+1)
+	xAt := make([]int, rows)
+	for e := 0; e <= in.Experts; e++ {
+		if in.Uniform() {
+			first[e] = e * in.Rows
+		} else {
+			first[e] = int(in.Offsets[e])
+		}
+	}
+	for r := range xAt {
+		if in.Uniform() {
+			xAt[r] = (r%in.Rows)*xr + (r/in.Rows)*xg
+		} else {
+			xAt[r] = r * xr
+		}
 	}
 	type job struct{ e, j int }
 	jobs := make(chan job, 256)
@@ -86,8 +184,8 @@ func GroupedLinear(in GroupedLinearInputs) (GroupedLinearReference, error) {
 				if in.HasBias {
 					bias = float64(FillValue(in.DType, in.SeedBias, in.ScaleBias, uint64(jb.e)*uint64(in.N)+uint64(jb.j)))
 				}
-				for r := int(in.Offsets[jb.e]); r < int(in.Offsets[jb.e+1]); r++ {
-					xr := x[r*in.K : (r+1)*in.K]
+				for r := first[jb.e]; r < first[jb.e+1]; r++ {
+					xr := x[xAt[r] : xAt[r]+in.K]
 					var sum, abs float64
 					for kk, wv := range w {
 						p := float64(xr[kk]) * wv
@@ -101,11 +199,23 @@ func GroupedLinear(in GroupedLinearInputs) (GroupedLinearReference, error) {
 			}
 		}()
 	}
+	chosen := make([]bool, in.Experts)
+	for e := range chosen {
+		chosen[e] = in.Groups == nil
+	}
+	for _, g := range in.Groups {
+		if g >= 0 && g < in.Experts {
+			chosen[g] = true
+		}
+	}
 	for e := 0; e < in.Experts; e++ {
-		for r := int(in.Offsets[e]); r < int(in.Offsets[e+1]); r++ {
+		if !chosen[e] {
+			continue
+		}
+		for r := first[e]; r < first[e+1]; r++ {
 			ref.Covered[r] = true
 		}
-		if in.Offsets[e+1] == in.Offsets[e] {
+		if first[e+1] == first[e] {
 			continue // no rows: its W is never generated, as the kernel never reads it
 		}
 		for j := 0; j < in.N; j++ {

@@ -4,6 +4,7 @@ import (
 	"fmt"
 	"math"
 
+	"github.com/decodebench/decodebench/bench/model"
 	"github.com/decodebench/decodebench/cgo"
 )
 
@@ -217,3 +218,20 @@ func AppendMLA(s MLAShape, pageTable []int32, positions []int, cache, rows []flo
 	}
 	return nil
 }
+
+// MLALatentRow is the cache row db_mla_rope_append writes for one sequence at pos from its
+// kv_a_proj row kvA (latent, then k_pe): the latent normalised by kv_a_layernorm (weight
+// kvNorm, eps), then k_pe rotated (neox, r.RotaryDim = the rotary width), MLAQKDim elements.
+func MLALatentRow(d DType, r Rope, kvA, kvNorm []float32, pos int, eps float64) (want, bounds []float64) {
+	latent := cgo.MLALatentDim
+	norm := RMSNorm(d, kvA[:latent], nil, kvNorm, latent, eps, false)
+	pe, peBounds := RopeHead(r, d, kvA[latent:latent+cgo.MLARoPEDim], pos)
+	return append(norm.Want, pe...), append(norm.Bounds, peBounds...)
+}
+
+// MLASoftmaxScale is the softmax scale of an MLA model's attention in the step, the sweep and
+// the forward pass: 1/sqrt of the query head's QK width in the unabsorbed form (qk_nope +
+// qk_rope, 192 for DeepSeek-V3). The shape does not carry the yarn mscale DeepSeek multiplies
+// in (mscale^2 = 1.89 at its factor of 40); the scale changes the softmax's values, not what a
+// kernel reads or its time.
+func MLASoftmaxScale(s model.Shape) float64 { return 1 / math.Sqrt(float64(s.HeadDim)) }

@@ -46,6 +46,19 @@ const (
 	TensorExpertDownBias = "expert_down_bias"    // [experts, hidden]
 	TensorSharedUpBias   = "shared_gate_up_bias" // [2 shared_ffn]
 	TensorSharedDownBias = "shared_down_bias"    // [hidden]
+
+	// Multi-head latent attention (DeepSeek-V3, Kimi-K2) in the absorbed form; nope and rope
+	// are qk_nope_head_dim and qk_rope_head_dim, latent kv_lora_rank. TensorO is then
+	// [hidden, q_heads v_head_dim].
+	TensorQA          = "q_a"          // [q_lora_rank, hidden]: the query's down projection
+	TensorQANorm      = "q_a_norm"     // [q_lora_rank]: q_a_layernorm (UnitScale)
+	TensorQB          = "q_b"          // [q_heads (nope + rope), q_lora_rank]: each head's q_nope rows, then its q_pe
+	TensorQ           = "q"            // [q_heads (nope + rope), hidden]: in place of q_a and q_b when q_lora_rank is 0
+	TensorKVA         = "kv_a"         // [latent + rope, hidden]: the latent's down projection, then the shared k_pe
+	TensorKVANorm     = "kv_a_norm"    // [latent]: kv_a_layernorm (UnitScale)
+	TensorWUK         = "w_uk"         // [q_heads, latent, nope]: kv_b's key part per head, transposed for y = x W^T
+	TensorWUV         = "w_uv"         // [q_heads, v_head_dim, latent]: kv_b's value part per head
+	TensorLatentCache = "latent_cache" // contiguous [batch, capacity, latent + rope]: tokens before the first step (CacheScale)
 )
 
 // TensorSeed is the fill seed of tensor name in layer (-1: outside the layers) for a step

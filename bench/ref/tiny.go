@@ -22,9 +22,10 @@ func tinyShape(family, name string, hidden, ffn, layers, qHeads, kvHeads, headDi
 // tied and untied embeddings, QKV / output / MLP / LM-head biases, QK-norm, partial rotary,
 // layers without rotary, sliding windows and chunks shorter than the context, attention
 // sinks, Gemma's scaled embedding, unit-offset norms, four norms a layer and GeLU-tanh,
-// gpt-oss's clamped SwiGLU, and mixtures of experts routed as Mixtral, Qwen3-MoE (with and
+// gpt-oss's clamped SwiGLU, mixtures of experts routed as Mixtral, Qwen3-MoE (with and
 // without norm_topk_prob), gpt-oss, DeepSeek-V3 (sigmoid, correction bias, groups, scaling)
-// and Llama 4 (sigmoid on the expert's input) do, with shared experts and dense first layers.
+// and Llama 4 (sigmoid on the expert's input) do, with shared experts and dense first layers,
+// and multi-head latent attention (with and without q_lora_rank, dense and MoE).
 func TinyModels() []TinyModel {
 	var ms []TinyModel
 	add := func(s model.Shape, batch, context, steps int) {
@@ -107,5 +108,30 @@ func TinyModels() []TinyModel {
 	s = tinyShape("qwen3_moe", "tiny-qwen3-moe-raw", 128, 0, 2, 4, 2, 64, 200, false)
 	s.QKNorm, s.Experts, s.ExpertsPerToken, s.ExpertFFN, s.RawTopKWeights = "rms", 8, 2, 64, true
 	add(s, 3, 9, 3)
+	// DeepSeek-V3-like multi-head latent attention, dense,
+	// absorbed: q through a rank-64 q_a / q_b, 3 heads of 32 + 64 over one latent of 512 + 64,
+	// values of 24 (o_proj's input 72), tied.
+	s = tinyShape("deepseek_v3", "tiny-deepseek-mla", 128, 256, 2, 3, 3, 32+64, 152, true)
+	s.QLoRARank, s.KVLoRARank, s.RoPEHeadDim, s.VHeadDim = 64, 512, 64, 24
+	add(s, 3, 9, 3)
+
+	// DeepSeek-V3 as a whole, small: latent attention as above, a dense first layer, then a
+	// shared expert of 64 beside the top 3 of 16 routed ones, sigmoid scores with a correction
+	// bias, 2 of 4 groups kept, renormalised and scaled by 2.5.
+	s = tinyShape("deepseek_v3", "tiny-deepseek-v3", 128, 64, 2, 3, 3, 32+64, 152, false)
+	s.QLoRARank, s.KVLoRARank, s.RoPEHeadDim, s.VHeadDim = 64, 512, 64, 32
+	s.DenseLayers, s.DenseFFN = 1, 256
+	s.Experts, s.ExpertsPerToken, s.ExpertFFN, s.RouterBias = 16, 3, 64, true
+	s.RouterScoring, s.ExpertGroups, s.GroupsKept, s.RoutedScaling = "sigmoid", 4, 2, 2.5
+	add(s, 3, 9, 3)
+
+	// MLA without q_lora_rank (q_proj from the hidden state, as DeepSeek-V2-Lite), 2 heads of
+	// 16 + 64 and values of 64, in a mixture of experts with softmax routing (custom) and a
+	// dense first layer.
+	s = tinyShape("custom", "tiny-mla-moe", 96, 0, 2, 2, 2, 16+64, 120, false)
+	s.KVLoRARank, s.RoPEHeadDim, s.VHeadDim = 512, 64, 64
+	s.DenseLayers, s.DenseFFN = 1, 192
+	s.Experts, s.ExpertsPerToken, s.ExpertFFN = 4, 2, 64
+	add(s, 2, 6, 3)
 	return ms
 }

@@ -70,7 +70,7 @@ func (p *Program) Plan(pl Planner) (Workspaces, error) {
 		if err != nil {
 			return w, err
 		}
-		if ops[i].Attention != nil {
+		if ops[i].UsesAttentionWorkspace() {
 			w.Attention = max(w.Attention, need)
 		} else {
 			w.Shared = max(w.Shared, need)
@@ -178,7 +178,7 @@ func Open(dev Device, p *Program) (*Engine, error) {
 	e.Ops = p.Ops(func(name string) uint64 { return e.bufs[name].Ptr })
 	for i := range e.Ops {
 		ws := shared
-		if e.Ops[i].Attention != nil {
+		if e.Ops[i].UsesAttentionWorkspace() {
 			ws = attention
 		}
 		if _, err := e.Ops[i].Plan(dev, ws.ptr, ws.bytes); err != nil {

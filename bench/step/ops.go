@@ -25,6 +25,8 @@ type Launcher interface {
 	MoECombine(cgo.MoECombineParams) error
 	GroupedLinear(cgo.GroupedLinearParams) error
 	AddInt32(dptr uint64, count, delta int) error
+	MLARopeAppend(cgo.MLARopeAppendParams) error
+	MLAAttention(cgo.MLAAttentionParams) error
 }
 
 // Planner resolves the variants and splits of the calls that have a plan, and gives the
@@ -33,6 +35,7 @@ type Planner interface {
 	LinearPlan(cgo.LinearParams) (cgo.LinearParams, uint64, error)
 	AttentionPlan(cgo.AttentionParams) (cgo.AttentionParams, uint64, error)
 	ArgmaxPlan(cgo.ArgmaxParams) (cgo.ArgmaxParams, uint64, error)
+	MLAAttentionPlan(cgo.MLAAttentionParams) (cgo.MLAAttentionParams, uint64, error)
 }
 
 // AddInt32Params is one db_add_i32 call.
@@ -61,7 +64,12 @@ type Op struct {
 	MoECombine    *cgo.MoECombineParams
 	GroupedLinear *cgo.GroupedLinearParams
 	AddInt32      *AddInt32Params
+	MLARopeAppend *cgo.MLARopeAppendParams
+	MLAAttention  *cgo.MLAAttentionParams
 }
+
+// UsesAttentionWorkspace: the op's split counters live in the attention's own workspace.
+func (o Op) UsesAttentionWorkspace() bool { return o.Attention != nil || o.MLAAttention != nil }
 
 // Kernel is the entry point the op calls: "linear", "attention", "rmsnorm", ...
 func (o Op) Kernel() string {
@@ -94,6 +102,10 @@ func (o Op) Kernel() string {
 		return "grouped_linear"
 	case o.AddInt32 != nil:
 		return "add_i32"
+	case o.MLARopeAppend != nil:
+		return "mla_rope_append"
+	case o.MLAAttention != nil:
+		return "attention_mla"
 	}
 	return "none"
 }
@@ -132,6 +144,12 @@ func (o Op) String() string {
 	case o.GroupedLinear != nil:
 		g := o.GroupedLinear
 		size = fmt.Sprintf("%d rows over %d experts of [%d x %d]", g.Rows, g.Experts, g.N, g.K)
+		if g.ExpertOffsets == 0 {
+			size = fmt.Sprintf("%d groups of [%d x %d] . [%d x %d]^T", g.Experts, g.Rows, g.K, g.N, g.K)
+		}
+	case o.MLAAttention != nil:
+		a := o.MLAAttention
+		size = fmt.Sprintf("batch %d, %d heads over one latent cache of %d", a.Batch, a.QHeads, a.Cache.Capacity)
 	case o.Argmax != nil:
 		size = fmt.Sprintf("[%d x %d]", o.Argmax.Batch, o.Argmax.Vocab)
 	}
@@ -174,6 +192,10 @@ func (o Op) Launch(l Launcher) error {
 		err = l.GroupedLinear(*o.GroupedLinear)
 	case o.AddInt32 != nil:
 		err = l.AddInt32(o.AddInt32.Ptr, o.AddInt32.Count, o.AddInt32.Delta)
+	case o.MLARopeAppend != nil:
+		err = l.MLARopeAppend(*o.MLARopeAppend)
+	case o.MLAAttention != nil:
+		err = l.MLAAttention(*o.MLAAttention)
 	default:
 		err = fmt.Errorf("no call")
 	}
@@ -202,6 +224,12 @@ func (o *Op) Plan(pl Planner, workspace, workspaceBytes uint64) (uint64, error) 
 		if p, need, err = pl.AttentionPlan(*o.Attention); err == nil {
 			p.Workspace, p.WorkspaceBytes = giveWorkspace(need, workspace, workspaceBytes)
 			*o.Attention = p
+		}
+	case o.MLAAttention != nil:
+		var p cgo.MLAAttentionParams
+		if p, need, err = pl.MLAAttentionPlan(*o.MLAAttention); err == nil {
+			p.Workspace, p.WorkspaceBytes = giveWorkspace(need, workspace, workspaceBytes)
+			*o.MLAAttention = p
 		}
 	case o.Argmax != nil:
 		var p cgo.ArgmaxParams
@@ -298,6 +326,10 @@ func (p *Program) Ops(addr func(name string) uint64) []Op {
 			norm(l, "attn_norm", residual, 0, w(l, ref.TensorAttnNorm), normed, B, H)
 		} else {
 			norm(l, "attn_norm", mlpOut, residual, w(l, ref.TensorAttnNorm), normed, B, H)
+		}
+		if s.IsMLA() {
+			p.mlaLayer(l, ly, emit, linear, bias, norm, mlp, w, addr)
+			continue
 		}
 		wqkv := w(l, ref.TensorQKV)
 		if p.splitQKV {

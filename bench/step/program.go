@@ -95,8 +95,8 @@ type Program struct {
 // every part. The command refuses such a model with it before any device work.
 func Feature(s model.Shape) string {
 	switch {
-	case s.IsMLA():
-		return "multi-head latent attention (MLA)"
+	case s.IsMLA() && mlaFeature(s) != "":
+		return mlaFeature(s)
 	case s.Family == "gemma2":
 		return "attention and final logit soft-capping (gemma2)"
 	case quantFeature(s) != "":
@@ -115,7 +115,7 @@ func Feature(s model.Shape) string {
 		return fmt.Sprintf("%d experts (the routing kernels take at most %d)", s.Experts, cgo.MoEMaxExperts)
 	case s.IsMoE() && s.ExpertsPerToken > cgo.MoEMaxTopK:
 		return fmt.Sprintf("top-%d routing (the kernels take at most %d)", s.ExpertsPerToken, cgo.MoEMaxTopK)
-	case !cgo.IsAttentionHeadDim(s.HeadDim):
+	case !s.IsMLA() && !cgo.IsAttentionHeadDim(s.HeadDim):
 		return fmt.Sprintf("head dim %d (the attention kernels are built for %v)", s.HeadDim, cgo.AttentionHeadDims)
 	case s.Hidden > cgo.SmallOpMaxHidden:
 		return fmt.Sprintf("hidden %d (RMSNorm takes at most %d)", s.Hidden, cgo.SmallOpMaxHidden)
@@ -220,7 +220,11 @@ func New(c Config) (*Program, error) {
 			weight(l, ref.TensorPostAttnNorm, H, ref.UnitScale)
 			weight(l, ref.TensorPostMLPNorm, H, ref.UnitScale)
 		}
-		p.addProjection(l, ref.TensorQKV, qd+2*kvd, H)
+		if s.IsMLA() {
+			p.mlaBuffers(l, weight)
+		} else {
+			p.addProjection(l, ref.TensorQKV, qd+2*kvd, H)
+		}
 		if s.AttnBias {
 			weight(l, ref.TensorQKVBias, qd+2*kvd, ref.BiasScale)
 		}
@@ -228,7 +232,9 @@ func New(c Config) (*Program, error) {
 			weight(l, ref.TensorQNorm, hd, ref.UnitScale)
 			weight(l, ref.TensorKNorm, hd, ref.UnitScale)
 		}
-		p.addProjection(l, ref.TensorO, H, qd)
+		if !s.IsMLA() {
+			p.addProjection(l, ref.TensorO, H, qd)
+		}
 		if s.OProjBias {
 			weight(l, ref.TensorOBias, H, ref.BiasScale)
 		}
@@ -268,7 +274,9 @@ func New(c Config) (*Program, error) {
 				}
 			}
 		}
-		p.addCaches(l, B*kvd*capacity)
+		if !s.IsMLA() { // the latent cache is mlaBuffers'
+			p.addCaches(l, B*kvd*capacity)
+		}
 	}
 
 	// The state the step advances, and the activations.
@@ -304,6 +312,9 @@ func New(c Config) (*Program, error) {
 		}
 	}
 	p.add(Buffer{Name: bufLogits, Bytes: B * V * el})
+	if s.IsMLA() {
+		p.mlaActivations()
+	}
 
 	// One fused qkv projection, whose rows the rotary-and-append kernel reads where they lie
 	// (row_stride) and whose rotated q it writes packed for the attention (q_out). QK-norm
@@ -362,6 +373,20 @@ const (
 	bufAttnWorkspace = "attention_workspace"
 )
 
+// kvCaches names a layer's caches of grouped-query attention: none for MLA, whose latent cache
+// mlaBuffers adds.
+func kvCaches(s model.Shape) []string {
+	if s.IsMLA() {
+		return nil
+	}
+	return []string{ref.TensorKCache, ref.TensorVCache}
+}
+
+// isCache reports whether a tensor is a cache (KV or latent), not a weight.
+func isCache(tensor string) bool {
+	return tensor == ref.TensorKCache || tensor == ref.TensorVCache || tensor == ref.TensorLatentCache
+}
+
 func tensorKey(layer int, name string) string {
 	if layer < 0 {
 		return name
@@ -394,7 +419,7 @@ func (p *Program) BufferBytes() uint64 {
 func (p *Program) WeightBytes() uint64 {
 	var n uint64
 	for _, b := range p.Buffers {
-		if b.Fill != nil && b.Fill.Tensor != ref.TensorKCache && b.Fill.Tensor != ref.TensorVCache {
+		if b.Fill != nil && !isCache(b.Fill.Tensor) {
 			n += weightBytesOf(b)
 		}
 	}
@@ -405,7 +430,7 @@ func (p *Program) WeightBytes() uint64 {
 func (p *Program) CacheBytes() uint64 {
 	var n uint64
 	for _, b := range p.Buffers {
-		if b.Fill != nil && (b.Fill.Tensor == ref.TensorKCache || b.Fill.Tensor == ref.TensorVCache) {
+		if b.Fill != nil && isCache(b.Fill.Tensor) {
 			n += b.Bytes
 		}
 	}

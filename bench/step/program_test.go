@@ -27,6 +27,10 @@ func (f fakePlanner) ArgmaxPlan(p cgo.ArgmaxParams) (cgo.ArgmaxParams, uint64, e
 	p.NumSplits = 4
 	return p, f.argmax, nil
 }
+func (f fakePlanner) MLAAttentionPlan(p cgo.MLAAttentionParams) (cgo.MLAAttentionParams, uint64, error) {
+	p.NumSplits = 2
+	return p, f.attention, nil
+}
 
 type fakeProps struct{ free, total uint64 }
 
@@ -160,11 +164,17 @@ func TestFeatures(t *testing.T) {
 	ungated.GatedMLP = false
 	int8KV := Tiny()[0]
 	int8KV.KVDType = model.INT8
+	// DeepSeek-V3 in bf16: its latent attention (bench/step/mla.go) and its sigmoid routing run.
+	deepseekBF16 := look("deepseek-v3")
+	deepseekBF16.Quant = nil
+	if got := Feature(deepseekBF16); got != "" {
+		t.Errorf("Feature(DeepSeek-V3 in bf16) = %q, want it built", got)
+	}
 	tests := []struct {
 		shape model.Shape
 		want  string
 	}{
-		{look("deepseek-v3"), "multi-head latent attention"},
+		{look("deepseek-v3"), "128x128 block scales"},
 		{look("gemma-2-9b"), "soft-capping"},
 		{look("gpt-oss-20b"), "mxfp4 experts"},
 		{look("llama-4-scout"), "L2 QK-norm"},

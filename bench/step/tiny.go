@@ -49,3 +49,13 @@ func TinySliding() model.Shape {
 	s.SlidingWindow, s.SlidingLayers = 16, 2
 	return s
 }
+
+// TinyMLA is DeepSeek-like multi-head latent attention (dense, absorbed): q through a rank-64
+// q_a / q_b, 4 heads of 32 + 64 over one latent of 512 + 64, values of 32 (needs
+// db_mla_rope_append, db_mla_attention and db_grouped_linear's strides).
+func TinyMLA() model.Shape {
+	s := Tiny()[0]
+	s.Name, s.Family, s.Layers, s.QHeads, s.KVHeads, s.HeadDim = "tiny-mla", "deepseek_v3", 2, 4, 4, 32+64
+	s.QLoRARank, s.KVLoRARank, s.RoPEHeadDim, s.VHeadDim = 64, 512, 64, 32
+	return s
+}

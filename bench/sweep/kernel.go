@@ -3,7 +3,6 @@ package sweep
 import (
 	"encoding/json"
 	"fmt"
-	"math"
 	"slices"
 	"time"
 
@@ -41,6 +40,8 @@ func SpecOf(k model.Kernel, s model.Shape) measure.Spec {
 	case model.KindAttentionMLA:
 		return measure.MLASpec{Batch: k.Batch, QHeads: k.QHeads, Contexts: []int{k.Context}, DType: kernelDType(s.KVDType),
 			Scale: MLAScale(s)}.Spec()
+	case model.KindLinearGrouped:
+		return MLAGroupedSpec(k, s).Spec()
 	}
 	return measure.Spec{Kind: k.Kind}
 }
@@ -70,11 +71,27 @@ func stepSpecs(cfg Config, peer cgo.LinearVariant) []measure.Spec {
 	return specs
 }
 
-// MLAScale is the softmax scale the sweep gives an MLA model's attention: 1/sqrt of the query
-// head's QK width (nope + rope, 192 for DeepSeek-V3). The model shape does not carry the yarn
-// mscale that DeepSeek multiplies in; the scale changes the softmax's values, not the kernel's
-// time.
-func MLAScale(s model.Shape) float64 { return 1 / math.Sqrt(float64(s.HeadDim)) }
+// MLAScale is the softmax scale the sweep gives an MLA model's attention, the step's
+// (ref.MLASoftmaxScale: 1/sqrt(nope + rope), without the yarn mscale the shape does not carry;
+// the scale changes the softmax's values, not the kernel's time).
+func MLAScale(s model.Shape) float64 { return ref.MLASoftmaxScale(s) }
+
+// MLAGroupedSpec is the measurement of an MLA model's absorbed per-head projection k, laid out
+// as the step holds it (bench/step/mla.go): q_absorb reads each head's q_nope inside q_b_proj's
+// rows (heads of nope + rope) and writes the latent part of the attention's q (heads of 576);
+// v_absorb reads the attention's output (heads of 512) and writes o_proj's input.
+func MLAGroupedSpec(k model.Kernel, s model.Shape) measure.GroupedSpec {
+	g := measure.GroupedSpec{Groups: k.Groups, Rows: k.M, N: k.N, K: k.K, DType: kernelDType(s.ActivationDType())}
+	switch k.Name {
+	case "q_absorb":
+		g.XRowStride, g.XGroupStride = k.Groups*s.HeadDim, s.HeadDim
+		g.YRowStride, g.YGroupStride = k.Groups*cgo.MLAQKDim, cgo.MLAQKDim
+	case "v_absorb":
+		g.XRowStride, g.XGroupStride = k.Groups*cgo.MLAVDim, cgo.MLAVDim
+		g.YRowStride, g.YGroupStride = k.Groups*k.N, k.N
+	}
+	return g
+}
 
 // MissingKernel names what the kernel library lacks to run k of shape s, "" when it has the
 // kernel: a variant (model.Kernel.Variant: a grouped linear, a linear with quantized weights; MLA
@@ -105,7 +122,9 @@ func MissingKernel(k model.Kernel, s model.Shape) string {
 		}
 		return ""
 	}
-	if v := k.Variant(); v != "" && !(k.Kind == model.KindAttention && k.Sinks) {
+	// A grouped linear of the activation dtype is db_grouped_linear's call without offsets;
+	// one with a quantized W (DeepSeek's fp8 checkpoint) is not built.
+	if v := k.Variant(); v != "" && !(k.Kind == model.KindAttention && k.Sinks) && !(k.Kind == model.KindLinearGrouped && k.WeightFormat == "") {
 		return v
 	}
 	switch k.Kind {

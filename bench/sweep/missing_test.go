@@ -4,6 +4,7 @@ import (
 	"strings"
 	"testing"
 
+	"github.com/decodebench/decodebench/bench/measure"
 	"github.com/decodebench/decodebench/bench/model"
 	"github.com/decodebench/decodebench/cgo"
 )
@@ -84,6 +85,38 @@ func TestMissingKernel(t *testing.T) {
 		}
 		if why := MissingKernels(s.Kernels(4, 4096), s); mla == 0 || strings.Contains(why, "MLA") || !strings.Contains(why, "grouped linear") {
 			t.Errorf("%s: %d MLA kernels; MissingKernels %q", name, mla, why)
+		}
+		// In bf16 the absorbed projections are db_grouped_linear's calls without offsets, laid
+		// out as the step holds them.
+		bf16 := s
+		bf16.Quant = nil
+		grouped := 0
+		for _, k := range bf16.Kernels(4, 4096) {
+			if k.Kind != model.KindLinearGrouped {
+				continue
+			}
+			grouped++
+			if why := MissingKernel(k, bf16); why != "" {
+				t.Errorf("%s bf16 %s: %q", name, k.Name, why)
+			}
+			spec := SpecOf(k, bf16)
+			g := spec.Grouped
+			if spec.Kind != measure.KindLinearGrouped || g == nil || g.Groups != s.QHeads || g.Rows != 4 {
+				t.Fatalf("%s bf16 %s: spec %+v", name, k.Name, spec)
+			}
+			switch k.Name {
+			case "q_absorb":
+				if g.N != 512 || g.K != 128 || g.XGroupStride != 192 || g.XRowStride != 192*s.QHeads || g.YGroupStride != 576 || g.YRowStride != 576*s.QHeads {
+					t.Errorf("%s q_absorb %+v", name, *g)
+				}
+			case "v_absorb":
+				if g.N != 128 || g.K != 512 || g.XGroupStride != 512 || g.XRowStride != 512*s.QHeads || g.YGroupStride != 128 || g.YRowStride != 128*s.QHeads {
+					t.Errorf("%s v_absorb %+v", name, *g)
+				}
+			}
+		}
+		if why := MissingKernels(bf16.Kernels(4, 4096), bf16); grouped != 2 || strings.Contains(why, "grouped") {
+			t.Errorf("%s bf16: %d grouped kernels; MissingKernels %q", name, grouped, why)
 		}
 		fp8 := s
 		fp8.KVDType = model.FP8

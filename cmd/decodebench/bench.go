@@ -306,6 +306,7 @@ type benchRecord struct {
 	StepBatch int     `json:"step_batch,omitempty"` // a mixture of experts: the decode batch whose expert call this is
 	N         int     `json:"n,omitempty"`
 	K         int     `json:"k,omitempty"`
+	Groups    int     `json:"groups,omitempty"` // a grouped linear (MLA's q_absorb, v_absorb): its products of [batch x k] . [n x k]^T
 	QHeads    int     `json:"q_heads,omitempty"`
 	KVHeads   int     `json:"kv_heads,omitempty"`
 	HeadDim   int     `json:"head_dim,omitempty"`

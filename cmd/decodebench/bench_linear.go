@@ -51,6 +51,9 @@ type linearJob struct {
 	spec      measure.LinearSpec
 	stepBatch int
 	missing   string // the kernel the library lacks for this call (sweep.MissingKernel): skipped
+	// grouped, for a grouped linear (MLA's absorbed q_absorb and v_absorb), is what is measured
+	// in spec's place (spec keeps its batch, n and k for the table), laid out as the sweep does.
+	grouped *measure.GroupedSpec
 }
 
 func parseBenchLinear(c *cli.Context) (jobs []linearJob, modelName string, tp int, err error) {
@@ -126,19 +129,25 @@ func parseBenchLinear(c *cli.Context) (jobs []linearJob, modelName string, tp in
 			if k.Kind != model.KindLinear && k.Kind != model.KindLinearGrouped {
 				continue
 			}
-			missing := sweep.MissingKernel(k, shape) // a grouped linear always lacks its kernel
+			missing := sweep.MissingKernel(k, shape) // a grouped linear with quantized weights lacks its kernel
 			spec := measure.LinearSpec{Batch: k.M, N: k.N, K: k.K, DType: dtype, Variant: variant, SplitK: splitK}
+			var grouped *measure.GroupedSpec
+			if k.Kind == model.KindLinearGrouped && missing == "" {
+				g := sweep.MLAGroupedSpec(k, shape)
+				g.DType = dtype
+				grouped = &g
+			}
 			if k.Kind == model.KindLinear && k.WeightFormat != "" && missing == "" {
 				// the config's own format (quantization_config), as the sweep measures it
 				spec.WeightFormat, spec.GroupSize, _ = sweep.WeightFormatOf(shape)
 			}
 			key := [3]int{k.M, k.N, k.K}
-			if i, dup := seen[key]; dup && step[i].missing == missing {
+			if i, dup := seen[key]; dup && step[i].missing == missing && step[i].grouped == nil && grouped == nil {
 				step[i].name += "+" + k.Name
 				continue
 			}
 			seen[key] = len(step)
-			step = append(step, linearJob{name: k.Name, stepBatch: b, missing: missing, spec: spec})
+			step = append(step, linearJob{name: k.Name, stepBatch: b, missing: missing, spec: spec, grouped: grouped})
 		}
 		for _, j := range step {
 			if _, ok := byName[j.name]; !ok {
@@ -227,6 +236,8 @@ func benchLinearAction(c *cli.Context) error {
 			case peerNA != "":
 			case j.missing != "" || o.Status == measure.StatusSkipped:
 				r.PeerNote = "not measured: ours was skipped"
+			case j.grouped != nil:
+				r.PeerNote = "not measured: the peer has no grouped linear"
 			default:
 				pj := j
 				pj.spec.Variant, pj.spec.SplitK = peer, 0
@@ -283,6 +294,13 @@ func (s *benchSession) measureLinear(j linearJob, settings benchSettings) (measu
 			return measure.Outcome{Kernel: "linear", Status: measure.StatusSkipped,
 				Reason: fmt.Sprintf("needs %s, above --max-gb %g", units.Bytes(need), settings.maxBytes/1e9)}
 		}
+		if j.grouped != nil {
+			if need := float64(j.grouped.MinDeviceBytes()); settings.maxBytes > 0 && need > settings.maxBytes {
+				return measure.Outcome{Kernel: "linear_grouped", Status: measure.StatusSkipped,
+					Reason: fmt.Sprintf("needs %s, above --max-gb %g", units.Bytes(need), settings.maxBytes/1e9)}
+			}
+			return measure.Grouped(s.dev, *j.grouped, settings.opts)
+		}
 		return measure.Linear(s.dev, j.spec, settings.opts)
 	})
 }
@@ -302,6 +320,9 @@ func (s *benchSession) linearRecord(j linearJob, o measure.Outcome, tel telemetr
 		r.StepBatch = j.stepBatch
 	}
 	r.Variant, r.SplitK = j.spec.Variant.String(), j.spec.SplitK
+	if j.grouped != nil {
+		r.Groups = j.grouped.Groups
+	}
 	if o.Plan.Variant != "" { // auto, resolved by the plan
 		r.Variant = o.Plan.Variant
 	}
@@ -315,7 +336,7 @@ func (s *benchSession) linearRecord(j linearJob, o measure.Outcome, tel telemetr
 // else why not (the emulator, no libcublasLt: the same for every shape). Nothing is allocated.
 func planPeer(dev *cgo.Device, jobs []linearJob, variant cgo.LinearVariant) string {
 	for _, j := range jobs {
-		if j.missing != "" {
+		if j.missing != "" || j.grouped != nil {
 			continue
 		}
 		// Any aligned non-zero address plans: nothing is read.

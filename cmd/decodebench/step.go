@@ -248,6 +248,13 @@ func stepAction(c *cli.Context) error {
 	if m := req.axes.Models[0]; m.IsMoE() && !lib.HasFunction("db_grouped_linear") {
 		return usageError("model %s: %s has no db_grouped_linear, which the experts' linears of a step need", m, lib.Path())
 	}
+	if m := req.axes.Models[0]; m.IsMLA() {
+		for _, fn := range []string{"db_grouped_linear", "db_mla_rope_append", "db_mla_attention"} {
+			if !lib.HasFunction(fn) {
+				return usageError("model %s: %s has no %s, which a multi-head latent attention step needs", m, lib.Path(), fn)
+			}
+		}
+	}
 	if req.out == "" {
 		dir, err := os.MkdirTemp("", "decodebench-step-")
 		if err != nil {
