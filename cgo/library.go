@@ -9,7 +9,7 @@
 package cgo
 
 /*
-// Built against decodebench.h DB_ABI_VERSION 2. Go's build cache does not hash headers outside
+// Built against decodebench.h DB_ABI_VERSION 3. Go's build cache does not hash headers outside
 // this directory: a change to decodebench.h must change this package's files too (this line,
 // with the version) or a cached shim.c, compiled against the old header, is linked in.
 #cgo CFLAGS: -I${SRCDIR}/../kernels -O2 -Wall

@@ -72,6 +72,10 @@ int attn_validate_cache(const char *fn, const db_kv_cache &c, int32_t batch, int
     if (!attn_scale_ok(c.k_scale) || !attn_scale_ok(c.v_scale))
       return db_fail(DB_ERR_INVALID_ARGUMENT, "%s: fp8 cache scales k_scale %g, v_scale %g must be finite and > 0",
                      fn, (double)c.k_scale, (double)c.v_scale);
+    if ((c.k_scales | c.v_scales) % 4 != 0)
+      return db_fail(DB_ERR_INVALID_ARGUMENT, "%s: per-head scales k_scales 0x%llx, v_scales 0x%llx must be "
+                     "4-byte aligned (f32 [kv_heads], or 0)", fn, (unsigned long long)c.k_scales,
+                     (unsigned long long)c.v_scales);
   } else if (c.act_dtype != 0 && c.act_dtype != c.dtype) {
     return db_fail(DB_ERR_UNSUPPORTED_SHAPE, "%s: act_dtype %d (%s) of a %s cache unsupported: want 0 or %s", fn,
                    c.act_dtype, db_dtype_name(c.act_dtype), db_dtype_name(c.dtype), db_dtype_name(c.dtype));
@@ -281,11 +285,9 @@ int attn_run(db_context *ctx, const db_attention_params &p, const AttnPlan &plan
   args.pages_per_seq = c.pages_per_seq;
   const float scale = p.scale > 0.0f ? p.scale : 1.0f / std::sqrt((float)c.head_dim);
   args.q_scale = scale * db_attn::kLog2e;
-  args.v_scale = 1.0f;
-  if (c.dtype == DB_DTYPE_FP8_E4M3) { /* the kernels decode code / kE4m3Unit */
-    args.q_scale *= c.k_scale * db_attn::kE4m3Unit;
-    args.v_scale = c.v_scale * db_attn::kE4m3Unit;
-  }
+  args.k_scale = c.k_scale, args.v_scale = c.v_scale; /* read by the fp8 kernels only */
+  args.k_scales = reinterpret_cast<const float *>(c.k_scales);
+  args.v_scales = reinterpret_cast<const float *>(c.v_scales);
   return plan.kernel.launch(ctx, plan.grid, args);
 }
 
@@ -322,7 +324,7 @@ __global__ void __launch_bounds__(256) kv_append_kernel(const AppendArgs a) {
 }
 
 /* The same into an fp8 e4m3 cache: each thread quantises its 8 elements of K and of V
- * (attn_e4m3_pack8) and writes 8 bytes of each. */
+ * (attn_e4m3_pack8, with KV head h's scales) and writes 8 bytes of each. */
 template <class E>
 __global__ void __launch_bounds__(256) kv_append_fp8_kernel(const AppendArgs a) {
   const long long i = (long long)blockIdx.x * blockDim.x + threadIdx.x;
@@ -337,9 +339,9 @@ __global__ void __launch_bounds__(256) kv_append_fp8_kernel(const AppendArgs a) 
   if (row < 0) return;
   float x[8];
   attn_unpack8<E>(a.k_new[i], x);
-  reinterpret_cast<uint2 *>(a.k)[row * a.chunks + c] = attn_e4m3_pack8(x, a.k_scale);
+  reinterpret_cast<uint2 *>(a.k)[row * a.chunks + c] = attn_e4m3_pack8(x, attn_e4m3_head_scale(a.k_scales, h, a.k_scale));
   attn_unpack8<E>(a.v_new[i], x);
-  reinterpret_cast<uint2 *>(a.v)[row * a.chunks + c] = attn_e4m3_pack8(x, a.v_scale);
+  reinterpret_cast<uint2 *>(a.v)[row * a.chunks + c] = attn_e4m3_pack8(x, attn_e4m3_head_scale(a.v_scales, h, a.v_scale));
 }
 
 }  // namespace
@@ -426,6 +428,8 @@ extern "C" int db_kv_append(db_context *ctx, const db_kv_append_params *p) {
     a.pages_per_seq = c.pages_per_seq;
     a.k_scale = c.k_scale;
     a.v_scale = c.v_scale;
+    a.k_scales = reinterpret_cast<const float *>(c.k_scales);
+    a.v_scales = reinterpret_cast<const float *>(c.v_scales);
     const int64_t threads = (int64_t)p->batch * c.kv_heads * a.chunks;
     const dim3 grid((unsigned)db_ceil_div((uint64_t)threads, 256));
     if (c.dtype != DB_DTYPE_FP8_E4M3) return DB_LAUNCH(kv_append_kernel, grid, dim3(256), 0, ctx->stream, a);

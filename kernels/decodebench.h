@@ -22,8 +22,10 @@ extern "C" {
 #endif
 
 /* 2: db_linear_params grew the quantized-weight fields (scales, zeros, weight_format,
- * group_size); a caller built for 1 would pass a shorter struct. */
-#define DB_ABI_VERSION 2
+ * group_size); a caller built for 1 would pass a shorter struct.
+ * 3: db_kv_cache grew the fp8 cache's per-KV-head scales (k_scales, v_scales), which moves every
+ * field after the cache in db_attention_params, db_kv_append_params and db_rope_append_params. */
+#define DB_ABI_VERSION 3
 
 /* ---- the kernels' limits ---------------------------------------------------------------------
  * The one definition of every shape limit the kernels have: the planners check them, and Go
@@ -321,6 +323,12 @@ typedef struct {
    * not read. */
   float k_scale, v_scale;
   int32_t act_dtype;
+  /* An FP8_E4M3 cache's per-KV-head scales: device addresses of f32 [kv_heads] (4-byte aligned),
+   * K's and V's, or 0 for none. Head h's elements are code * k_scales[h] (V: v_scales[h]); a 0
+   * entry means that head takes the per-tensor scale above. Entries are device memory, which no
+   * call validates: each must be 0 or finite and > 0 (a NaN entry makes that head's output NaN).
+   * The appends quantise with the same per-head scale. Static scales: no per-token bytes. */
+  uint64_t k_scales, v_scales;
 } db_kv_cache;
 
 typedef struct {
