@@ -30,9 +30,6 @@ using db_attn::AttnKernel;
 using db_attn::kMaxSplits;
 
 constexpr int kMaxGroupChunk = 16;     /* query heads one block serves */
-constexpr int kMinSplitTokens = 256;   /* auto splits never cut finer: each split still streams
-                                          several tiles, so the pipeline pays off and the merge
-                                          reads at most 1/32 of the bytes its splits read */
 constexpr int kMaxContext = 1 << 30;   /* keeps split * split_tokens + a tile inside int32 */
 
 /* ---- host side: validation, planning, launch -------------------------------------------------- */
@@ -130,30 +127,52 @@ struct AttnPlan {
 };
 
 /*
- * The split count of an automatic plan: the one whose launch is closest to whole waves. With
- * `blocks` blocks a split, `slots` resident blocks on the card (occupancy x SMs) and `tiles` tiles
- * of span (the context, or the most a window or chunk reads), s splits of k = ceil(tiles / s)
- * tiles run in ceil(blocks * s / slots) waves; a wave lasts about k tiles plus a block's fixed cost (the queries, the pipeline's first tile,
- * the partials and the merge: kBlockOverheadTokens), the time of a memory-bound launch whose
- * resident blocks share the card's bandwidth evenly. The plan takes the s of least time (a
- * split count must beat the best so far by 2%: each split adds partials to write and merge), and
- * never a split shorter than kMinSplitTokens (one split if the
- * context is shorter). So a launch that already fills the card in whole waves stays one split, a
- * small batch is cut until it fills one wave, and a batch of 1.3 waves is cut where four waves
- * of shorter splits finish sooner.
+ * The split count of an automatic plan. With `blocks` blocks a split, `slots` resident blocks on
+ * the card (occupancy x SMs) and `tiles` tiles of span (the context, or the most a window or
+ * chunk reads), s splits of k = ceil(tiles / s) whole tiles run in ceil(blocks * s / slots)
+ * waves; a wave lasts about k tiles plus a block's fixed cost (the queries, the pipeline's first
+ * tile, the partials: kBlockOverheadTokens), the time of a memory-bound launch whose resident
+ * blocks share the card's bandwidth evenly, and the last split of each (sequence, KV head)
+ * then merges s partials (kMergeTokensPerSplit each). Only split counts that whole tiles give
+ * exactly are candidates (s = ceil(tiles / k) for some k).
+ *
+ * The rule, the linear planners' (kWholeWaves): among the candidates whose launch fills at least
+ * kWholeWaves of the card (blocks * s / (waves * slots)), the one of least time; where none
+ * does (too few tiles for a wave, or whole tiles that land between waves), the one of least
+ * time overall. A split count must beat the best so far by 2% (each split adds partials to
+ * write and merge), so ties go to fewer splits. So a small batch at a long context is cut until
+ * it fills one wave (batch 1 x 8k, Llama-3-8B: 64 splits of 128 tokens, 0.97 of the card,
+ * where a 256-token floor left it at 0.48), a launch that already fills the card in whole waves
+ * stays one split, and a batch of 1.3 waves is cut where four waves of shorter splits fill it.
+ * Splits go down to one tile (the kernels' pipeline then has no second stage to overlap, which
+ * the fixed cost counts); the merge of up to kMaxSplits partials is counted, so it never
+ * outweighs the splits it saves.
  */
 constexpr int kBlockOverheadTokens = 64; /* about 2 us of latency at a block's share of HBM on an
                                             H200: a guess until a card measures it */
+constexpr int kMergeTokensPerSplit = 1;  /* the merging block reads each split's partials (heads x
+                                            head_dim fp32) from L2, with most of the card idle: about
+                                            a token of K and V at a resident block's share of HBM
+                                            (64 splits ~ 2 us at batch 1, Llama-3-8B). A guess too */
+constexpr double kWholeWaves = 0.9;      /* kernels/linear.cu's and the static gate's wave rule */
 int attn_auto_splits(int64_t blocks, int64_t slots, int tokens, int tile) {
   const int64_t tiles = (tokens + tile - 1) / tile;
-  const int64_t most = std::min<int64_t>(kMaxSplits, tokens / kMinSplitTokens);
-  auto cost = [&](int64_t s, int64_t k) { return (blocks * s + slots - 1) / slots * (k * tile + kBlockOverheadTokens); };
+  const int64_t most = std::min<int64_t>(kMaxSplits, tiles);
+  auto waves = [&](int64_t s) { return (blocks * s + slots - 1) / slots; };
+  auto cost = [&](int64_t s, int64_t k) {
+    return waves(s) * (k * tile + kBlockOverheadTokens) + (s > 1 ? s * kMergeTokensPerSplit : 0);
+  };
+  auto fills = [&](int64_t s) { return (double)(blocks * s) >= kWholeWaves * (double)(waves(s) * slots); };
   int best = 1;
   int64_t best_cost = cost(1, tiles);
+  bool best_fills = fills(1);
   for (int64_t s = 2; s <= most; ++s) {
     const int64_t k = (tiles + s - 1) / s;
-    if ((tiles + k - 1) / k != s || k * tile < kMinSplitTokens) continue; /* rounding gives another s */
-    if (cost(s, k) * 50 < best_cost * 49) best = (int)s, best_cost = cost(s, k); /* 2% better */
+    if ((tiles + k - 1) / k != s) continue; /* rounding gives another s */
+    const bool f = fills(s);
+    if (best_fills && !f) continue;
+    if ((f && !best_fills) || cost(s, k) * 50 < best_cost * 49) /* 2% better */
+      best = (int)s, best_cost = cost(s, k), best_fills = f;
   }
   return best;
 }

@@ -364,7 +364,8 @@ typedef struct {
  * Validates p, resolves variant where it is AUTO and num_splits where it is 0 (written back with
  * split_tokens), and gives the workspace the call needs. Auto splits come from the shape, the
  * device's SM count and the occupancy of the kernel the call launches (blocks per SM), so that
- * the launch is as close to whole waves as the context allows, never under 256 tokens a split.
+ * the launch fills at least 0.9 of the card's resident blocks where whole tiles allow it (the
+ * linear planners' rule), at the least predicted time; splits go down to one kernel tile.
  * With a window or chunk the splits cover the span instead of max_context: at most window (or
  * chunk) tokens plus the kernel's tile less one, since a span is read from the tile holding its
  * first token.
