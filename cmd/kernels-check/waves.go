@@ -34,8 +34,8 @@ type Call struct {
 // WaveModels and the batches and contexts the waves are planned at: the decode shapes of
 // Llama-3-8B and -70B from batch 1 to 1024; attention at short and long contexts.
 var (
-	WaveModels        = []string{"llama3-8b", "llama3-70b"}
-	WaveLinearBatches = []int{1, 8, 16, 64, 256, 1024}
+	WaveModels            = []string{"llama3-8b", "llama3-70b"}
+	WaveLinearBatches     = []int{1, 8, 16, 64, 256, 1024}
 	WaveAttentionBatches  = []int{1, 16, 64, 256}
 	WaveAttentionContexts = []int{512, 1024, 2048, 4096, 8192, 16384, 32768}
 )
@@ -94,7 +94,7 @@ type Wave struct {
 	Splits   int     `json:"splits,omitempty"`
 	BestFill float64 `json:"best_fill,omitempty"`
 	Rule     string  `json:"rule,omitempty"`
-	Error string  `json:"error,omitempty"`
+	Error    string  `json:"error,omitempty"`
 }
 
 // The wave rule. Every main launch of a linear call (launch 0: the GEMV, MMA or tiled kernel)
