@@ -171,16 +171,16 @@ func TestVerifyAttentionMatrix(t *testing.T) {
 	}
 }
 
-// Auto splits: a single short sequence is not split below 256 tokens a split; a long one on
-// few blocks is; a batch that fills the card is not.
+// Auto splits: a single sequence on few blocks is cut (into whole 64-token tiles at head dim
+// 64, never finer) until it fills the card; a batch that fills the card is not.
 func TestVerifyAttentionAutoSplits(t *testing.T) {
 	useEmu(t)
 	for _, c := range []struct {
 		args     []string
 		min, max int
 	}{
-		{[]string{"--batch", "1", "--q-heads", "4", "--kv-heads", "1", "--head-dim", "64", "--context", "200"}, 1, 1},
-		{[]string{"--batch", "1", "--q-heads", "4", "--kv-heads", "1", "--head-dim", "64", "--context", "2048"}, 2, 8},
+		{[]string{"--batch", "1", "--q-heads", "4", "--kv-heads", "1", "--head-dim", "64", "--context", "200"}, 2, 4},
+		{[]string{"--batch", "1", "--q-heads", "4", "--kv-heads", "1", "--head-dim", "64", "--context", "2048"}, 2, 32},
 		{[]string{"--batch", "64", "--q-heads", "2", "--kv-heads", "1", "--head-dim", "64", "--context", "300"}, 1, 1},
 	} {
 		out, code, msg := runCLI(t, append([]string{"verify", "attention", "--backend", "emu", "--json"}, c.args...)...)
@@ -188,7 +188,8 @@ func TestVerifyAttentionAutoSplits(t *testing.T) {
 		if err := json.Unmarshal([]byte(out), &rep); err != nil || code != 0 {
 			t.Fatalf("%v: exit %d (%s) %v", c.args, code, msg, err)
 		}
-		if rep.Splits < c.min || rep.Splits > c.max || rep.Splits*rep.SplitTokens < (ref.AttentionShape{Context: rep.Context}).MaxContext() {
+		if rep.Splits < c.min || rep.Splits > c.max || rep.Splits*rep.SplitTokens < (ref.AttentionShape{Context: rep.Context}).MaxContext() ||
+			rep.SplitTokens%64 != 0 {
 			t.Errorf("%v: %d splits of %d tokens, want %d..%d covering the context", c.args, rep.Splits, rep.SplitTokens, c.min, c.max)
 		}
 	}
