@@ -6,7 +6,10 @@ import (
 	"strings"
 	"testing"
 
+	"github.com/decodebench/decodebench/bench/measure"
+	"github.com/decodebench/decodebench/bench/model"
 	"github.com/decodebench/decodebench/bench/ref"
+	"github.com/decodebench/decodebench/cgo"
 	"github.com/decodebench/decodebench/cgo/cgotest"
 )
 
@@ -356,5 +359,35 @@ func TestVerifyAttentionFP8Cache(t *testing.T) {
 		if code != 2 || !strings.Contains(msg, tc.want) {
 			t.Errorf("--kv-dtype %s: exit %d, %q; want 2 naming %q", tc.kv, code, msg, tc.want)
 		}
+	}
+}
+
+// --kv-scales: tensor (the default), or head for an fp8 cache only; a model's kv_cache_scheme
+// "attn_head" implies head for its fp8 cache; anything else is a usage error naming the value.
+func TestParseKVScales(t *testing.T) {
+	fp8 := cgo.DTypeFP8E4M3
+	for _, c := range []struct {
+		name        string
+		kv          cgo.DType
+		modelScales string
+		want, err   string
+	}{
+		{"", fp8, "", "", ""},
+		{"", fp8, model.KVScalesHead, measure.KVScalesHead, ""},
+		{"", 0, model.KVScalesHead, "", ""},
+		{"tensor", fp8, model.KVScalesHead, "", ""},
+		{"head", fp8, "", measure.KVScalesHead, ""},
+		{"head", 0, "", "", "per-head scales are an fp8 cache's"},
+		{"channel", fp8, "", "", `--kv-scales "channel": want tensor or head`},
+	} {
+		got, err := parseKVScales(c.name, c.kv, c.modelScales)
+		if got != c.want || (err == nil) != (c.err == "") || (err != nil && !strings.Contains(err.Error(), c.err)) {
+			t.Errorf("parseKVScales(%q, %v, %q) = %q, %v; want %q, %q", c.name, c.kv, c.modelScales, got, err, c.want, c.err)
+		}
+	}
+	_, code, msg := runCLI(t, "verify", "attention", "--backend", "emu", "--batch", "1", "--q-heads", "2", "--kv-heads", "1",
+		"--head-dim", "64", "--context", "9", "--kv-scales", "head")
+	if code != 2 || !strings.Contains(msg, "--kv-scales head") {
+		t.Errorf("--kv-scales head on a bf16 cache: exit %d, %q; want 2 naming it", code, msg)
 	}
 }
