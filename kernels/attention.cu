@@ -151,9 +151,10 @@ struct AttnPlan {
 constexpr int kBlockOverheadTokens = 64; /* about 2 us of latency at a block's share of HBM on an
                                             H200: a guess until a card measures it */
 constexpr int kMergeTokensPerSplit = 1;  /* the merging block reads each split's partials (heads x
-                                            head_dim fp32) from L2, with most of the card idle: about
-                                            a token of K and V at a resident block's share of HBM
-                                            (64 splits ~ 2 us at batch 1, Llama-3-8B). A guess too */
+                                            head_dim fp32) from L2, with most of the card idle; one
+                                            token of K and V at a resident block's share of HBM a
+                                            split puts 64 splits at ~3.5 us, above the ~2 us that
+                                            kernels/README.md predicts: a guess on the safe side */
 constexpr double kWholeWaves = 0.9;      /* kernels/linear.cu's and the static gate's wave rule */
 int attn_auto_splits(int64_t blocks, int64_t slots, int tokens, int tile) {
   const int64_t tiles = (tokens + tile - 1) / tile;
