@@ -55,12 +55,16 @@ type KVCache struct {
 	// bf16 or fp16. For a 16-bit cache ActDType is 0 or DType and the scales are not read.
 	KScale, VScale float32
 	ActDType       DType
-	KVHeads        int
-	HeadDim        int // one of AttentionHeadDims
-	Capacity       int // contiguous: tokens per (sequence, kv head)
-	PageSize       int // paged: tokens per page, a power of two from MinPageSize to MaxPageSize
-	NumPages       int
-	PagesPerSeq    int
+	// KScales, VScales: an fp8 cache's per-KV-head scales, device addresses of f32 [KVHeads]
+	// (0: none, every head takes KScale / VScale; a 0 entry: that head takes them). Each entry
+	// is 0 or finite and > 0; the device memory is not validated.
+	KScales, VScales uint64
+	KVHeads          int
+	HeadDim          int // one of AttentionHeadDims
+	Capacity         int // contiguous: tokens per (sequence, kv head)
+	PageSize         int // paged: tokens per page, a power of two from MinPageSize to MaxPageSize
+	NumPages         int
+	PagesPerSeq      int
 }
 
 // Activations is the dtype of the q, out and new tokens used with the cache: ActDType for an
@@ -77,6 +81,7 @@ func (k KVCache) toC(op string) (C.db_kv_cache, error) {
 	c.k, c.v, c.page_table = C.uint64_t(k.K), C.uint64_t(k.V), C.uint64_t(k.PageTable)
 	c.layout, c.dtype = C.int32_t(k.Layout), C.int32_t(k.DType)
 	c.k_scale, c.v_scale, c.act_dtype = C.float(k.KScale), C.float(k.VScale), C.int32_t(k.ActDType)
+	c.k_scales, c.v_scales = C.uint64_t(k.KScales), C.uint64_t(k.VScales)
 	if err := int32s(op, "cache.kv_heads", k.KVHeads, &c.kv_heads, "cache.head_dim", k.HeadDim, &c.head_dim,
 		"cache.capacity", k.Capacity, &c.capacity, "cache.page_size", k.PageSize, &c.page_size,
 		"cache.num_pages", k.NumPages, &c.num_pages, "cache.pages_per_seq", k.PagesPerSeq, &c.pages_per_seq); err != nil {
@@ -90,6 +95,7 @@ func kvCacheFromC(c *C.db_kv_cache) KVCache {
 		K: uint64(c.k), V: uint64(c.v), PageTable: uint64(c.page_table),
 		Layout: KVLayout(c.layout), DType: DType(c.dtype),
 		KScale: float32(c.k_scale), VScale: float32(c.v_scale), ActDType: DType(c.act_dtype),
+		KScales: uint64(c.k_scales), VScales: uint64(c.v_scales),
 		KVHeads: int(c.kv_heads), HeadDim: int(c.head_dim), Capacity: int(c.capacity),
 		PageSize: int(c.page_size), NumPages: int(c.num_pages), PagesPerSeq: int(c.pages_per_seq),
 	}

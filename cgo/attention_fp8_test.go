@@ -1,6 +1,7 @@
 package cgo_test
 
 import (
+	"fmt"
 	"math"
 	"strings"
 	"testing"
@@ -23,12 +24,23 @@ type fp8Setup struct {
 	seeds          ref.AttentionSeeds
 	table          []int32
 	kCodes, vCodes []byte
-	params         cgo.AttentionParams
-	q, k, v, out   *cgo.Buffer
-	lens, pages    *cgo.Buffer
+	// the scale of each KV head: the tensor's, or with per-head scales E4M3SpreadScales
+	// (its 0 entries the tensor's)
+	kScales, vScales []float32
+	params           cgo.AttentionParams
+	q, k, v, out     *cgo.Buffer
+	lens, pages      *cgo.Buffer
 }
 
 func newFP8Setup(t *testing.T, dev *cgo.Device, s ref.AttentionShape, act ref.DType, seed uint64) *fp8Setup {
+	t.Helper()
+	return newFP8SetupScales(t, dev, s, act, seed, false)
+}
+
+// newFP8SetupScales is newFP8Setup with, where perHead is set, per-KV-head scales on the
+// device: E4M3SpreadScales around the tensor scales, K's and V's patterns shifted by one head
+// so that swapping them is caught too.
+func newFP8SetupScales(t *testing.T, dev *cgo.Device, s ref.AttentionShape, act ref.DType, seed uint64, perHead bool) *fp8Setup {
 	t.Helper()
 	s = s.WithDefaults()
 	if err := s.Validate(); err != nil {
@@ -62,6 +74,20 @@ func newFP8Setup(t *testing.T, dev *cgo.Device, s ref.AttentionShape, act ref.DT
 			t.Fatal(err)
 		}
 		cache.PageTable, cache.PageSize, cache.NumPages, cache.PagesPerSeq = a.pages.Ptr, s.PageSize, s.NumPages, s.PagesPerSeq
+	}
+	a.kScales, a.vScales = ref.E4M3HeadScales(s.KVHeads, fp8KScale, nil), ref.E4M3HeadScales(s.KVHeads, fp8VScale, nil)
+	if perHead {
+		kh := ref.E4M3SpreadScales(fp8KScale, s.KVHeads)
+		vh := ref.E4M3SpreadScales(fp8VScale, s.KVHeads+1)[1:]
+		a.kScales, a.vScales = ref.E4M3HeadScales(s.KVHeads, fp8KScale, kh), ref.E4M3HeadScales(s.KVHeads, fp8VScale, vh)
+		kb, vb := mustAlloc(t, dev, uint64(4*s.KVHeads)), mustAlloc(t, dev, uint64(4*s.KVHeads))
+		if err := cgo.Write(kb, kh); err != nil {
+			t.Fatal(err)
+		}
+		if err := cgo.Write(vb, vh); err != nil {
+			t.Fatal(err)
+		}
+		cache.KScales, cache.VScales = kb.Ptr, vb.Ptr
 	}
 	a.params = cgo.AttentionParams{Q: a.q.Ptr, Out: a.out.Ptr, ContextLens: a.lens.Ptr, Cache: cache,
 		Batch: s.Batch, QHeads: s.QHeads, MaxContext: s.MaxContext(), Scale: float32(s.Scale),
@@ -132,8 +158,8 @@ func (a *fp8Setup) run(t *testing.T, dev *cgo.Device, variant cgo.AttentionVaria
 func (a *fp8Setup) reference(t *testing.T, p cgo.AttentionParams) (ref.AttentionReference, []float64) {
 	t.Helper()
 	q := ref.Fill(a.act, a.seeds.Q, 1, a.shape.QElements())
-	want, err := ref.Attention(a.shape, a.table, q, ref.E4M3Dequantize(a.kCodes, fp8KScale),
-		ref.E4M3Dequantize(a.vCodes, fp8VScale))
+	want, err := ref.Attention(a.shape, a.table, q, ref.E4M3DequantizeHeads(a.shape, a.kCodes, a.kScales),
+		ref.E4M3DequantizeHeads(a.shape, a.vCodes, a.vScales))
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -184,36 +210,81 @@ func TestAttentionFP8Cache(t *testing.T) {
 	}
 }
 
+// Per-KV-head scales (db_kv_cache.k_scales, v_scales) in both kernels and both layouts, at odd
+// batches, ragged contexts, forced and automatic splits and 1, 3 and 8 KV heads: each head's
+// scale is a power of two 2 to 16 times its neighbours' (a 0 entry: the tensor's), so a block
+// that reads another head's scale (the query head's, the next one's, V's for K) fails.
+func TestAttentionFP8HeadScales(t *testing.T) {
+	dev := cgotest.EmuDevice(t)
+	for _, tc := range []struct {
+		name   string
+		shape  ref.AttentionShape
+		act    ref.DType
+		splits []int
+	}{
+		{"contiguous bf16 8 kv heads ragged", ref.AttentionShape{Batch: 3, QHeads: 32, KVHeads: 8, HeadDim: 64,
+			Context: []int{1, 77, 200}, Capacity: 210}, ref.BF16, []int{1, 3, 0}},
+		{"paged fp16 3 kv heads group 1", ref.AttentionShape{Batch: 1, QHeads: 3, KVHeads: 3, HeadDim: 128,
+			Context: []int{130}, Layout: ref.KVPaged, PageSize: 16, PagesPerSeq: 9, NumPages: 11}, ref.FP16, []int{1, 2}},
+		{"paged bf16 1 kv head batch 5", ref.AttentionShape{Batch: 5, QHeads: 5, KVHeads: 1, HeadDim: 64,
+			Context: []int{40, 3, 129, 64, 90}, Layout: ref.KVPaged, PageSize: 32}, ref.BF16, []int{0, 4}},
+	} {
+		for _, variant := range fp8Variants {
+			t.Run(tc.name+" "+variant.String(), func(t *testing.T) {
+				a := newFP8SetupScales(t, dev, tc.shape, tc.act, 13, true)
+				for _, splits := range tc.splits {
+					got, p := a.run(t, dev, variant, splits)
+					a.check(t, got, p)
+				}
+			})
+		}
+	}
+	// a misaligned per-head scale array is refused before any launch
+	a := newFP8SetupScales(t, dev, ref.AttentionShape{Batch: 1, QHeads: 2, KVHeads: 2, HeadDim: 64, Context: []int{20}},
+		ref.BF16, 3, true)
+	p := a.params
+	p.Cache.VScales += 2
+	if _, _, err := dev.AttentionPlan(p); err == nil || !strings.Contains(err.Error(), "4-byte aligned") {
+		t.Errorf("misaligned v_scales: plan error %v, want one saying 4-byte aligned", err)
+	}
+	if err := dev.KVAppend(cgo.KVAppendParams{KNew: a.q.Ptr, VNew: a.q.Ptr, Positions: a.lens.Ptr, Cache: p.Cache, Batch: 1}); err == nil ||
+		!strings.Contains(err.Error(), "4-byte aligned") {
+		t.Errorf("misaligned v_scales: append error %v, want one saying 4-byte aligned", err)
+	}
+}
+
 // The append quantises round-to-nearest-even with saturation: ties, subnormals, values past
 // 448, infinities, -0 and NaN, compared code for code with the reference, and the rest of the
 // cache left as it was; then the attention reads the appended token.
 func TestAttentionFP8Append(t *testing.T) {
 	dev := cgotest.EmuDevice(t)
 	for _, tc := range []struct {
-		layout ref.KVLayout
-		act    ref.DType
-	}{{ref.KVContiguous, ref.BF16}, {ref.KVPaged, ref.FP16}} {
-		t.Run(tc.layout.String()+" "+tc.act.String(), func(t *testing.T) {
-			s := ref.AttentionShape{Batch: 2, QHeads: 4, KVHeads: 2, HeadDim: 64, Context: []int{18, 70},
+		layout  ref.KVLayout
+		act     ref.DType
+		perHead bool
+	}{{ref.KVContiguous, ref.BF16, false}, {ref.KVPaged, ref.FP16, false}, {ref.KVContiguous, ref.FP16, true},
+		{ref.KVPaged, ref.BF16, true}} {
+		t.Run(fmt.Sprintf("%v %v per-head %v", tc.layout, tc.act, tc.perHead), func(t *testing.T) {
+			s := ref.AttentionShape{Batch: 2, QHeads: 6, KVHeads: 3, HeadDim: 64, Context: []int{18, 70},
 				Layout: tc.layout, PageSize: 16}
-			a := newFP8Setup(t, dev, s, tc.act, 5)
+			a := newFP8SetupScales(t, dev, s, tc.act, 5, tc.perHead)
 			rows := s.Batch * s.KVHeads * s.HeadDim
 			// the values in units of the scale: e4m3 midpoints (ties), the saturating ones,
 			// subnormals; the rest random, some past 448
 			special := []float32{1.0625, 1.1875, 232, 248, 448, 464, 480, 1e6, -1e6, 0x1p-10, 3 * 0x1p-10,
 				15 * 0x1p-10, 0x1p-20, -0x1p-9, 0, float32(math.Copysign(0, -1)), float32(math.Inf(1)),
 				float32(math.Inf(-1)), 0.3, -17.5}
-			newVals := func(seed uint64, scale float32) []float32 {
+			newVals := func(seed uint64, scales []float32) []float32 {
 				x := ref.Fill(tc.act, seed, 600, rows)
 				for i := range special {
 					x[i*3] = special[i]
 				}
 				for i := range x { // the cache reads x / scale: multiply back, rounded to the activations
-					x[i] = ref.Round(tc.act, x[i]*scale)
+					x[i] = ref.Round(tc.act, x[i]*scales[(i/s.HeadDim)%s.KVHeads])
 				}
 				return x
 			}
-			kn, vn := newVals(a.seeds.KNew, fp8KScale), newVals(a.seeds.VNew, fp8VScale)
+			kn, vn := newVals(a.seeds.KNew, a.kScales), newVals(a.seeds.VNew, a.vScales)
 			kNew, vNew := mustAlloc(t, dev, uint64(2*rows)), mustAlloc(t, dev, uint64(2*rows))
 			for _, f := range []struct {
 				b *cgo.Buffer
@@ -240,7 +311,7 @@ func TestAttentionFP8Append(t *testing.T) {
 				Cache: a.params.Cache, Batch: s.Batch}); err != nil {
 				t.Fatalf("KVAppend: %v", err)
 			}
-			if err := ref.AppendKVE4M3(a.shape, a.table, before, a.kCodes, a.vCodes, kn, vn, fp8KScale, fp8VScale); err != nil {
+			if err := ref.AppendKVE4M3Heads(a.shape, a.table, before, a.kCodes, a.vCodes, kn, vn, a.kScales, a.vScales); err != nil {
 				t.Fatal(err)
 			}
 			gotK, gotV := a.readCodes(t)
@@ -325,15 +396,20 @@ func TestAttentionFP8RopeAppend(t *testing.T) {
 		act   ref.DType
 		rope  ref.Rope
 		pos   []int
+		// per-head scales (E4M3SpreadScales): each head quantised with its own
+		perHead bool
 	}{
 		{"contiguous bf16 full rotary", ref.AttentionShape{Batch: 3, QHeads: 4, KVHeads: 2, HeadDim: 128,
-			Context: []int{40, 40, 40}}, ref.BF16, ref.Rope{Theta: 500000, RotaryDim: 128}, []int{0, 39, 40}},
+			Context: []int{40, 40, 40}}, ref.BF16, ref.Rope{Theta: 500000, RotaryDim: 128}, []int{0, 39, 40}, false},
+		{"paged bf16 per-head scales, 3 KV heads", ref.AttentionShape{Batch: 3, QHeads: 6, KVHeads: 3, HeadDim: 64,
+			Context: []int{32, 32, 32}, Layout: ref.KVPaged, PageSize: 16}, ref.BF16, ref.Rope{Theta: 10000, RotaryDim: 64},
+			[]int{31, 0, 17}, true},
 		{"paged fp16 partial 20 of 80", ref.AttentionShape{Batch: 2, QHeads: 3, KVHeads: 1, HeadDim: 80,
 			Context: []int{64, 64}, Layout: ref.KVPaged, PageSize: 16}, ref.FP16, ref.Rope{Theta: 10000, RotaryDim: 20},
-			[]int{63, 5}},
+			[]int{63, 5}, false},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
-			a := newFP8Setup(t, dev, tc.shape, tc.act, 21)
+			a := newFP8SetupScales(t, dev, tc.shape, tc.act, 21, tc.perHead)
 			s := a.shape
 			D, batch := s.HeadDim, s.Batch
 			rows := batch * s.KVHeads * D
@@ -375,11 +451,11 @@ func TestAttentionFP8RopeAppend(t *testing.T) {
 					for e := 0; e < D; e++ {
 						i := row + e
 						written[i] = true
-						if !ref.E4M3Within(gotK[i], want[e]-bounds[e], want[e]+bounds[e], fp8KScale) {
+						if !ref.E4M3Within(gotK[i], want[e]-bounds[e], want[e]+bounds[e], a.kScales[h]) {
 							t.Fatalf("k of sequence %d head %d element %d: code %#x (%g), want the code of %g +- %g", b, h, e,
-								gotK[i], ref.E4M3(gotK[i])*fp8KScale, want[e], bounds[e])
+								gotK[i], ref.E4M3(gotK[i])*float64(a.kScales[h]), want[e], bounds[e])
 						}
-						if w := ref.E4M3Quantize(vnv[src+e], fp8VScale); gotV[i] != w {
+						if w := ref.E4M3Quantize(vnv[src+e], a.vScales[h]); gotV[i] != w {
 							t.Fatalf("v of sequence %d head %d element %d: code %#x, want %#x", b, h, e, gotV[i], w)
 						}
 						if gotK[i]&0x7f == ref.E4M3MaxCode {

@@ -30,9 +30,6 @@ using db_attn::AttnKernel;
 using db_attn::kMaxSplits;
 
 constexpr int kMaxGroupChunk = 16;     /* query heads one block serves */
-constexpr int kMinSplitTokens = 256;   /* auto splits never cut finer: each split still streams
-                                          several tiles, so the pipeline pays off and the merge
-                                          reads at most 1/32 of the bytes its splits read */
 constexpr int kMaxContext = 1 << 30;   /* keeps split * split_tokens + a tile inside int32 */
 
 /* ---- host side: validation, planning, launch -------------------------------------------------- */
@@ -72,6 +69,10 @@ int attn_validate_cache(const char *fn, const db_kv_cache &c, int32_t batch, int
     if (!attn_scale_ok(c.k_scale) || !attn_scale_ok(c.v_scale))
       return db_fail(DB_ERR_INVALID_ARGUMENT, "%s: fp8 cache scales k_scale %g, v_scale %g must be finite and > 0",
                      fn, (double)c.k_scale, (double)c.v_scale);
+    if ((c.k_scales | c.v_scales) % 4 != 0)
+      return db_fail(DB_ERR_INVALID_ARGUMENT, "%s: per-head scales k_scales 0x%llx, v_scales 0x%llx must be "
+                     "4-byte aligned (f32 [kv_heads], or 0)", fn, (unsigned long long)c.k_scales,
+                     (unsigned long long)c.v_scales);
   } else if (c.act_dtype != 0 && c.act_dtype != c.dtype) {
     return db_fail(DB_ERR_UNSUPPORTED_SHAPE, "%s: act_dtype %d (%s) of a %s cache unsupported: want 0 or %s", fn,
                    c.act_dtype, db_dtype_name(c.act_dtype), db_dtype_name(c.dtype), db_dtype_name(c.dtype));
@@ -126,30 +127,53 @@ struct AttnPlan {
 };
 
 /*
- * The split count of an automatic plan: the one whose launch is closest to whole waves. With
- * `blocks` blocks a split, `slots` resident blocks on the card (occupancy x SMs) and `tiles` tiles
- * of span (the context, or the most a window or chunk reads), s splits of k = ceil(tiles / s)
- * tiles run in ceil(blocks * s / slots) waves; a wave lasts about k tiles plus a block's fixed cost (the queries, the pipeline's first tile,
- * the partials and the merge: kBlockOverheadTokens), the time of a memory-bound launch whose
- * resident blocks share the card's bandwidth evenly. The plan takes the s of least time (a
- * split count must beat the best so far by 2%: each split adds partials to write and merge), and
- * never a split shorter than kMinSplitTokens (one split if the
- * context is shorter). So a launch that already fills the card in whole waves stays one split, a
- * small batch is cut until it fills one wave, and a batch of 1.3 waves is cut where four waves
- * of shorter splits finish sooner.
+ * The split count of an automatic plan. With `blocks` blocks a split, `slots` resident blocks on
+ * the card (occupancy x SMs) and `tiles` tiles of span (the context, or the most a window or
+ * chunk reads), s splits of k = ceil(tiles / s) whole tiles run in ceil(blocks * s / slots)
+ * waves; a wave lasts about k tiles plus a block's fixed cost (the queries, the pipeline's first
+ * tile, the partials: kBlockOverheadTokens), the time of a memory-bound launch whose resident
+ * blocks share the card's bandwidth evenly, and the last split of each (sequence, KV head)
+ * then merges s partials (kMergeTokensPerSplit each). Only split counts that whole tiles give
+ * exactly are candidates (s = ceil(tiles / k) for some k).
+ *
+ * The rule, the linear planners' (kWholeWaves): among the candidates whose launch fills at least
+ * kWholeWaves of the card (blocks * s / (waves * slots)), the one of least time; where none
+ * does (too few tiles for a wave, or whole tiles that land between waves), the one of least
+ * time overall. A split count must beat the best so far by 2% (each split adds partials to
+ * write and merge), so ties go to fewer splits. So a small batch at a long context is cut until
+ * it fills one wave (batch 1 x 8k, Llama-3-8B: 64 splits of 128 tokens, 0.97 of the card,
+ * where a 256-token floor left it at 0.48), a launch that already fills the card in whole waves
+ * stays one split, and a batch of 1.3 waves is cut where four waves of shorter splits fill it.
+ * Splits go down to one tile (the kernels' pipeline then has no second stage to overlap, which
+ * the fixed cost counts); the merge of up to kMaxSplits partials is counted, so it never
+ * outweighs the splits it saves.
  */
 constexpr int kBlockOverheadTokens = 64; /* about 2 us of latency at a block's share of HBM on an
                                             H200: a guess until a card measures it */
+constexpr int kMergeTokensPerSplit = 1;  /* the merging block reads each split's partials (heads x
+                                            head_dim fp32) from L2, with most of the card idle; one
+                                            token of K and V at a resident block's share of HBM a
+                                            split puts 64 splits at ~3.5 us, above the ~2 us that
+                                            kernels/README.md predicts: a guess on the safe side */
+constexpr double kWholeWaves = 0.9;      /* kernels/linear.cu's and the static gate's wave rule */
 int attn_auto_splits(int64_t blocks, int64_t slots, int tokens, int tile) {
   const int64_t tiles = (tokens + tile - 1) / tile;
-  const int64_t most = std::min<int64_t>(kMaxSplits, tokens / kMinSplitTokens);
-  auto cost = [&](int64_t s, int64_t k) { return (blocks * s + slots - 1) / slots * (k * tile + kBlockOverheadTokens); };
+  const int64_t most = std::min<int64_t>(kMaxSplits, tiles);
+  auto waves = [&](int64_t s) { return (blocks * s + slots - 1) / slots; };
+  auto cost = [&](int64_t s, int64_t k) {
+    return waves(s) * (k * tile + kBlockOverheadTokens) + (s > 1 ? s * kMergeTokensPerSplit : 0);
+  };
+  auto fills = [&](int64_t s) { return (double)(blocks * s) >= kWholeWaves * (double)(waves(s) * slots); };
   int best = 1;
   int64_t best_cost = cost(1, tiles);
+  bool best_fills = fills(1);
   for (int64_t s = 2; s <= most; ++s) {
     const int64_t k = (tiles + s - 1) / s;
-    if ((tiles + k - 1) / k != s || k * tile < kMinSplitTokens) continue; /* rounding gives another s */
-    if (cost(s, k) * 50 < best_cost * 49) best = (int)s, best_cost = cost(s, k); /* 2% better */
+    if ((tiles + k - 1) / k != s) continue; /* rounding gives another s */
+    const bool f = fills(s);
+    if (best_fills && !f) continue;
+    if ((f && !best_fills) || cost(s, k) * 50 < best_cost * 49) /* 2% better */
+      best = (int)s, best_cost = cost(s, k), best_fills = f;
   }
   return best;
 }
@@ -281,11 +305,9 @@ int attn_run(db_context *ctx, const db_attention_params &p, const AttnPlan &plan
   args.pages_per_seq = c.pages_per_seq;
   const float scale = p.scale > 0.0f ? p.scale : 1.0f / std::sqrt((float)c.head_dim);
   args.q_scale = scale * db_attn::kLog2e;
-  args.v_scale = 1.0f;
-  if (c.dtype == DB_DTYPE_FP8_E4M3) { /* the kernels decode code / kE4m3Unit */
-    args.q_scale *= c.k_scale * db_attn::kE4m3Unit;
-    args.v_scale = c.v_scale * db_attn::kE4m3Unit;
-  }
+  args.k_scale = c.k_scale, args.v_scale = c.v_scale; /* read by the fp8 kernels only */
+  args.k_scales = reinterpret_cast<const float *>(c.k_scales);
+  args.v_scales = reinterpret_cast<const float *>(c.v_scales);
   return plan.kernel.launch(ctx, plan.grid, args);
 }
 
@@ -322,7 +344,7 @@ __global__ void __launch_bounds__(256) kv_append_kernel(const AppendArgs a) {
 }
 
 /* The same into an fp8 e4m3 cache: each thread quantises its 8 elements of K and of V
- * (attn_e4m3_pack8) and writes 8 bytes of each. */
+ * (attn_e4m3_pack8, with KV head h's scales) and writes 8 bytes of each. */
 template <class E>
 __global__ void __launch_bounds__(256) kv_append_fp8_kernel(const AppendArgs a) {
   const long long i = (long long)blockIdx.x * blockDim.x + threadIdx.x;
@@ -337,9 +359,9 @@ __global__ void __launch_bounds__(256) kv_append_fp8_kernel(const AppendArgs a) 
   if (row < 0) return;
   float x[8];
   attn_unpack8<E>(a.k_new[i], x);
-  reinterpret_cast<uint2 *>(a.k)[row * a.chunks + c] = attn_e4m3_pack8(x, a.k_scale);
+  reinterpret_cast<uint2 *>(a.k)[row * a.chunks + c] = attn_e4m3_pack8(x, attn_e4m3_head_scale(a.k_scales, h, a.k_scale));
   attn_unpack8<E>(a.v_new[i], x);
-  reinterpret_cast<uint2 *>(a.v)[row * a.chunks + c] = attn_e4m3_pack8(x, a.v_scale);
+  reinterpret_cast<uint2 *>(a.v)[row * a.chunks + c] = attn_e4m3_pack8(x, attn_e4m3_head_scale(a.v_scales, h, a.v_scale));
 }
 
 }  // namespace
@@ -426,6 +448,8 @@ extern "C" int db_kv_append(db_context *ctx, const db_kv_append_params *p) {
     a.pages_per_seq = c.pages_per_seq;
     a.k_scale = c.k_scale;
     a.v_scale = c.v_scale;
+    a.k_scales = reinterpret_cast<const float *>(c.k_scales);
+    a.v_scales = reinterpret_cast<const float *>(c.v_scales);
     const int64_t threads = (int64_t)p->batch * c.kv_heads * a.chunks;
     const dim3 grid((unsigned)db_ceil_div((uint64_t)threads, 256));
     if (c.dtype != DB_DTYPE_FP8_E4M3) return DB_LAUNCH(kv_append_kernel, grid, dim3(256), 0, ctx->stream, a);

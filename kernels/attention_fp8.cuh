@@ -55,6 +55,14 @@ DB_DEVICE uint2 attn_e4m3_pack8(const float (&x)[8], float scale) {
   return make_uint2(w[0], w[1]);
 }
 
+/* The scale of KV head h: its entry of a per-head f32 [kv_heads] array, or the tensor's where
+ * there is no array or the entry is 0. */
+DB_DEVICE float attn_e4m3_head_scale(const float *scales, int h, float tensor) {
+  if (scales == nullptr) return tensor;
+  const float s = scales[h];
+  return s != 0.0f ? s : tensor;
+}
+
 }  // namespace
 
 #endif  // DECODEBENCH_ATTENTION_FP8_CUH

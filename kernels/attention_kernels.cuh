@@ -70,8 +70,8 @@ constexpr float kLog2e = 1.4426950408889634f;
 
 /* The element of an fp8 e4m3 KV cache (DB_DTYPE_FP8_E4M3): the kernels' cache type CE is this,
  * or the activation type E for a 16-bit cache. The decode below gives code / kE4m3Unit exactly;
- * the host folds kE4m3Unit and the tensor scales into the softmax scale (K) and the output
- * scale (V), so no multiply is spent per element. */
+ * each block folds kE4m3Unit and its KV head's scales into the softmax scale (K) and the output
+ * scale (V) once (attn_fp8_scales), so no multiply is spent per element. */
 struct E4m3 {
   uint8_t bits;
 };
@@ -93,14 +93,18 @@ struct AttnArgs {
   int32_t max_context, num_splits, split_tokens;
   int32_t window, chunk;    /* the span: 0 = none (db_attention_params) */
   int32_t paged, capacity, page_shift, num_pages, pages_per_seq;
-  float q_scale;            /* softmax scale * log2(e) (* k_scale * kE4m3Unit for an fp8 cache) */
-  float v_scale;            /* fp8 cache: what the P.V sums are multiplied by, v_scale * kE4m3Unit */
+  float q_scale;            /* softmax scale * log2(e) */
+  /* fp8 cache: K's and V's per-tensor scales, and f32 [kv_heads] per-KV-head ones (null, or a
+   * 0 entry: that head takes the tensor's). See attn_fp8_scales. */
+  float k_scale, v_scale;
+  const float *k_scales, *v_scales;
 };
 
 struct AppendArgs {
   const uint4 *k_new, *v_new; /* [batch, kv_heads, head_dim] */
   uint4 *k, *v;
-  float k_scale, v_scale;     /* fp8 cache: the divisors of the quantisation */
+  float k_scale, v_scale;     /* fp8 cache: the divisors of the quantisation, per tensor */
+  const float *k_scales, *v_scales; /* fp8 cache: per KV head (0 entries: the tensor's), or null */
   const int32_t *positions;
   const int32_t *page_table;
   int32_t batch, kv_heads, chunks; /* chunks = head_dim / 8 */
@@ -148,6 +152,24 @@ DB_DEVICE void attn_load8(const CE *p, float (&out)[8]) {
     out[4] = c.x, out[5] = c.y, out[6] = d.x, out[7] = d.y;
   } else {
     attn_unpack8<CE>(*reinterpret_cast<const uint4 *>(p), out);
+  }
+}
+
+/*
+ * The scales KV head h's block applies: the query's (the softmax scale * log2(e), times K's
+ * scale * kE4m3Unit for an fp8 cache) and the output's (V's scale * kE4m3Unit for an fp8 cache,
+ * else 1). One load of each per-head scale a block, before its tiles; a 16-bit cache reads
+ * neither. The product is the one the per-tensor plan always formed, so a per-tensor fp8 cache
+ * computes what it did before per-head scales existed.
+ */
+template <class CE>
+DB_DEVICE float2 attn_fp8_scales(const AttnArgs &a, int h) {
+  if constexpr (sizeof(CE) == 1) {
+    const float ks = attn_e4m3_head_scale(a.k_scales, h, a.k_scale);
+    const float vs = attn_e4m3_head_scale(a.v_scales, h, a.v_scale);
+    return make_float2(a.q_scale * (ks * db_attn::kE4m3Unit), vs * db_attn::kE4m3Unit);
+  } else {
+    return make_float2(a.q_scale, 1.0f);
   }
 }
 
@@ -447,18 +469,19 @@ DB_DEVICE float attn_direct_sink(const AttnArgs &a, const AttnBlock &k, int g, f
 /*
  * Both decode kernels end here. red_s is [Lanes][GP][D] fp32 partial sums of the block's
  * unnormalised output (the token lanes or warps of the block), m_s and l_s the block's [GP]
- * running max and sum (with attn_direct_sink added). One active split: the normalised output.
+ * running max and sum (with attn_direct_sink added), v_scale the block's output scale
+ * (attn_fp8_scales). One active split: the normalised output.
  * Otherwise this split's partials to the workspace, the arrival, and for the last arrival the
  * merge (which reuses m_s and l_s).
  */
 template <class E, int D, int GP, int Threads, int Lanes, bool Fp8>
 DB_DEVICE void attn_finish(const AttnArgs &a, const AttnBlock &k, const float *red_s, float *m_s,
-                           float *l_s, int *last_s) {
+                           float *l_s, int *last_s, float v_scale) {
   auto lanes_sum = [&](int g, int d) {
     float o = 0.0f;
     DB_UNROLL
     for (int r = 0; r < Lanes; ++r) o += red_s[((size_t)r * GP + g) * D + d];
-    if constexpr (Fp8) o *= a.v_scale; /* a 16-bit cache's output is as it was */
+    if constexpr (Fp8) o *= v_scale; /* a 16-bit cache's output is as it was */
     return o;
   };
   const size_t row0 = (size_t)k.b * a.q_heads + k.hq0;
@@ -564,13 +587,14 @@ DB_DEVICE void attn_decode_simt(const AttnArgs &a) {
   const AttnBlock k = attn_block<GP, C::kTile>(a);
   if (k.split >= k.active) return; /* past the sequence: no token, no partial */
   const int tid = threadIdx.x, lane = tid & 31, warp = tid >> 5;
+  const float2 scales = attn_fp8_scales<CE>(a, k.h); /* (query, output) */
 
   /* Queries to shared memory as fp32, pre-scaled. */
   attn_load_queries<D, GP, C::kThreads>(a, k, [&](int g, int c, uint4 raw) {
     float x[8];
     attn_unpack8<E>(raw, x);
     DB_UNROLL
-    for (int e = 0; e < 8; ++e) x[e] *= a.q_scale;
+    for (int e = 0; e < 8; ++e) x[e] *= scales.x;
     float4 *dst = reinterpret_cast<float4 *>(q_s + g * D + c * 8);
     dst[0] = make_float4(x[0], x[1], x[2], x[3]);
     dst[1] = make_float4(x[4], x[5], x[6], x[7]);
@@ -719,7 +743,7 @@ DB_DEVICE void attn_decode_simt(const AttnArgs &a) {
     }
   }
   __syncthreads();
-  attn_finish<E, D, GP, C::kThreads, C::kTokenLanes, sizeof(CE) == 1>(a, k, red_s, m_s, l_s, last_s);
+  attn_finish<E, D, GP, C::kThreads, C::kTokenLanes, sizeof(CE) == 1>(a, k, red_s, m_s, l_s, last_s, scales.y);
 }
 
 template <class E, int D, int GP>

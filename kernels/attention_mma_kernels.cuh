@@ -147,6 +147,7 @@ DB_DEVICE void attn_decode_mma(const AttnArgs &a) {
 
   const AttnBlock k = attn_block<GP, C::kTile>(a);
   if (k.split >= k.active) return; /* past the sequence: no token, no partial */
+  const float2 scales = attn_fp8_scales<CE>(a, k.h); /* (scores, output) */
 
   /* Queries to shared memory as they are (16-bit, exact). */
   attn_load_queries<D, GP, C::kThreads>(a, k, [&](int g, int c, uint4 raw) {
@@ -205,7 +206,7 @@ DB_DEVICE void attn_decode_mma(const AttnArgs &a) {
         DB_UNROLL
         for (int i = 0; i < 4; ++i) {
           const int r = g8 + 8 * (i >> 1);
-          s[n][i] = r < valid && r >= first ? s[n][i] * a.q_scale : -INFINITY;
+          s[n][i] = r < valid && r >= first ? s[n][i] * scales.x : -INFINITY;
         }
         float alpha[2];
         DB_UNROLL
@@ -306,7 +307,7 @@ DB_DEVICE void attn_decode_mma(const AttnArgs &a) {
       }
   }
   __syncthreads();
-  attn_finish<E, D, GP, C::kThreads, C::kWarps, sizeof(CE) == 1>(a, k, red_s, m_s, l_s, last_s);
+  attn_finish<E, D, GP, C::kThreads, C::kWarps, sizeof(CE) == 1>(a, k, red_s, m_s, l_s, last_s, scales.y);
 }
 
 template <class E, int D, int GP>

@@ -24,8 +24,10 @@ extern "C" {
 /* 2: db_linear_params grew the quantized-weight fields (scales, zeros, weight_format,
  * group_size); a caller built for 1 would pass a shorter struct.
  * 3: db_moe_route_params grew the sigmoid routing's fields (correction_bias, groups,
- * groups_kept, scaling), db_moe_group_params the gather's row_weights, and
- * db_grouped_linear_params the row and group strides of x and y. */
+ * groups_kept, scaling), db_moe_group_params the gather's row_weights,
+ * db_grouped_linear_params the row and group strides of x and y, and db_kv_cache the fp8
+ * cache's per-KV-head scales (k_scales, v_scales), which moves every field after the cache in
+ * the params that embed it. */
 #define DB_ABI_VERSION 3
 
 /* ---- the kernels' limits ---------------------------------------------------------------------
@@ -324,6 +326,12 @@ typedef struct {
    * not read. */
   float k_scale, v_scale;
   int32_t act_dtype;
+  /* An FP8_E4M3 cache's per-KV-head scales: device addresses of f32 [kv_heads] (4-byte aligned),
+   * K's and V's, or 0 for none. Head h's elements are code * k_scales[h] (V: v_scales[h]); a 0
+   * entry means that head takes the per-tensor scale above. Entries are device memory, which no
+   * call validates: each must be 0 or finite and > 0 (a NaN entry makes that head's output NaN).
+   * The appends quantise with the same per-head scale. Static scales: no per-token bytes. */
+  uint64_t k_scales, v_scales;
 } db_kv_cache;
 
 typedef struct {
@@ -359,7 +367,8 @@ typedef struct {
  * Validates p, resolves variant where it is AUTO and num_splits where it is 0 (written back with
  * split_tokens), and gives the workspace the call needs. Auto splits come from the shape, the
  * device's SM count and the occupancy of the kernel the call launches (blocks per SM), so that
- * the launch is as close to whole waves as the context allows, never under 256 tokens a split.
+ * the launch fills at least 0.9 of the card's resident blocks where whole tiles allow it (the
+ * linear planners' rule), at the least predicted time; splits go down to one kernel tile.
  * With a window or chunk the splits cover the span instead of max_context: at most window (or
  * chunk) tokens plus the kernel's tile less one, since a span is read from the tile holding its
  * first token.

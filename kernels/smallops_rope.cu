@@ -25,7 +25,8 @@ struct RopeArgs {
   long long q_stride, kv_stride; /* elements from one sequence's q (k_new, v_new) to the next's */
   const uint16_t *k_new, *v_new;
   uint16_t *k_cache, *v_cache; /* an fp8 cache: byte addresses, one byte an element */
-  float k_scale, v_scale;       /* fp8 cache: the quantisation's divisors */
+  float k_scale, v_scale;       /* fp8 cache: the quantisation's divisors, per tensor */
+  const float *k_scales, *v_scales; /* fp8 cache: per KV head (0 entries: the tensor's), or null */
   const int32_t *positions, *page_table;
   int q_heads, kv_heads, head_dim, rotary_dim;
   int paged, capacity, page_shift, num_pages, pages_per_seq;
@@ -134,7 +135,7 @@ __global__ void __launch_bounds__(kRopeThreads) rope_append_kernel(const RopeArg
         const RopeCacheRow<T, true> out{
             static_cast<void *>(reinterpret_cast<unsigned char *>(is_v ? a.v_cache : a.k_cache) +
                                 rope_cache_row(a, b, kvh, pos) * D),
-            is_v ? a.v_scale : a.k_scale};
+            is_v ? attn_e4m3_head_scale(a.v_scales, kvh, a.v_scale) : attn_e4m3_head_scale(a.k_scales, kvh, a.k_scale)};
         const uint4 *s4 = reinterpret_cast<const uint4 *>(src);
         const int first = is_v ? 0 : a.rotary_dim; /* copied: all of v, k past the rotary part */
         if (Vec || is_v) {
@@ -213,6 +214,8 @@ int rope_validate(const char *fn, const db_rope_append_params &p) {
     if (!ok(c.k_scale) || !ok(c.v_scale))
       return db_fail(DB_ERR_INVALID_ARGUMENT, "%s: fp8 cache scales k_scale %g, v_scale %g must be finite and > 0",
                      fn, (double)c.k_scale, (double)c.v_scale);
+    if ((c.k_scales | c.v_scales) % 4 != 0)
+      return db_fail(DB_ERR_INVALID_ARGUMENT, "%s: per-head scales k_scales, v_scales must be 4-byte aligned (or 0)", fn);
   } else {
     DB_CHECK(so_check_dtype(fn, c.dtype));
     if (c.act_dtype != 0 && c.act_dtype != c.dtype)
@@ -325,6 +328,8 @@ extern "C" int db_rope_kv_append(db_context *ctx, const db_rope_append_params *p
     a.pages_per_seq = c.pages_per_seq;
     a.k_scale = c.k_scale;
     a.v_scale = c.v_scale;
+    a.k_scales = reinterpret_cast<const float *>(c.k_scales);
+    a.v_scales = reinterpret_cast<const float *>(c.v_scales);
     a.theta = p->rope.theta;
     a.factor = p->rope.scaling == DB_ROPE_DEFAULT ? 1.0 : p->rope.factor;
     a.low_freq_factor = p->rope.low_freq_factor;

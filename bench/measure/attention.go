@@ -22,9 +22,13 @@ type AttentionSpec struct {
 	// KVDType is the cache's dtype: 0 or DType (a 16-bit cache), or cgo.DTypeFP8E4M3 (one byte
 	// an element, dequantised with the per-tensor scales fp8KScale and fp8VScale; q and the
 	// output stay DType).
-	KVDType cgo.DType            `json:"kv_dtype,omitempty"`
-	Variant cgo.AttentionVariant `json:"variant"`         // AttentionAuto lets the plan choose
-	Scale   float64              `json:"scale,omitempty"` // softmax scale; 0 = 1/sqrt(HeadDim)
+	KVDType cgo.DType `json:"kv_dtype,omitempty"`
+	// KVScales is an fp8 cache's scales: "" or KVScalesTensor (one per tensor), or
+	// KVScalesHead (one per KV head, db_kv_cache.k_scales and v_scales: ref.E4M3SpreadScales
+	// around fp8KScale and fp8VScale, every fourth head's entry 0, the tensor's).
+	KVScales string               `json:"kv_scales,omitempty"`
+	Variant  cgo.AttentionVariant `json:"variant"`         // AttentionAuto lets the plan choose
+	Scale    float64              `json:"scale,omitempty"` // softmax scale; 0 = 1/sqrt(HeadDim)
 	// Append writes each sequence's last token with the KV append kernel first (new K and V
 	// from the hash), as a decode step does, so that the verification covers the append too.
 	Append bool `json:"append,omitempty"`
@@ -41,6 +45,24 @@ type AttentionSpec struct {
 // The fp8 cache's scales: its codes come from ref.E4M3Code (every finite code), so K spans
 // +-448/128 = +-3.5 and V +-7, the order of the 16-bit caches' hash fills.
 const fp8KScale, fp8VScale = 1.0 / 128, 1.0 / 64
+
+// The scale layouts of an fp8 cache (AttentionSpec.KVScales).
+const (
+	KVScalesTensor = "tensor"
+	KVScalesHead   = "head"
+)
+
+// perHeadScales reports whether the spec's fp8 cache has per-KV-head scales.
+func (s AttentionSpec) perHeadScales() bool { return s.KVScales == KVScalesHead }
+
+// fp8HeadScales are the per-KV-head entries the device holds (K's, V's: V's pattern shifted by
+// one head, so that K's and V's swapped are caught), or nil for per-tensor scales.
+func (s AttentionSpec) fp8HeadScales() (k, v []float32) {
+	if !s.perHeadScales() {
+		return nil, nil
+	}
+	return ref.E4M3SpreadScales(fp8KScale, s.KVHeads), ref.E4M3SpreadScales(fp8VScale, s.KVHeads+1)[1:]
+}
 
 // kvDType is the cache's dtype, KVDType or DType.
 func (s AttentionSpec) kvDType() cgo.DType {
@@ -101,6 +123,10 @@ func (s AttentionSpec) KVBytes() float64 {
 	b := 2 * s.attendedTokens() * float64(s.KVHeads) * float64(s.HeadDim) * float64(s.kvDType().Bytes())
 	if s.kvDType() == cgo.DTypeFP8E4M3 {
 		b += 8 // the fp32 k_scale and v_scale
+		if s.perHeadScales() {
+			// static scales, one per KV head of K and of V: a call reads them once, never per token
+			b += 8 * float64(s.KVHeads)
+		}
 	}
 	return b
 }
@@ -170,6 +196,10 @@ func (s AttentionSpec) check() (status, reason string) {
 		return StatusFailed, fmt.Sprintf("invalid window %d or chunk %d: want 0 (the whole context) or more", s.Window, s.Chunk)
 	case s.Window > 0 && s.Chunk > 0:
 		return StatusFailed, fmt.Sprintf("invalid span: window %d and chunk %d are both set (a layer has one span or none)", s.Window, s.Chunk)
+	case s.KVScales != "" && s.KVScales != KVScalesTensor && s.KVScales != KVScalesHead:
+		return StatusFailed, fmt.Sprintf("invalid KV scales %q: want %s or %s", s.KVScales, KVScalesTensor, KVScalesHead)
+	case s.perHeadScales() && s.kvDType() != cgo.DTypeFP8E4M3:
+		return StatusFailed, fmt.Sprintf("invalid KV scales %s with a %v cache: per-head scales are an fp8 cache's", s.KVScales, s.kvDType())
 	case s.DType != cgo.DTypeBF16 && s.DType != cgo.DTypeFP16:
 		return StatusSkipped, fmt.Sprintf("unsupported: dtype %v (the attention kernels take bf16 or fp16)", s.DType)
 	case s.kvDType() != s.DType && s.kvDType() != cgo.DTypeFP8E4M3:
@@ -241,6 +271,9 @@ func attentionRun(dev *cgo.Device, s AttentionSpec, o Options) (Outcome, Check) 
 	fp8 := s.kvDType() == cgo.DTypeFP8E4M3
 	if fp8 {
 		cache.KScale, cache.VScale, cache.ActDType = fp8KScale, fp8VScale, s.DType
+		if s.perHeadScales() {
+			cache.KScales, cache.VScales = planAddress, planAddress
+		}
 	}
 	if shape.Layout == ref.KVPaged {
 		cache.PageTable, cache.PageSize, cache.NumPages, cache.PagesPerSeq = planAddress, shape.PageSize, shape.NumPages, shape.PagesPerSeq
@@ -311,6 +344,22 @@ func attentionRun(dev *cgo.Device, s AttentionSpec, o Options) (Outcome, Check) 
 		return merge(out, failed(kernel, "copying the context lengths: %v", err)), noCheck
 	}
 	cache.K, cache.V = k.Ptr, v.Ptr
+	if kh, vh := s.fp8HeadScales(); kh != nil {
+		for _, sc := range []struct {
+			dst    *uint64
+			what   string
+			scales []float32
+		}{{&cache.KScales, "the per-head K scales", kh}, {&cache.VScales, "the per-head V scales", vh}} {
+			b, err := bufs.alloc(sc.what, uint64(4*len(sc.scales)))
+			if err != nil {
+				return merge(out, fromError(kernel, sc.what, err)), noCheck
+			}
+			if err := cgo.Write(b, sc.scales); err != nil {
+				return merge(out, failed(kernel, "copying %s: %v", sc.what, err)), noCheck
+			}
+			*sc.dst = b.Ptr
+		}
+	}
 	var table []int32
 	if shape.Layout == ref.KVPaged {
 		table = shape.ShuffledPageTable(seeds.PageTable)
@@ -350,7 +399,7 @@ func attentionRun(dev *cgo.Device, s AttentionSpec, o Options) (Outcome, Check) 
 
 	return verifyThenTime(dev, o, out, kernel,
 		func() Check {
-			return verifyAttention(dev, plan, o0, ws, shape, ref.DType(s.DType), seeds, table, sinks, s.Append, o.Seed, o.checkOnly)
+			return verifyAttention(dev, plan, o0, ws, shape, ref.DType(s.DType), seeds, table, sinks, s.Append, o.Seed, o.checkOnly, s)
 		},
 		func(call int) error {
 			p := plan
@@ -372,7 +421,8 @@ func int32s(xs []int) []int32 {
 // of the caches, checks every output for NaN and (sequence, KV head) pairs against the float64
 // reference: a sample of them, or with every set all of them.
 func verifyAttention(dev *cgo.Device, plan cgo.AttentionParams, outBuf, ws *cgo.Buffer, shape ref.AttentionShape,
-	dtype ref.DType, seeds ref.AttentionSeeds, table []int32, sinks []float64, appended bool, seed uint64, every bool) Check {
+	dtype ref.DType, seeds ref.AttentionSeeds, table []int32, sinks []float64, appended bool, seed uint64, every bool,
+	s AttentionSpec) Check {
 	c := checkOf(Verification{Tolerance: ref.AttentionTolerance(dtype)})
 	// The workspace is poisoned too: a partial the split merge reads unwritten is NaN.
 	got, reason := runPoisoned(dev, func() error { return dev.Attention(plan) }, outBuf, dtype, ws)
@@ -385,8 +435,21 @@ func verifyAttention(dev *cgo.Device, plan cgo.AttentionParams, outBuf, ws *cgo.
 		pairs = sampleIndices(shape.Batch*shape.KVHeads, shape.Batch*shape.KVHeads, seed)
 	}
 	return compareAttention(got, shape, dtype, seeds, table, sinks, appended, plan.NumSplits, plan.Variant == cgo.AttentionMMA, pairs,
-		plan.Cache.DType == cgo.DTypeFP8E4M3)
+		s.fp8Scales())
 }
+
+// fp8Scales is the scale of each KV head of the spec's fp8 cache, K's and V's (the tensor's, or
+// the per-head ones with their 0 entries the tensor's), or nil for a 16-bit cache.
+func (s AttentionSpec) fp8Scales() *fp8CacheScales {
+	if s.kvDType() != cgo.DTypeFP8E4M3 {
+		return nil
+	}
+	kh, vh := s.fp8HeadScales()
+	return &fp8CacheScales{K: ref.E4M3HeadScales(s.KVHeads, fp8KScale, kh), V: ref.E4M3HeadScales(s.KVHeads, fp8VScale, vh)}
+}
+
+// fp8CacheScales are an fp8 cache's scales a KV head, K's and V's.
+type fp8CacheScales struct{ K, V []float32 }
 
 // attentionSinks are the sink logits the device holds: f32 from seeds.Sinks, widened.
 func attentionSinks(qHeads int, seeds ref.AttentionSeeds) []float64 {
@@ -408,7 +471,7 @@ func attentionPairs(shape ref.AttentionShape, seed uint64) []int {
 // compareAttention checks got (the whole output) for NaN, and the query heads of the chosen
 // pairs against the reference, within the tensor-core kernel's bounds where mma is set.
 func compareAttention(got []float32, shape ref.AttentionShape, dtype ref.DType, seeds ref.AttentionSeeds,
-	table []int32, sinks []float64, appended bool, splits int, mma bool, pairs []int, fp8 bool) Check {
+	table []int32, sinks []float64, appended bool, splits int, mma bool, pairs []int, fp8 *fp8CacheScales) Check {
 	d := shape.HeadDim
 	want, elems := attentionReferencePairs(shape, dtype, seeds, table, sinks, appended, pairs, fp8)
 	sub := make([]float32, len(elems))
@@ -449,23 +512,26 @@ func compareAttention(got []float32, shape ref.AttentionShape, dtype ref.DType, 
 // sequence's last token is the one the KV append wrote: new K and V rows of [batch, kv_heads,
 // head_dim] from seeds.KNew and seeds.VNew.
 func attentionReferencePairs(shape ref.AttentionShape, dtype ref.DType, seeds ref.AttentionSeeds,
-	table []int32, sinks []float64, appended bool, pairs []int, fp8 bool) (ref.AttentionReference, []int) {
+	table []int32, sinks []float64, appended bool, pairs []int, fp8 *fp8CacheScales) (ref.AttentionReference, []int) {
 	d := shape.HeadDim
 	fill := func(seed, off uint64, dst []float64) {
 		for i := range dst {
 			dst[i] = float64(ref.FillValue(dtype, seed, 1, off+uint64(i)))
 		}
 	}
-	cached := func(seed, newSeed uint64, scale float32) func(b, h, t int, dst []float64) {
+	// scales: the fp8 cache's per-KV-head scales of K or V; nil for a 16-bit cache
+	cached := func(seed, newSeed uint64, scales []float32) func(b, h, t int, dst []float64) {
 		return func(b, h, t int, dst []float64) {
 			newRow := appended && t == shape.Context[b]-1
 			switch {
-			case fp8 && newRow: // the append's quantisation of the new row, exactly
+			case scales != nil && newRow: // the append's quantisation of the new row with the head's scale, exactly
+				scale := scales[h]
 				off := uint64((b*shape.KVHeads + h) * d)
 				for i := range dst {
 					dst[i] = ref.E4M3(ref.E4M3Quantize(ref.FillValue(dtype, newSeed, 1, off+uint64(i)), scale)) * float64(scale)
 				}
-			case fp8:
+			case scales != nil:
+				scale := scales[h]
 				off := uint64(shape.KVOffset(table, b, h, t))
 				for i := range dst {
 					dst[i] = ref.E4M3(ref.E4M3Code(seed, off+uint64(i))) * float64(scale)
@@ -477,10 +543,14 @@ func attentionReferencePairs(shape ref.AttentionShape, dtype ref.DType, seeds re
 			}
 		}
 	}
+	var kScales, vScales []float32
+	if fp8 != nil {
+		kScales, vScales = fp8.K, fp8.V
+	}
 	in := ref.AttentionInputs{
 		Q:     func(row int, dst []float64) { fill(seeds.Q, uint64(row*d), dst) },
-		K:     cached(seeds.K, seeds.KNew, fp8KScale),
-		V:     cached(seeds.V, seeds.VNew, fp8VScale),
+		K:     cached(seeds.K, seeds.KNew, kScales),
+		V:     cached(seeds.V, seeds.VNew, vScales),
 		Sinks: sinks,
 	}
 	return ref.AttentionPairs(shape, in, pairs)

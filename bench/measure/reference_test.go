@@ -113,7 +113,7 @@ func TestAttentionReferencePairsMatchesFull(t *testing.T) {
 			t.Fatal(err)
 		}
 		for _, pairs := range [][]int{sampleIndices(s.Batch*s.KVHeads, 64, 1), {s.Batch*s.KVHeads - 1}} {
-			sub, elems := attentionReferencePairs(s, dt, seeds, table, nil, false, pairs, false)
+			sub, elems := attentionReferencePairs(s, dt, seeds, table, nil, false, pairs, nil)
 			if len(elems) != len(pairs)*s.Group()*s.HeadDim {
 				t.Fatalf("%s: %d elements for %d pairs", c.desc, len(elems), len(pairs))
 			}
@@ -185,11 +185,11 @@ func TestCompareCatchesWrongOutputs(t *testing.T) {
 		out[i] = ref.Round(ref.BF16, float32(w))
 	}
 	pairs := attentionPairs(s, 1)
-	if ver := compareAttention(out, s, ref.BF16, seeds, nil, nil, false, 1, false, pairs, false); !ver.Passed {
+	if ver := compareAttention(out, s, ref.BF16, seeds, nil, nil, false, 1, false, pairs, nil); !ver.Passed {
 		t.Fatalf("a correctly rounded attention output fails: %+v", ver)
 	}
 	// A corrupted reference (other seeds) must not pass.
-	if ver := compareAttention(out, s, ref.BF16, ref.NewAttentionSeeds(4), nil, nil, false, 1, false, pairs, false); ver.Passed {
+	if ver := compareAttention(out, s, ref.BF16, ref.NewAttentionSeeds(4), nil, nil, false, 1, false, pairs, nil); ver.Passed {
 		t.Errorf("the output passes against another input's reference: %+v", ver)
 	}
 }

@@ -128,6 +128,9 @@ func (s Spec) Key() string {
 		if a.KVDType != 0 && a.KVDType != a.DType {
 			fmt.Fprintf(&b, " kv=%s", a.KVDType)
 		}
+		if a.perHeadScales() {
+			b.WriteString(" kv_scales=head")
+		}
 	case KindAttentionMLA:
 		m := s.MLA
 		ctx := make([]string, len(m.Contexts))

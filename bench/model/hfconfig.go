@@ -235,8 +235,15 @@ func ParseHFConfig(data []byte, source string) (Shape, error) {
 	if !outer.has("quantization_config") {
 		quantFrom = c
 	}
-	if s.Quant, err = quantFrom.quantization(); err != nil {
+	if !quantFrom.kvCacheOnly() {
+		if s.Quant, err = quantFrom.quantization(); err != nil {
+			return Shape{}, err
+		}
+	}
+	if kv, scales, ok, err := quantFrom.kvCacheScheme(); err != nil {
 		return Shape{}, err
+	} else if ok {
+		s.KVDType, s.KVScales = kv, scales
 	}
 	if err := s.Validate(); err != nil {
 		return Shape{}, fmt.Errorf("model config %s: %w", source, err)

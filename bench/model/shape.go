@@ -95,6 +95,10 @@ type Shape struct {
 
 	WeightDType DType `json:"weight_dtype"`
 	KVDType     DType `json:"kv_dtype"`
+	// KVScales is an fp8 KV cache's scales (quantization_config.kv_cache_scheme's strategy):
+	// "" or KVScalesTensor (one k and v scale a layer), or KVScalesHead (one a KV head). Static
+	// either way: the KV bytes per token are the codes' alone.
+	KVScales string `json:"kv_scales,omitempty"`
 	// Quant, when set, is the format of the quantized projection matrices (config.json's
 	// quantization_config); every other weight is WeightDType.
 	Quant *Quantization `json:"quant,omitempty"`
@@ -261,6 +265,9 @@ func (s Shape) Validate() error {
 	}
 	if !s.WeightDType.valid() {
 		return bad("WeightDType = %q: accepted are %s", s.WeightDType, dtypeList())
+	}
+	if s.KVScales != "" && s.KVScales != KVScalesTensor && !(s.KVScales == KVScalesHead && s.KVDType == FP8) {
+		return bad("KVScales = %q with KVDType %q: accepted are %q, and %q for an fp8 cache", s.KVScales, s.KVDType, KVScalesTensor, KVScalesHead)
 	}
 	if !s.KVDType.valid() {
 		return bad("KVDType = %q: accepted are %s", s.KVDType, dtypeList())

@@ -60,3 +60,48 @@ func TestE4M3EncodeRoundsToNearestEvenAndSaturates(t *testing.T) {
 		}
 	}
 }
+
+func TestE4M3HeadScales(t *testing.T) {
+	spread := E4M3SpreadScales(0.5, 8)
+	want := []float32{0.125, 1, 0, 2, 0.5, 0.125, 0, 0.25}
+	for h := range want {
+		if spread[h] != want[h] {
+			t.Fatalf("E4M3SpreadScales(0.5, 8) = %v, want %v", spread, want)
+		}
+	}
+	eff := E4M3HeadScales(8, 3, spread)
+	if eff[2] != 3 || eff[6] != 3 || eff[1] != 1 {
+		t.Errorf("E4M3HeadScales = %v: the 0 entries take the tensor's 3, the others their own", eff)
+	}
+	if ValidateE4M3HeadScales("k_scales", 8, spread) != nil {
+		t.Error("the spread scales are refused")
+	}
+	for _, bad := range [][]float32{{1, float32(math.NaN())}, {-1, 1}, {1}, {float32(math.Inf(1)), 0}} {
+		if ValidateE4M3HeadScales("k_scales", 2, bad) == nil {
+			t.Errorf("per-head scales %v accepted for 2 KV heads", bad)
+		}
+	}
+	// the head of every element: contiguous [batch, kv_heads, capacity, d], paged [page, kv_heads, page, d]
+	for _, s := range []AttentionShape{
+		{Batch: 2, QHeads: 3, KVHeads: 3, HeadDim: 64, Context: []int{5, 9}, Capacity: 9},
+		{Batch: 2, QHeads: 3, KVHeads: 3, HeadDim: 64, Context: []int{5, 40}, Layout: KVPaged, PageSize: 16},
+	} {
+		s = s.WithDefaults()
+		codes := make([]byte, s.CacheElements())
+		for i := range codes {
+			codes[i] = 0x38 // 1
+		}
+		scales := []float32{1, 2, 4}
+		got := E4M3DequantizeHeads(s, codes, scales)
+		table := s.ShuffledPageTable(7)
+		for b := 0; b < s.Batch; b++ {
+			for h := 0; h < s.KVHeads; h++ {
+				for tok := 0; tok < s.Context[b]; tok++ {
+					if x := got[s.KVOffset(table, b, h, tok)+63]; x != scales[h] {
+						t.Fatalf("%v: sequence %d head %d token %d dequantised to %g, want %g", s.Layout, b, h, tok, x, scales[h])
+					}
+				}
+			}
+		}
+	}
+}

@@ -22,7 +22,7 @@ func benchAttentionCommand() *cli.Command {
 		Name:  "attention",
 		Usage: "time decode attention for a model's head layout (or given heads) at each batch size and context",
 		UsageText: "decodebench bench attention (--model NAME [--tp N] | --q-heads H --kv-heads G --head-dim D) [--batch LIST] " +
-			"[--context LIST] [--page-size P] [--splits N] [--window N | --chunk N] [--sinks] [--variant auto|simt|mma] [--dtype bf16|fp16] [--kv-dtype bf16|fp16|fp8] [--backend auto|cuda|emu] [--out FILE.jsonl] [--json]\n\n" +
+			"[--context LIST] [--page-size P] [--splits N] [--window N | --chunk N] [--sinks] [--variant auto|simt|mma] [--dtype bf16|fp16] [--kv-dtype bf16|fp16|fp8] [--kv-scales tensor|head] [--backend auto|cuda|emu] [--out FILE.jsonl] [--json]\n\n" +
 			"   LIST syntax: " + axes.Syntax,
 		Description: "One layer's decode attention: one query token per sequence against a KV cache of --context\n" +
 			"tokens for every sequence, contiguous or paged. % READ is the achieved bandwidth (KV cache,\n" +
@@ -31,7 +31,8 @@ func benchAttentionCommand() *cli.Command {
 			"--context tokens; KV counts the span's); --sinks adds gpt-oss's sink logit per query head\n" +
 			"(a --model with sinks has them without the flag). --kv-dtype fp8 reads an fp8 e4m3 cache (one\n" +
 			"byte an element, a per-tensor scale for K and for V; q and the output stay --dtype): KV\n" +
-			"counts its bytes.",
+			"counts its bytes. --kv-scales head gives that cache one scale per KV head instead (a config's\n" +
+			"kv_cache_scheme strategy \"attn_head\" sets it): static, so KV adds no byte a token.",
 		Flags: append(append(shapeFlags("1-256*2"),
 			&cli.IntFlag{Name: "q-heads", EnvVars: []string{"DECODEBENCH_Q_HEADS"}, Usage: "query heads, instead of --model"},
 			&cli.IntFlag{Name: "kv-heads", EnvVars: []string{"DECODEBENCH_KV_HEADS"}, Usage: "KV heads (divides --q-heads), instead of --model"},
@@ -45,6 +46,7 @@ func benchAttentionCommand() *cli.Command {
 			&cli.BoolFlag{Name: "sinks", EnvVars: []string{"DECODEBENCH_SINKS"}, Usage: "a sink logit per query head joins the softmax's denominator (gpt-oss)"},
 			&cli.StringFlag{Name: "variant", Value: "auto", EnvVars: []string{"DECODEBENCH_ATTENTION_VARIANT"},
 				Usage: "decode kernel: simt (fp32 CUDA cores), mma (tensor cores) or auto (simt until a card has timed both)"},
+			kvScalesFlag(),
 		), benchFlags()...),
 		OnUsageError: onUsageError,
 		Action:       benchAttentionAction,
@@ -92,6 +94,7 @@ func parseBenchAttention(c *cli.Context) (jobs []attentionJob, modelName string,
 	haveModel := c.String("model") != "" || c.String("model-config") != ""
 	var qHeads, kvHeads, headDim int
 	var kvType model.DType
+	var modelKVScales string
 	switch {
 	case explicit && haveModel:
 		return nil, "", 0, usageError("give either --model (or --model-config) or --q-heads, --kv-heads and --head-dim, not both")
@@ -110,6 +113,7 @@ func parseBenchAttention(c *cli.Context) (jobs []attentionJob, modelName string,
 			return nil, "", 0, err
 		}
 		qHeads, kvHeads, headDim, kvType = shape.QHeads, shape.KVHeads, shape.HeadDim, shape.KVDType
+		modelKVScales = shape.KVScales
 		modelName, tp = shape.Name, shape.TP
 		sinks = sinks || shape.AttentionSinks
 		// A model whose attention the kernels lack (MLA, sinks, an fp8 cache) is never timed
@@ -148,10 +152,14 @@ func parseBenchAttention(c *cli.Context) (jobs []attentionJob, modelName string,
 	if err != nil {
 		return nil, "", 0, err
 	}
+	kvScales, err := parseKVScales(c.String("kv-scales"), kvDType, modelKVScales)
+	if err != nil {
+		return nil, "", 0, err
+	}
 	for _, b := range batches {
 		for _, ctx := range contexts {
 			jobs = append(jobs, attentionJob{context: ctx, spec: measure.AttentionSpec{Batch: b, QHeads: qHeads, KVHeads: kvHeads,
-				HeadDim: headDim, Contexts: []int{ctx}, PageSize: pageSize, Splits: splits, DType: dtype, KVDType: kvDType, Variant: variant,
+				HeadDim: headDim, Contexts: []int{ctx}, PageSize: pageSize, Splits: splits, DType: dtype, KVDType: kvDType, KVScales: kvScales, Variant: variant,
 				Window: window, Chunk: chunk, Sinks: sinks}})
 		}
 	}
@@ -187,6 +195,9 @@ func benchAttentionAction(c *cli.Context) error {
 		shape := fmt.Sprintf("B=%d Hq=%d Hkv=%d D=%d S=%d%s", a.Batch, a.QHeads, a.KVHeads, a.HeadDim, j.context, spanLabel(a))
 		if a.KVDType == cgo.DTypeFP8E4M3 {
 			shape += " kv=fp8"
+			if a.KVScales == measure.KVScalesHead {
+				shape += "/head"
+			}
 		}
 		o, tel := s.measure(func() measure.Outcome {
 			if j.missing != "" {
@@ -285,6 +296,32 @@ func mlaJobs(c *cli.Context, shape model.Shape, k model.Kernel, batches, context
 		}
 	}
 	return jobs, shape.Name, shape.TP, nil
+}
+
+// kvScalesFlag is --kv-scales of bench and verify attention.
+func kvScalesFlag() cli.Flag {
+	return &cli.StringFlag{Name: "kv-scales", EnvVars: []string{"DECODEBENCH_KV_SCALES"},
+		Usage: "an fp8 cache's scales: tensor (one for K, one for V; the default) or head (one per KV head; a --model's kv_cache_scheme \"attn_head\" implies it)"}
+}
+
+// parseKVScales is --kv-scales: "" (the model's, else one per tensor), tensor, or head (one scale
+// a KV head, for an fp8 cache only).
+func parseKVScales(name string, kvDType cgo.DType, modelScales string) (string, error) {
+	switch name {
+	case "":
+		if kvDType == cgo.DTypeFP8E4M3 && modelScales == model.KVScalesHead {
+			return measure.KVScalesHead, nil
+		}
+		return "", nil
+	case measure.KVScalesTensor:
+		return "", nil
+	case measure.KVScalesHead:
+		if kvDType != cgo.DTypeFP8E4M3 {
+			return "", usageError("--kv-scales head: per-head scales are an fp8 cache's (add --kv-dtype fp8)")
+		}
+		return measure.KVScalesHead, nil
+	}
+	return "", usageError("--kv-scales %q: want tensor or head", name)
 }
 
 // parseKVDType is --kv-dtype: "" (the model's fp8 cache, else the activations' dtype), the

@@ -25,7 +25,7 @@ func verifyAttentionCommand() *cli.Command {
 		Name:  "attention",
 		Usage: "check decode attention over a KV cache (GQA, contiguous or paged, split-KV) for one shape",
 		UsageText: "decodebench verify attention --batch B --q-heads H --kv-heads G --head-dim D --context LIST " +
-			"[--page-size P] [--splits N] [--dtype bf16|fp16] [--kv-dtype bf16|fp16|fp8] [--variant auto|simt|mma] [--append] [--scale S] [--window N | --chunk N] [--sinks] [--backend auto|cuda|emu] [--seed S] [--json]\n" +
+			"[--page-size P] [--splits N] [--dtype bf16|fp16] [--kv-dtype bf16|fp16|fp8] [--kv-scales tensor|head] [--variant auto|simt|mma] [--append] [--scale S] [--window N | --chunk N] [--sinks] [--backend auto|cuda|emu] [--seed S] [--json]\n" +
 			"   decodebench verify attention --mla --batch B --q-heads H --context LIST --scale S [--page-size P] [--splits N] [--dtype bf16|fp16] [--append] ...",
 		Description: "One new query token per sequence against its cached tokens. --context gives each sequence's\n" +
 			"length: one value for every sequence, or one per sequence (items may be ranges of the LIST\n" +
@@ -46,6 +46,7 @@ func verifyAttentionCommand() *cli.Command {
 			&cli.IntFlag{Name: "splits", Usage: fmt.Sprintf("KV splits per sequence, 1..%d; 0 lets the kernel choose from the shape and the SM count", cgo.MaxSplits)},
 			&cli.StringFlag{Name: "dtype", Value: "bf16", Usage: "element type of Q, the caches and the output: bf16 or fp16"},
 			&cli.StringFlag{Name: "kv-dtype", Usage: "KV cache dtype: the --dtype (default), or fp8 (e4m3 codes with a per-tensor scale for K and V; --append quantises the new token)"},
+			kvScalesFlag(),
 			&cli.StringFlag{Name: "variant", Value: "auto", Usage: "decode kernel: simt (fp32 CUDA cores), mma (tensor cores) or auto (simt until a card has timed both)"},
 			&cli.BoolFlag{Name: "append", Usage: "write each sequence's last token with the KV append kernel before the attention"},
 			&cli.BoolFlag{Name: "mla", Usage: "multi-head latent attention (DeepSeek-V3, Kimi-K2): every query head over one latent cache of 576-element rows, values of 512; no --kv-heads, --head-dim or --variant, --scale required"},
@@ -63,15 +64,16 @@ func verifyAttentionCommand() *cli.Command {
 
 // attentionRequest is a validated `verify attention` command line.
 type attentionRequest struct {
-	shape   ref.AttentionShape // with defaults: Capacity, PagesPerSeq, NumPages filled
-	dtype   ref.DType
-	kvDType cgo.DType // 0: the activations' dtype; cgo.DTypeFP8E4M3: an fp8 cache
-	splits  int
-	variant cgo.AttentionVariant
-	append  bool
-	sinks   bool
-	seed    uint64
-	backend backendChoice
+	shape    ref.AttentionShape // with defaults: Capacity, PagesPerSeq, NumPages filled
+	dtype    ref.DType
+	kvDType  cgo.DType // 0: the activations' dtype; cgo.DTypeFP8E4M3: an fp8 cache
+	kvScales string    // "" (per tensor) or measure.KVScalesHead
+	splits   int
+	variant  cgo.AttentionVariant
+	append   bool
+	sinks    bool
+	seed     uint64
+	backend  backendChoice
 }
 
 // parseContextList reads --context: comma-separated items in the LIST syntax, each expanded
@@ -141,6 +143,9 @@ func parseAttentionRequest(c *cli.Context) (attentionRequest, error) {
 		return r, usageError("--dtype %q: the attention kernels take bf16 or fp16", c.String("dtype"))
 	}
 	if r.kvDType, err = parseKVDType(c.String("kv-dtype"), cgo.DType(r.dtype), ""); err != nil {
+		return r, err
+	}
+	if r.kvScales, err = parseKVScales(c.String("kv-scales"), r.kvDType, ""); err != nil {
 		return r, err
 	}
 	if r.splits = c.Int("splits"); r.splits < 0 || r.splits > cgo.MaxSplits {
@@ -215,7 +220,8 @@ type attentionReport struct {
 	Chunk          int                    `json:"chunk,omitempty"`
 	Sinks          bool                   `json:"sinks,omitempty"`
 	DType          string                 `json:"dtype"`
-	KVDType        string                 `json:"kv_dtype,omitempty"` // "fp8" for an fp8 e4m3 cache
+	KVDType        string                 `json:"kv_dtype,omitempty"`  // "fp8" for an fp8 e4m3 cache
+	KVScales       string                 `json:"kv_scales,omitempty"` // "head" for an fp8 cache's per-KV-head scales
 	ranOn
 	Seed uint64 `json:"seed"`
 }
@@ -258,6 +264,9 @@ func verifyAttentionAction(c *cli.Context) error {
 		dtype := req.dtype.String()
 		if req.kvDType == cgo.DTypeFP8E4M3 {
 			dtype += " with an fp8 e4m3 KV cache"
+			if req.kvScales == measure.KVScalesHead {
+				dtype += " (a scale per KV head)"
+			}
 		}
 		fmt.Fprintf(out, "verify attention: batch %d, q heads %d, kv heads %d (group %d), head dim %d, context %s%s, %s, %v%s, seed %d on the %s\n",
 			s.Batch, s.QHeads, s.KVHeads, s.Group(), s.HeadDim, describeContexts(s.Context), describeSpan(s.Window, s.Chunk, req.sinks), describeLayout(s),
@@ -298,7 +307,7 @@ func describeContexts(lens []int) string {
 func runAttention(dev *cgo.Device, req attentionRequest, out io.Writer, quiet bool) (attentionReport, error) {
 	s := req.shape
 	spec := measure.AttentionSpec{Batch: s.Batch, QHeads: s.QHeads, KVHeads: s.KVHeads, HeadDim: s.HeadDim, Contexts: s.Context,
-		PageSize: s.PageSize, Splits: req.splits, DType: cgo.DType(req.dtype), KVDType: req.kvDType, Variant: req.variant, Scale: s.Scale, Append: req.append,
+		PageSize: s.PageSize, Splits: req.splits, DType: cgo.DType(req.dtype), KVDType: req.kvDType, KVScales: req.kvScales, Variant: req.variant, Scale: s.Scale, Append: req.append,
 		Window: s.Window, Chunk: s.Chunk, Sinks: req.sinks}
 	c := measure.Verify(dev, spec.Spec(), verifyOptions(req.seed))
 	if err := checkRan(c, "the attention kernels refuse this shape"); err != nil {
@@ -316,7 +325,7 @@ func runAttention(dev *cgo.Device, req attentionRequest, out io.Writer, quiet bo
 		Scale: s.SoftmaxScale(), Window: s.Window, Chunk: s.Chunk, Sinks: req.sinks, DType: req.dtype.String(), Seed: req.seed,
 	}
 	if req.kvDType == cgo.DTypeFP8E4M3 {
-		rep.KVDType = "fp8"
+		rep.KVDType, rep.KVScales = "fp8", req.kvScales
 	}
 	if c.Passed {
 		rep.Reason = ""

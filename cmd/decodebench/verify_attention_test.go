@@ -6,7 +6,10 @@ import (
 	"strings"
 	"testing"
 
+	"github.com/decodebench/decodebench/bench/measure"
+	"github.com/decodebench/decodebench/bench/model"
 	"github.com/decodebench/decodebench/bench/ref"
+	"github.com/decodebench/decodebench/cgo"
 	"github.com/decodebench/decodebench/cgo/cgotest"
 )
 
@@ -171,16 +174,16 @@ func TestVerifyAttentionMatrix(t *testing.T) {
 	}
 }
 
-// Auto splits: a single short sequence is not split below 256 tokens a split; a long one on
-// few blocks is; a batch that fills the card is not.
+// Auto splits: a single sequence on few blocks is cut (into whole 64-token tiles at head dim
+// 64, never finer) until it fills the card; a batch that fills the card is not.
 func TestVerifyAttentionAutoSplits(t *testing.T) {
 	useEmu(t)
 	for _, c := range []struct {
 		args     []string
 		min, max int
 	}{
-		{[]string{"--batch", "1", "--q-heads", "4", "--kv-heads", "1", "--head-dim", "64", "--context", "200"}, 1, 1},
-		{[]string{"--batch", "1", "--q-heads", "4", "--kv-heads", "1", "--head-dim", "64", "--context", "2048"}, 2, 8},
+		{[]string{"--batch", "1", "--q-heads", "4", "--kv-heads", "1", "--head-dim", "64", "--context", "200"}, 2, 4},
+		{[]string{"--batch", "1", "--q-heads", "4", "--kv-heads", "1", "--head-dim", "64", "--context", "2048"}, 2, 32},
 		{[]string{"--batch", "64", "--q-heads", "2", "--kv-heads", "1", "--head-dim", "64", "--context", "300"}, 1, 1},
 	} {
 		out, code, msg := runCLI(t, append([]string{"verify", "attention", "--backend", "emu", "--json"}, c.args...)...)
@@ -188,7 +191,8 @@ func TestVerifyAttentionAutoSplits(t *testing.T) {
 		if err := json.Unmarshal([]byte(out), &rep); err != nil || code != 0 {
 			t.Fatalf("%v: exit %d (%s) %v", c.args, code, msg, err)
 		}
-		if rep.Splits < c.min || rep.Splits > c.max || rep.Splits*rep.SplitTokens < (ref.AttentionShape{Context: rep.Context}).MaxContext() {
+		if rep.Splits < c.min || rep.Splits > c.max || rep.Splits*rep.SplitTokens < (ref.AttentionShape{Context: rep.Context}).MaxContext() ||
+			rep.SplitTokens%64 != 0 {
 			t.Errorf("%v: %d splits of %d tokens, want %d..%d covering the context", c.args, rep.Splits, rep.SplitTokens, c.min, c.max)
 		}
 	}
@@ -355,5 +359,35 @@ func TestVerifyAttentionFP8Cache(t *testing.T) {
 		if code != 2 || !strings.Contains(msg, tc.want) {
 			t.Errorf("--kv-dtype %s: exit %d, %q; want 2 naming %q", tc.kv, code, msg, tc.want)
 		}
+	}
+}
+
+// --kv-scales: tensor (the default), or head for an fp8 cache only; a model's kv_cache_scheme
+// "attn_head" implies head for its fp8 cache; anything else is a usage error naming the value.
+func TestParseKVScales(t *testing.T) {
+	fp8 := cgo.DTypeFP8E4M3
+	for _, c := range []struct {
+		name        string
+		kv          cgo.DType
+		modelScales string
+		want, err   string
+	}{
+		{"", fp8, "", "", ""},
+		{"", fp8, model.KVScalesHead, measure.KVScalesHead, ""},
+		{"", 0, model.KVScalesHead, "", ""},
+		{"tensor", fp8, model.KVScalesHead, "", ""},
+		{"head", fp8, "", measure.KVScalesHead, ""},
+		{"head", 0, "", "", "per-head scales are an fp8 cache's"},
+		{"channel", fp8, "", "", `--kv-scales "channel": want tensor or head`},
+	} {
+		got, err := parseKVScales(c.name, c.kv, c.modelScales)
+		if got != c.want || (err == nil) != (c.err == "") || (err != nil && !strings.Contains(err.Error(), c.err)) {
+			t.Errorf("parseKVScales(%q, %v, %q) = %q, %v; want %q, %q", c.name, c.kv, c.modelScales, got, err, c.want, c.err)
+		}
+	}
+	_, code, msg := runCLI(t, "verify", "attention", "--backend", "emu", "--batch", "1", "--q-heads", "2", "--kv-heads", "1",
+		"--head-dim", "64", "--context", "9", "--kv-scales", "head")
+	if code != 2 || !strings.Contains(msg, "--kv-scales head") {
+		t.Errorf("--kv-scales head on a bf16 cache: exit %d, %q; want 2 naming it", code, msg)
 	}
 }

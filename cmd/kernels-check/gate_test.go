@@ -439,10 +439,36 @@ func TestWaveRule(t *testing.T) {
 		{Wave{Call: big, Fill: 0.3, Launch: 1}, "exempt: reduce"},
 		{Wave{Call: Call{Kind: "linear", N: 8, K: 4096}, Fill: 0.01}, "exempt: small W"},
 		{Wave{Call: big, Error: "no block fits an SM"}, RuleFail},
-		{Wave{Call: Call{Kind: "attention"}, Fill: 0.4}, ""},
+		// attention: held to 0.9 where whole-tile splits could reach it, else exempt
+		{Wave{Call: Call{Kind: "attention"}, Fill: 0.97, BestFill: 0.97}, RuleOK},
+		{Wave{Call: Call{Kind: "attention"}, Fill: 0.48, BestFill: 0.97}, RuleFail},
+		{Wave{Call: Call{Kind: "attention"}, Fill: 0.24, BestFill: 0.24}, "exempt: whole tiles fill at most 24%"},
+		{Wave{Call: Call{Kind: "attention"}, Error: "no block fits an SM"}, RuleFail},
+		{Wave{Call: Call{Kind: "other"}, Fill: 0.4}, ""},
 	} {
 		if got := WaveRule(c.w); got != c.want {
 			t.Errorf("WaveRule(%+v) = %q, want %q", c.w, got, c.want)
 		}
+	}
+}
+
+// The best fill of whole-tile splits: batch 1 of Llama-3-8B (8 blocks a split) on 528 slots
+// reaches 64 splits (0.97) at 8k (256 tiles of 32), but at 512 tokens (16 tiles) only 128
+// blocks (0.24); 70B's 396 slots at 4k (128 tiles): 43 splits give 344 blocks (0.87), 64 spill
+// into a second wave (0.65).
+func TestBestAttentionFill(t *testing.T) {
+	for _, c := range []struct {
+		perSplit     int64
+		tiles, slots int
+		want         float64
+	}{
+		{8, 256, 528, 512.0 / 528}, {8, 16, 528, 128.0 / 528}, {8, 128, 396, 344.0 / 396}, {4096, 1, 528, 4096.0 / 4224},
+	} {
+		if got := BestAttentionFill(c.perSplit, c.tiles, c.slots); abs(got-c.want) > 1e-9 {
+			t.Errorf("BestAttentionFill(%d, %d, %d) = %v, want %v", c.perSplit, c.tiles, c.slots, got, c.want)
+		}
+	}
+	if AttentionTile(128) != 32 || AttentionTile(64) != 64 || AttentionTile(256) != 16 {
+		t.Error("AttentionTile differs from the SIMT kernel's tiles (64, 32, 16)")
 	}
 }

@@ -34,9 +34,10 @@ type Call struct {
 // WaveModels and the batches and contexts the waves are planned at: the decode shapes of
 // Llama-3-8B and -70B from batch 1 to 1024; attention at short and long contexts.
 var (
-	WaveModels        = []string{"llama3-8b", "llama3-70b"}
-	WaveLinearBatches = []int{1, 8, 16, 64, 256, 1024}
-	WaveAttention     = []struct{ Batch, Context int }{{1, 8192}, {1, 32768}, {16, 8192}, {64, 4096}, {256, 1024}}
+	WaveModels            = []string{"llama3-8b", "llama3-70b"}
+	WaveLinearBatches     = []int{1, 8, 16, 64, 256, 1024}
+	WaveAttentionBatches  = []int{1, 16, 64, 256}
+	WaveAttentionContexts = []int{512, 1024, 2048, 4096, 8192, 16384, 32768}
 )
 
 // StepCalls lists the distinct linear and attention calls of the models' decode steps at the
@@ -55,11 +56,13 @@ func StepCalls() ([]Call, error) {
 				}
 			}
 		}
-		for _, a := range WaveAttention {
-			for _, k := range s.Kernels(a.Batch, a.Context) {
-				if k.Kind == model.KindAttention {
-					calls = append(calls, Call{Model: s.Name, Name: k.Name, Kind: k.Kind, Batch: k.Batch,
-						Context: k.Context, QHeads: k.QHeads, KVHeads: k.KVHeads, HeadDim: k.HeadDim})
+		for _, b := range WaveAttentionBatches {
+			for _, ctx := range WaveAttentionContexts {
+				for _, k := range s.Kernels(b, ctx) {
+					if k.Kind == model.KindAttention {
+						calls = append(calls, Call{Model: s.Name, Name: k.Name, Kind: k.Kind, Batch: k.Batch,
+							Context: k.Context, QHeads: k.QHeads, KVHeads: k.KVHeads, HeadDim: k.HeadDim})
+					}
 				}
 			}
 		}
@@ -86,8 +89,12 @@ type Wave struct {
 	// Fill how well they fill the card (WaveFill); Rule is the wave rule's verdict (WaveRule).
 	Units int64   `json:"units"`
 	Fill  float64 `json:"fill"`
-	Rule  string  `json:"rule,omitempty"`
-	Error string  `json:"error,omitempty"`
+	// Attention: the launch's KV splits (grid y), and the best fill any split count of whole
+	// tiles could give the call (BestAttentionFill), which the wave rule holds it to.
+	Splits   int     `json:"splits,omitempty"`
+	BestFill float64 `json:"best_fill,omitempty"`
+	Rule     string  `json:"rule,omitempty"`
+	Error    string  `json:"error,omitempty"`
 }
 
 // The wave rule. Every main launch of a linear call (launch 0: the GEMV, MMA or tiled kernel)
@@ -102,6 +109,13 @@ type Wave struct {
 //     (routers, the smallest presets' projections);
 //   - the split-K / stream-K reduce (launch 1): it reads only the partials of the split tiles
 //     (a few MB at the decode shapes) and costs about one launch.
+//
+// The attention launch of every call (batch 1-256, contexts 512-32k) must fill WholeWaves too
+// wherever some split count could: the planner (kernels/attention.cu, attn_auto_splits) cuts a
+// sequence into splits of whole tiles, s = ceil(tiles / k), so where no such s reaches 0.9
+// (too few tiles for a wave: batch 1 at 512-1k; or whole tiles that land between waves: 43
+// splits fill 0.87 of 396 slots, 52 spill into a second wave) the launch is exempt, and the
+// table says so with the best fill whole tiles allow.
 //
 // The planners (kernels/linear.cu, kWholeWaves and kSmallWeightBytes) aim at the same figure
 // with the emulator's register table; blocks per SM here come from ptxas, so a stale table
@@ -125,6 +139,17 @@ func WaveFill(units, blocks int64, slots int) float64 {
 
 // WaveRule gives the wave rule's verdict on w: RuleOK, RuleFail, or "exempt: why".
 func WaveRule(w Wave) string {
+	if w.Kind == model.KindAttention {
+		switch {
+		case w.Error != "":
+			return RuleFail
+		case w.Fill >= WholeWaves:
+			return RuleOK
+		case w.BestFill < WholeWaves:
+			return fmt.Sprintf("exempt: whole tiles fill at most %.0f%%", 100*w.BestFill)
+		}
+		return RuleFail
+	}
 	switch {
 	case w.Kind != model.KindLinear:
 		return ""
@@ -138,6 +163,34 @@ func WaveRule(w Wave) string {
 		return RuleFail
 	}
 	return RuleOK
+}
+
+// AttentionTile is the tokens a tile of the decode kernel that an automatic attention plan
+// launches (SIMT, attention_kernels.cuh AttnConfig::kTile): 64 up to head dim 64, 32 up to 128,
+// 16 above. kernels/attention_plan_test.cpp checks the plans' splits against the same tiles.
+func AttentionTile(headDim int) int {
+	switch {
+	case headDim <= 64:
+		return 64
+	case headDim <= 128:
+		return 32
+	}
+	return 16
+}
+
+// BestAttentionFill is the best fill (WaveFill, one unit a block) that any split count of whole
+// tiles gives a launch of perSplit blocks a split over tiles tiles on slots resident blocks:
+// s = ceil(tiles / k) splits for k = 1..tiles, at most cgo.MaxSplits.
+func BestAttentionFill(perSplit int64, tiles int, slots int) float64 {
+	best := 0.0
+	for k := 1; k <= tiles; k++ {
+		s := int64((tiles + k - 1) / k)
+		if s > int64(cgo.MaxSplits) {
+			continue
+		}
+		best = math.Max(best, WaveFill(perSplit*s, perSplit*s, slots))
+	}
+	return best
 }
 
 // shortKernel is a kernel's name without its namespace and template arguments.
@@ -223,6 +276,11 @@ func waveOf(c Call, i int, l cgo.LaunchInfo, k *Kernels, limits SMLimits, sms in
 	}
 	w.Waves, w.LastWave = Waves(w.Blocks, occ.BlocksPerSM*sms)
 	w.Fill = WaveFill(w.Units, w.Blocks, occ.BlocksPerSM*sms)
+	if c.Kind == model.KindAttention {
+		w.Splits = l.GridY
+		tile := AttentionTile(c.HeadDim)
+		w.BestFill = BestAttentionFill(int64(l.GridX)*int64(max(l.GridZ, 1)), (c.Context+tile-1)/tile, occ.BlocksPerSM*sms)
+	}
 	return w
 }
 
