@@ -1,6 +1,7 @@
 package measure
 
 import (
+	"fmt"
 	"strings"
 	"testing"
 
@@ -47,7 +48,7 @@ func TestGroupedBadSpecs(t *testing.T) {
 		text   string
 	}{
 		{GroupedSpec{Groups: 0, Rows: 1, N: 8, K: 8, DType: cgo.DTypeBF16}, StatusFailed, "groups 0"},
-		{GroupedSpec{Groups: 257, Rows: 1, N: 8, K: 8, DType: cgo.DTypeBF16}, StatusSkipped, "257 groups"},
+		{GroupedSpec{Groups: cgo.MoEMaxExperts + 1, Rows: 1, N: 8, K: 8, DType: cgo.DTypeBF16}, StatusSkipped, fmt.Sprintf("%d groups", cgo.MoEMaxExperts+1)},
 		{GroupedSpec{Groups: 2, Rows: 1, N: 8, K: 12, DType: cgo.DTypeBF16}, StatusSkipped, "k 12"},
 		{GroupedSpec{Groups: 2, Rows: 1, N: 8, K: 8, DType: cgo.DTypeF32}, StatusSkipped, "dtype f32"},
 		{GroupedSpec{Groups: 2, Rows: 1, N: 8, K: 8, DType: cgo.DTypeBF16, XRowStride: -8}, StatusFailed, "invalid strides"},

@@ -161,8 +161,8 @@ type Forward struct {
 
 	// base is the step's seed; rowScales the per-row scales of the per-channel quantized
 	// weights, by their first element (forward_quant.go).
-	base      uint64
-	rowScales map[*float32][]float64
+	base        uint64
+	rowScales   map[*float32][]float64
 	latent      [][]float32 // MLA: per layer [batch, capacity, 576]
 	latentSigma [][]float64 // MLA: per layer [batch, steps, 576]: appended tokens
 

@@ -36,7 +36,7 @@ func TestProgramRoutings(t *testing.T) {
 		act        cgo.Activation
 	}{
 		{"DeepSeek-V3", cgo.MoESigmoidTopK, 8, 2.5, true, false, cgo.ActSiLU},
-		{"Kimi-K2", cgo.MoESigmoidTopK, 0, 2.5, true, false, cgo.ActSiLU},
+		{"Kimi-K2", cgo.MoESigmoidTopK, 0, 2.827, true, false, cgo.ActSiLU},
 		{"Llama-4-Scout", cgo.MoETopKSigmoid, 0, 0, false, true, cgo.ActSiLU},
 		{"gpt-oss-20b", cgo.MoETopKSoftmax, 0, 0, false, false, cgo.ActSwiGLUClamp},
 		{"Qwen3-30B-A3B", cgo.MoESoftmaxTopK, 0, 0, false, false, cgo.ActSiLU},
