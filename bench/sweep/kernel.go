@@ -225,7 +225,8 @@ type LaunchMeasurer interface {
 
 // WeightFormatOf is the kernels' weight format for a shape's quantized projections (its
 // quantization_config) and its group size; ok is false where no kernel takes the format: fp8
-// with block scales (DeepSeek-V3's 128 x 128), or a method or width the kernels lack. GPTQ's
+// with block scales other than DeepSeek-V3's and Kimi-K2's 128 x 128 (fp8-block), or a method
+// or width the kernels lack. GPTQ's
 // desc_act reordering (g_idx) is not modelled: the time is the same bytes read in order.
 func WeightFormatOf(s model.Shape) (f cgo.WeightFormat, group int, ok bool) {
 	q := s.Quant
@@ -237,6 +238,8 @@ func WeightFormatOf(s model.Shape) (f cgo.WeightFormat, group int, ok bool) {
 		return cgo.WeightMXFP4, 32, true
 	case q.Method == model.QuantFP8 && q.BlockN == 0 && q.BlockK == 0:
 		return cgo.WeightFP8, 0, true
+	case q.Method == model.QuantFP8 && q.BlockN == cgo.FP8Block && q.BlockK == cgo.FP8Block:
+		return cgo.WeightFP8Block, 0, true
 	case q.Method == model.QuantAWQ && q.Bits == 4:
 		return cgo.WeightINT4ZeroPt, q.GroupSize, true
 	case q.Method == model.QuantGPTQ && q.Bits == 4:
