@@ -31,10 +31,14 @@ const (
 	WeightINT4       WeightFormat = C.DB_WEIGHT_INT4            // GPTQ-style symmetric int4, fp16 scale per group
 	WeightINT4ZeroPt WeightFormat = C.DB_WEIGHT_INT4_ZP         // AWQ-style int4: fp16 scale and 4-bit zero point per group
 	WeightMXFP4      WeightFormat = C.DB_WEIGHT_MXFP4           // e2m1, one e8m0 scale per 32 along K
+	WeightFP8Block   WeightFormat = C.DB_WEIGHT_FP8_E4M3_BLOCK  // e4m3, one fp32 scale per 128 x 128 tile (DeepSeek-V3's)
 )
 
 // MXFP4Group is the elements of K that share one MXFP4 scale.
 const MXFP4Group = C.DB_MXFP4_GROUP
+
+// FP8Block is the side of fp8-block's square tiles: rows of W and elements of K under one scale.
+const FP8Block = C.DB_FP8_BLOCK
 
 // weightFormatNames are the names of the formats on the command line (--weight-dtype), in the
 // order help texts list them. bf16 and fp16 name dense weights of that dtype; fp8 and int8
@@ -42,8 +46,8 @@ const MXFP4Group = C.DB_MXFP4_GROUP
 var weightFormatNames = []struct {
 	f    WeightFormat
 	name string
-}{{WeightFP8, "fp8"}, {WeightFP8Tensor, "fp8-tensor"}, {WeightINT8, "int8"}, {WeightINT4, "int4"},
-	{WeightINT4ZeroPt, "int4-zp"}, {WeightMXFP4, "mxfp4"}}
+}{{WeightFP8, "fp8"}, {WeightFP8Tensor, "fp8-tensor"}, {WeightFP8Block, "fp8-block"}, {WeightINT8, "int8"},
+	{WeightINT4, "int4"}, {WeightINT4ZeroPt, "int4-zp"}, {WeightMXFP4, "mxfp4"}}
 
 func (f WeightFormat) String() string {
 	if f == WeightDense {
@@ -58,14 +62,15 @@ func (f WeightFormat) String() string {
 }
 
 // Valid reports whether f is one of the DB_WEIGHT_* formats.
-func (f WeightFormat) Valid() bool { return f >= WeightDense && f <= WeightMXFP4 }
+func (f WeightFormat) Valid() bool { return f >= WeightDense && f <= WeightFP8Block }
 
 // FourBit reports whether two elements share a byte (int4, int4-zp, mxfp4).
 func (f WeightFormat) FourBit() bool {
 	return f == WeightINT4 || f == WeightINT4ZeroPt || f == WeightMXFP4
 }
 
-// Grouped reports whether the scales are per group along K (else per channel or tensor).
+// Grouped reports whether the scales are per group along K that --group-size chooses (else per
+// channel or tensor, or fp8-block's fixed 128 x 128 tiles, which take no group size).
 func (f WeightFormat) Grouped() bool { return f.FourBit() }
 
 // ParseWeightDType reads a --weight-dtype value: bf16 or fp16 (dense weights, whose dtype is
@@ -133,6 +138,8 @@ func (f WeightFormat) Layout(n, k, groupSize int) QuantLayout {
 		l.WBytes, l.ScaleBytes, l.ZeroBytes = un*uk/2, 2*un*groups(groupSize), (un+1)/2*groups(groupSize)
 	case WeightMXFP4:
 		l.WBytes, l.ScaleBytes = un*uk/2, un*groups(MXFP4Group)
+	case WeightFP8Block:
+		l.WBytes, l.ScaleBytes = un*uk, 4*((un+FP8Block-1)/FP8Block)*groups(FP8Block)
 	}
 	return l
 }
@@ -179,7 +186,8 @@ func (d *Device) FillQuantized(p QuantFill) error {
 // CheckShape is db_linear_plan's rule for an N x K matrix of format f with groups of
 // groupSize, checked before any device work: k a multiple of the 16-byte vectors of a row (16
 // elements for the 8-bit formats, 32 for the 4-bit ones) and of the group; int4 groups of 32,
-// 64 or 128, mxfp4's 32 (or 0), none for the others; an even n for int4-zp's zero-point pairs.
+// 64 or 128, mxfp4's 32 (or 0), fp8-block's 128 (or 0; any n and k, partial tiles taken), none
+// for the others; an even n for int4-zp's zero-point pairs.
 // The error names the format and the value.
 func (f WeightFormat) CheckShape(n, k, groupSize int) error {
 	switch {
@@ -208,6 +216,11 @@ func (f WeightFormat) CheckShape(n, k, groupSize int) error {
 			return fmt.Errorf("group size %d: mxfp4 has one scale per %d along k", groupSize, MXFP4Group)
 		}
 		group = MXFP4Group
+	case WeightFP8Block:
+		if groupSize != 0 && groupSize != FP8Block {
+			return fmt.Errorf("group size %d: fp8-block has one scale per %dx%d tile (want 0 or %d)", groupSize, FP8Block, FP8Block, FP8Block)
+		}
+		group = 0 // partial tiles at the ends of n and k are taken, as DeepSeek's checkpoints have them
 	default:
 		if groupSize != 0 {
 			return fmt.Errorf("group size %d: %s has one scale per output channel (or tensor), no groups", groupSize, f)

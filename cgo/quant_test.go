@@ -120,6 +120,7 @@ func TestLinearQuantFill(t *testing.T) {
 		}{
 			{cgo.WeightFP8, 7, 48, 0, 0.5}, {cgo.WeightFP8Tensor, 3, 32, 0, 2}, {cgo.WeightINT8, 5, 16, 0, 0.01},
 			{cgo.WeightINT4, 3, 128, 64, 0.1}, {cgo.WeightINT4ZeroPt, 6, 96, 32, 3}, {cgo.WeightMXFP4, 5, 64, 0, 0.06},
+			{cgo.WeightFP8Block, 130, 144, 0, 0.25}, // 2 x 2 tiles, the last of each partial
 		} {
 			q, w, scales, zeros := fillQuant(t, dev, c.f, c.n, c.k, c.g, 99, c.scale)
 			want := q.Weights()
@@ -144,8 +145,9 @@ func TestLinearQuantFill(t *testing.T) {
 }
 
 // Every format through the GEMV and the tensor-core kernel at the awkward shapes:
-// batch 1, 3, 17, 100, 256; n 1, 7 and 4099 (one round of row pairs plus one); k from 32 to
-// 4128 with groups that end exactly at k.
+// batch 1, 3, 12, 17, 100, 256 (12 and 17 the tensor-core kernel's batch tiles of 16 and 32, k
+// 4128 their staging rings wrapped); n 1, 7 and 4099 (one round of row pairs plus one); k from
+// 32 to 4128 with groups that end exactly at k.
 func TestLinearQuantFormats(t *testing.T) {
 	forEachQuantLibrary(t, func(t *testing.T, dev *cgo.Device) {
 		type shape struct {
@@ -153,8 +155,9 @@ func TestLinearQuantFormats(t *testing.T) {
 			variant        cgo.LinearVariant
 		}
 		small := []shape{{1, 7, 160, 32, cgo.LinearGEMV}, {3, 1, 32, 32, cgo.LinearAuto}, {17, 7, 4128, 32, cgo.LinearTiled},
+			{12, 7, 4128, 32, cgo.LinearTiled}, // the batch tile of 16: a deeper ring, wrapped 2-3 times
 			{100, 7, 192, 64, cgo.LinearTiled}, {256, 1, 256, 128, cgo.LinearAuto}}
-		formats := []cgo.WeightFormat{cgo.WeightFP8, cgo.WeightFP8Tensor, cgo.WeightINT8, cgo.WeightINT4, cgo.WeightINT4ZeroPt, cgo.WeightMXFP4}
+		formats := []cgo.WeightFormat{cgo.WeightFP8, cgo.WeightFP8Tensor, cgo.WeightINT8, cgo.WeightINT4, cgo.WeightINT4ZeroPt, cgo.WeightMXFP4, cgo.WeightFP8Block}
 		for i, f := range formats {
 			for j, s := range small {
 				n, g := s.n, s.g
@@ -178,6 +181,18 @@ func TestLinearQuantFormats(t *testing.T) {
 					runQuantLinear(t, dev, dt, f, s.batch, n, s.k, g, s.variant, w, scales, zeros, q, 1)
 				})
 			}
+		}
+		// fp8-block across tiles of rows and of k: every tile whole (n 256, k 256 / 1024) or the
+		// last of a row or a column partial (n 130, 4099; k 144, 272, 4128), through both kernels.
+		for _, c := range []struct {
+			batch, n, k int
+			variant     cgo.LinearVariant
+		}{{1, 130, 272, cgo.LinearGEMV}, {3, 256, 256, cgo.LinearGEMV}, {12, 130, 4128, cgo.LinearTiled},
+			{17, 256, 1024, cgo.LinearTiled}, {100, 7, 144, cgo.LinearTiled}, {1, 4099, 4128, cgo.LinearGEMV}} {
+			t.Run(fmt.Sprintf("fp8-block_b%d_n%d_k%d_%s", c.batch, c.n, c.k, c.variant), func(t *testing.T) {
+				q, w, scales, zeros := fillQuant(t, dev, cgo.WeightFP8Block, c.n, c.k, 0, uint64(c.n+c.k), float32(1/math.Sqrt(float64(c.k))))
+				runQuantLinear(t, dev, cgo.DTypeFP16, cgo.WeightFP8Block, c.batch, c.n, c.k, 0, c.variant, w, scales, zeros, q, 1)
+			})
 		}
 		// The large n: row pairs past a round of resident warps, once per kernel family.
 		for _, c := range []struct {
@@ -231,6 +246,11 @@ func TestLinearQuantExtremes(t *testing.T) {
 			}
 		}
 		cases = append(cases, extreme{"fp8 every code", fp8, 1})
+		// fp8-block: the same codes under one scale per 128 x 128 tile (here 1 x 2 tiles), a large
+		// and a tiny negative one, so that a scale taken from the wrong tile shows.
+		block := fp8
+		block.Format, block.Scales = cgo.WeightFP8Block, f32s(0x1p10, -0x1p-12)
+		cases = append(cases, extreme{"fp8-block every code", block, 1})
 		int8w := ref.QuantWeights{Format: cgo.WeightINT8, N: n, K: k, W: make([]byte, n*k), Scales: f32s(1, 1e-6, 100, -0.5)}
 		for i := range int8w.W {
 			int8w.W[i] = byte(i * 7)
@@ -358,6 +378,8 @@ func TestLinearQuantRefusals(t *testing.T) {
 			{cgo.WeightINT4ZeroPt, 7, 64, 32, cgo.LinearAuto, 0, []string{"n=7", "zero points"}},
 			{cgo.WeightINT4, 8, 64, 48, cgo.LinearAuto, 0, []string{"group_size 32, 64 or 128, not 48"}},
 			{cgo.WeightMXFP4, 8, 64, 64, cgo.LinearAuto, 0, []string{"mxfp4", "group_size 64"}},
+			{cgo.WeightFP8Block, 8, 64, 64, cgo.LinearAuto, 0, []string{"128x128", "group_size 64"}},
+			{cgo.WeightFP8Block, 8, 200, 0, cgo.LinearAuto, 0, []string{"k=200", "multiple of 16"}},
 			{cgo.WeightFP8, 8, 24, 0, cgo.LinearAuto, 0, []string{"k=24", "multiple of 16"}},
 			{cgo.WeightINT4, 8, 48, 32, cgo.LinearAuto, 0, []string{"k=48", "multiple of 32"}},
 			{cgo.WeightINT8, 8, 64, 32, cgo.LinearAuto, 0, []string{"group_size=32"}},

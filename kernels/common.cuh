@@ -415,8 +415,8 @@ inline void ldmatrix_x4_complete(void *const *in, void *const *out, unsigned mas
   for (int lane = 0; lane < 32; ++lane) {
     uint32_t *d = static_cast<uint32_t *>(out[lane]);
     for (int i = 0; i < 4; ++i) {
-      const unsigned char *row =
-          static_cast<const unsigned char *>(*static_cast<const void *const *>(in[8 * i + lane / 4]));
+      const unsigned char *row = static_cast<const unsigned char *>(
+          db_emu::warp_smem_view(*static_cast<const void *const *>(in[8 * i + lane / 4])));
       std::memcpy(&d[i], row + 4 * (lane % 4), 4);
     }
   }
@@ -424,6 +424,7 @@ inline void ldmatrix_x4_complete(void *const *in, void *const *out, unsigned mas
 }  // namespace db_emu_ptx
 inline void db_ldmatrix_x4(uint32_t (&r)[4], const void *smem_row, DB_EMU_CALLER) {
   db_emu::check_shared(smem_row, 16, "ldmatrix.x4 row", file, line);
+  db_emu::warp_smem_snapshot();
   const void *in = smem_row;
   uint32_t d[4];
   db_emu::warp_collective(0xffffffffu, "ldmatrix.sync.aligned.m8n8.x4", &db_emu_ptx::ldmatrix_x4_complete,

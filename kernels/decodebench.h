@@ -201,11 +201,18 @@ int db_linear(db_context *ctx, const db_linear_params *p);
  *                        bit: 0, 0.5, 1, 1.5, 2, 3, 4, 6 and their negatives, -0 included);
  *                        scales: uint8 [n][k / 32] E8M0 (2^(e - 127), e in 0..254; 255 is NaN).
  *                        W[r, c] = e2m1(u) * 2^(scales[r][c / 32] - 127). group_size 32.
+ *   DB_WEIGHT_FP8_E4M3_BLOCK  fp8 e4m3 with one f32 scale per 128 x 128 tile of W, as DeepSeek-V3
+ *                        and Kimi-K2 ship theirs (quantization_config fmt e4m3,
+ *                        weight_block_size [128, 128], weight_scale_inv): w: uint8 [n][k] as
+ *                        FP8_E4M3; scales: f32 [ceil(n / 128)][ceil(k / 128)], row-major.
+ *                        W[r, c] = e4m3(w) * scales[(r / 128) * ceil(k / 128) + c / 128]. The
+ *                        last tile of a row or column may be partial (n or k not a multiple of
+ *                        128), as in those checkpoints; group_size 0 or 128 (both mean 128 x 128).
  *
  * Shapes a format takes (db_linear_plan refuses the rest with DB_ERR_UNSUPPORTED_SHAPE naming
  * the format and the value): k a multiple of 16 (8-bit formats) or 32 (4-bit: a row is whole
- * 16-byte vectors) and of group_size; group_size 32, 64 or 128 (INT4, INT4_ZP), 32 (MXFP4), 0
- * (the others); an even n for INT4_ZP; split_k 0 or 1. Variants: GEMV (batch 1..4 under AUTO)
+ * 16-byte vectors) and of group_size (FP8_E4M3_BLOCK excepted: partial tiles); group_size 32, 64
+ * or 128 (INT4, INT4_ZP), 32 (MXFP4), 0 or 128 (FP8_E4M3_BLOCK), 0 (the others); an even n for INT4_ZP; split_k 0 or 1. Variants: GEMV (batch 1..4 under AUTO)
  * and TILED (a tensor-core kernel: W dequantised to dtype in shared memory, mma.sync
  * m16n8k16); MMA and CUBLAS are refused. w is 16-byte aligned, scales aligned to their
  * element (f32 4, fp16 2, e8m0 1 byte). */
@@ -216,10 +223,12 @@ enum {
   DB_WEIGHT_INT8 = 3,
   DB_WEIGHT_INT4 = 4,
   DB_WEIGHT_INT4_ZP = 5,
-  DB_WEIGHT_MXFP4 = 6
+  DB_WEIGHT_MXFP4 = 6,
+  DB_WEIGHT_FP8_E4M3_BLOCK = 7
 };
-#define DB_NUM_WEIGHT_FORMATS 7
+#define DB_NUM_WEIGHT_FORMATS 8
 #define DB_MXFP4_GROUP 32
+#define DB_FP8_BLOCK 128 /* FP8_E4M3_BLOCK's tile: 128 rows x 128 elements of k */
 
 /*
  * Fills a quantized W, its scales and its zero points on the device from the counter hash
@@ -227,7 +236,7 @@ enum {
  * With h_v(i) = db_hash64(seed, i), h_s(i) = db_hash64(db_hash64(seed, 1), i) and
  * h_z(i) = db_hash64(db_hash64(seed, 2), i), element i = r * k + c of W and element j of the
  * scales or zeros (in their layouts above):
- *   FP8_E4M3(_TENSOR): w byte = h_v(i) >> 56, except that the two NaN codes become +-448
+ *   FP8_E4M3(_TENSOR, _BLOCK): w byte = h_v(i) >> 56, except that the two NaN codes become +-448
  *                      (0x7F -> 0x7E, 0xFF -> 0xFE); scales[j] = db_hash_uniform-style value
  *                      U_s(j) * scale (f32), U_s(j) = ((h_s(j) >> 40) - 2^23) * 2^-23.
  *   INT8:              w byte = h_v(i) >> 56; scales[j] = U_s(j) * scale (f32).

@@ -75,7 +75,8 @@ emu-test: $(KERNELS_BUILD)/emu/emu_test $(KERNELS_BUILD)/emu/emu_test_ucontext \
 # modes (emu.h): thread order reversed, then shuffled, then blocks interleaved (several in flight,
 # with the cross-block write check), with cp.async landing only at its wait_group and shared
 # memory poisoned at every block's start, so a missing barrier, wait or atomic shows up as wrong
-# values or a launch error. -count=1: Go's test cache does not see variables C reads.
+# values or a launch error; then the quantized linears with lanes of a warp apart at ldmatrix
+# (DB_EMU_HAZARDS=warp), so a missing __syncwarp shows too. -count=1: Go's test cache does not see variables C reads.
 EMU_HAZARD_SCHEDULES := reverse shuffle:1 interleave:1
 EMU_HAZARD_GO_PKGS   := ./cgo ./cmd/decodebench ./bench/measure
 EMU_HAZARD_GO_RUN    := ^Test(Verify|Linear|Attention|Probe|SmallOp|Survivor|MLA)
@@ -89,7 +90,11 @@ emu-hazard-test: $(KERNELS_BUILD)/emu/emu_test $(KERNELS_BUILD)/emu/linear_test 
 	  $(KERNELS_BUILD)/emu/linear_test; \
 	  DECODEBENCH_KERNELS=$(CURDIR)/$(LIBDIR)/libdecodebench_emu.so DECODEBENCH_REQUIRE_EMU=1 \
 	    $(GO) test -count=1 -run '$(EMU_HAZARD_GO_RUN)' $(EMU_HAZARD_GO_PKGS); \
-	done
+	done; \
+	echo "emu-hazard-test: DB_EMU_SCHEDULE=shuffle:1 DB_EMU_HAZARDS=all,warp (the quantized linears)"; \
+	DB_EMU_SCHEDULE=shuffle:1 DB_EMU_HAZARDS=all,warp \
+	  DECODEBENCH_KERNELS=$(CURDIR)/$(LIBDIR)/libdecodebench_emu.so DECODEBENCH_REQUIRE_EMU=1 \
+	  $(GO) test -count=1 -run '^TestLinearQuant' ./cgo
 
 $(KERNELS_BUILD)/emu/emu_test: kernels/emu/emu_test.cpp $(EMU_OBJS)
 	$(CXX) $(EMU_CXXFLAGS) -o $@ $< $(EMU_OBJS)

@@ -25,6 +25,7 @@ const char *format_name(int format) {
     case DB_WEIGHT_INT4: return "int4 (symmetric)";
     case DB_WEIGHT_INT4_ZP: return "int4 (zero points)";
     case DB_WEIGHT_MXFP4: return "mxfp4";
+    case DB_WEIGHT_FP8_E4M3_BLOCK: return "fp8 e4m3 (128x128 block scales)";
   }
   return "unknown";
 }
@@ -74,13 +75,22 @@ int check_format_shape(const char *who, int format, int n, int k, int group_size
                        DB_MXFP4_GROUP, group_size);
       *group = DB_MXFP4_GROUP;
       break;
+    case DB_WEIGHT_FP8_E4M3_BLOCK:
+      if (group_size != 0 && group_size != DB_FP8_BLOCK)
+        return db_fail(DB_ERR_UNSUPPORTED_SHAPE,
+                       "%s: %s weights have one scale per %dx%d tile, not group_size %d (want 0 "
+                       "or %d)",
+                       who, name, DB_FP8_BLOCK, DB_FP8_BLOCK, group_size, DB_FP8_BLOCK);
+      *group = DB_FP8_BLOCK;
+      break;
     default:
       if (group_size != 0)
         return db_fail(DB_ERR_UNSUPPORTED_SHAPE,
                        "%s: %s weights have no groups along k (group_size=%d; want 0)", who,
                        name, group_size);
   }
-  if (*group > 0 && k % *group != 0)
+  // FP8_E4M3_BLOCK takes a partial last tile (its checkpoints' scales are ceil(k / 128) a row).
+  if (*group > 0 && format != DB_WEIGHT_FP8_E4M3_BLOCK && k % *group != 0)
     return db_fail(DB_ERR_UNSUPPORTED_SHAPE,
                    "%s: k=%d is not a multiple of %s's group_size %d (the last group would not "
                    "fit k)",
@@ -144,13 +154,16 @@ int plan_quant(const db_context *ctx, const db_linear_params *p, QuantPlan *plan
       return DB_OK;
     }
     case DB_LINEAR_TILED: {
+      // Batch tiles of 16 up to batch 16: the X tile is what bounds the staging ring, and half
+      // of it doubles the ring's depth (W bytes in flight) where the call is bound by W.
+      const int bn = p->batch <= 16 ? 16 : kQMmaMaxBN;
       const int64_t tiles = (int64_t)db_ceil_div((uint64_t)p->n, kQMmaBM) *
-                            (int64_t)db_ceil_div((uint64_t)p->batch, kQMmaBN);
+                            (int64_t)db_ceil_div((uint64_t)p->batch, bn);
       if (tiles > 0x7fffffff) return db_fail(DB_ERR_UNSUPPORTED_SHAPE, "linear: n=%d is too large", p->n);
-      plan->batch_tile = kQMmaBN;
+      plan->batch_tile = bn;
       plan->grid = dim3((unsigned)tiles);
       plan->threads = kQMmaThreads;
-      plan->smem = 0;  // static shared memory (linear_quant_mma.cu)
+      plan->smem = 0;  // set by the kernel's launch (linear_quant_mma.cu)
       return DB_OK;
     }
     case DB_LINEAR_MMA:
@@ -178,7 +191,8 @@ DB_DEVICE float fill_uniform(uint64_t seed, uint64_t i) { return db_hash_uniform
 // Bytes of W: 8-bit formats one element a byte, 4-bit formats two (element 2j low).
 __global__ void fill_quant_w_kernel(uint8_t *w, uint64_t bytes, uint64_t seed, int format) {
   const uint64_t stride = (uint64_t)gridDim.x * blockDim.x;
-  const bool fp8 = format == DB_WEIGHT_FP8_E4M3 || format == DB_WEIGHT_FP8_E4M3_TENSOR;
+  const bool fp8 = format == DB_WEIGHT_FP8_E4M3 || format == DB_WEIGHT_FP8_E4M3_TENSOR ||
+                   format == DB_WEIGHT_FP8_E4M3_BLOCK;
   const bool packed = format == DB_WEIGHT_INT4 || format == DB_WEIGHT_INT4_ZP ||
                       format == DB_WEIGHT_MXFP4;
   for (uint64_t j = (uint64_t)blockIdx.x * blockDim.x + threadIdx.x; j < bytes; j += stride) {
@@ -287,10 +301,13 @@ extern "C" int db_fill_quantized(db_context *ctx, const db_quant_fill_params *p)
                      "has them)",
                      name);
 
-    const uint64_t n = (uint64_t)p->n, k = (uint64_t)p->k;
+    const uint64_t n = (uint64_t)p->n;
     const uint64_t w_bytes = n * (uint64_t)quant_row_bytes(f, p->k);
-    const uint64_t groups = group > 0 ? k / (uint64_t)group : 1;
-    const uint64_t scale_count = f == DB_WEIGHT_FP8_E4M3_TENSOR ? 1 : n * groups;
+    const uint64_t groups = group > 0 ? (uint64_t)quant_groups(f, p->k, group) : 1;
+    const uint64_t scale_count = f == DB_WEIGHT_FP8_E4M3_TENSOR ? 1
+                                 : f == DB_WEIGHT_FP8_E4M3_BLOCK
+                                     ? db_ceil_div(n, (uint64_t)DB_FP8_BLOCK) * groups
+                                     : n * groups;
     const int scale_kind = f == DB_WEIGHT_MXFP4 ? 2 : four_bit(f) ? 1 : 0;
     dim3 grid;
     DB_CHECK(fill_launch_grid(ctx, w_bytes, &grid));

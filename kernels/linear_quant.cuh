@@ -22,9 +22,17 @@ struct QuantFormat {
   static constexpr bool kFourBit = F == DB_WEIGHT_INT4 || F == DB_WEIGHT_INT4_ZP || F == DB_WEIGHT_MXFP4;
   /* elements of K one 16-byte vector of a W row holds */
   static constexpr int kPerVector = kFourBit ? 32 : 16;
-  /* a scale per group along K (else one per output channel, or per tensor, after the sum) */
-  static constexpr bool kGrouped = kFourBit;
+  /* a scale per group along K (else one per output channel, or per tensor, after the sum);
+   * FP8_E4M3_BLOCK's groups are its 128 x 128 tiles: 128 along K, shared by 128 rows */
+  static constexpr bool kBlock = F == DB_WEIGHT_FP8_E4M3_BLOCK;
+  static constexpr bool kGrouped = kFourBit || kBlock;
 };
+
+/* Scales a row of W has along K: k / group, or ceil(k / 128) for FP8_E4M3_BLOCK, whose last
+ * tile may be partial. */
+DB_HD int quant_groups(int format, int k, int group) {
+  return format == DB_WEIGHT_FP8_E4M3_BLOCK ? (k + DB_FP8_BLOCK - 1) / DB_FP8_BLOCK : k / group;
+}
 
 inline int64_t quant_row_bytes(int format, int64_t k) {
   return format == DB_WEIGHT_INT4 || format == DB_WEIGHT_INT4_ZP || format == DB_WEIGHT_MXFP4 ? k / 2 : k;
@@ -79,12 +87,24 @@ constexpr int kQGemvBlocksPerSm = 4; /* __launch_bounds__(128, 4): at most 128 r
 /* A warp's W staging: 2 trips x 2 rows x kQGemvUnroll vectors x 32 lanes (8 KiB; 32 KiB a
  * block of static shared memory, 128 KiB an SM at 4 blocks). */
 constexpr int kQGemvStageVectors = 2 * 2 * kQGemvUnroll * 32;
-/* Tensor cores (linear_quant_mma.cu): a block of 4 warps computes 16 W rows x 32 batch rows,
- * its warps taking turns over the k tiles of 64 (split K inside the block). */
+/* Tensor cores (linear_quant_mma.cu): a block of 4 warps computes 16 W rows x kQMmaBN (16 or 32)
+ * batch rows, its warps taking turns over the k tiles of 64 (split K inside the block). Each
+ * warp stages its own tiles (packed W and X) in a cp.async ring of quant_mma_stages slots that
+ * fit kQMmaWarpSmem with the decoded W tile: 4 warps x 24 KiB = 96 KiB a block, under the 99 KiB
+ * a block of sm_86 / sm_89 (the library is built for them too); 2 blocks an sm_90 SM, which is
+ * what the 256 blocks of n 4096 are on an H200's 132 SMs. */
 constexpr int kQMmaBM = 16;
-constexpr int kQMmaBN = 32;
 constexpr int kQMmaBK = 64;
 constexpr int kQMmaThreads = 128;
+constexpr int kQMmaMaxBN = 32;
+constexpr int kQMmaWarpSmem = 24 * 1024;
+/* Ring slots: (kQMmaWarpSmem - the 2 KiB decoded tile) / (packed W tile + X tile), at most 12.
+ * 8-bit W: 4 at BN 32 (1 + 4 KiB a slot), 7 at BN 16 (1 + 2 KiB); 4-bit: 4 and 8. */
+constexpr int quant_mma_stages(bool four_bit, int bn) {
+  return (kQMmaWarpSmem - kQMmaBM * kQMmaBK * 2) / (kQMmaBM * kQMmaBK / (four_bit ? 2 : 1) + bn * kQMmaBK * 2) > 12
+             ? 12
+             : (kQMmaWarpSmem - kQMmaBM * kQMmaBK * 2) / (kQMmaBM * kQMmaBK / (four_bit ? 2 : 1) + bn * kQMmaBK * 2);
+}
 
 struct QuantPlan {
   int variant;  /* DB_LINEAR_GEMV or DB_LINEAR_TILED */
@@ -101,7 +121,7 @@ int quant_mma_run(const db_context *ctx, const db_linear_params *p, const QuantP
 
 /* The demangled spelling of a format in a kernel's name (db_linear_launches). */
 inline const char *quant_format_cxx(int format) {
-  static const char *const names[DB_NUM_WEIGHT_FORMATS] = {"0", "1", "2", "3", "4", "5", "6"};
+  static const char *const names[DB_NUM_WEIGHT_FORMATS] = {"0", "1", "2", "3", "4", "5", "6", "7"};
   return format >= 0 && format < DB_NUM_WEIGHT_FORMATS ? names[format] : "?";
 }
 
@@ -116,6 +136,7 @@ inline const char *quant_format_cxx(int format) {
       DB_DISPATCH_CASE_(F, DB_WEIGHT_INT4, __VA_ARGS__)                                    \
       DB_DISPATCH_CASE_(F, DB_WEIGHT_INT4_ZP, __VA_ARGS__)                                 \
       DB_DISPATCH_CASE_(F, DB_WEIGHT_MXFP4, __VA_ARGS__)                                   \
+      DB_DISPATCH_CASE_(F, DB_WEIGHT_FP8_E4M3_BLOCK, __VA_ARGS__)                          \
       default:                                                                             \
         return db_fail(DB_ERR_INTERNAL, "linear: no quantized kernel for weight_format %d", \
                        (int)(format));                                                     \

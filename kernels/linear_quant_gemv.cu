@@ -90,6 +90,8 @@ DB_DEVICE float vector_scale(const void *scales, int row, int v, int groups, int
   if (F == DB_WEIGHT_INT4 || F == DB_WEIGHT_INT4_ZP)
     return q_fp16(static_cast<const uint16_t *>(scales)[(size_t)row * groups + v / vectors_per_group]);
   if (F == DB_WEIGHT_FP8_E4M3_TENSOR) return static_cast<const float *>(scales)[0];
+  if (F == DB_WEIGHT_FP8_E4M3_BLOCK)
+    return static_cast<const float *>(scales)[(size_t)(row / DB_FP8_BLOCK) * groups + v / vectors_per_group];
   return static_cast<const float *>(scales)[row];
 }
 
@@ -110,7 +112,7 @@ __global__ __launch_bounds__(kQGemvThreads, kQGemvBlocksPerSm) void linear_quant
   const int lane = threadIdx.x & 31, warp = threadIdx.x >> 5;
   const int vectors = k / Fmt::kPerVector;           // 16-byte vectors a W row
   const int x_vectors = k >> 3;                      // 16-byte vectors an X row
-  const int groups = Fmt::kGrouped ? k / group : 1;  // scales a row
+  const int groups = Fmt::kGrouped ? quant_groups(F, k, group) : 1;  // scales a row
   const int vectors_per_group = Fmt::kGrouped ? group / Fmt::kPerVector : 1;
   const int row_pairs = (n + 1) >> 1;
   DB_SHARED(uint4, stage, kQGemvWarps * kQGemvStageVectors);

@@ -8,6 +8,7 @@
 #   4. `decodebench bench probe all`, `bench linear` and `bench attention` at Llama-3-8B and
 #      Llama-3-70B shapes, then scripts/peer_torch.py (PyTorch's cuBLAS matmul and SDPA, timed
 #      the same way) on the same shapes;
+#      then fp8 and int4 weights beside bf16 at the 8B shapes (quant.txt: time ratios, GB/s);
 #   5. a short default sweep (report in the tarball) and `decodebench validate` (its verdict);
 #   6. writes everything under $OUT (gpu-check.tar.gz plus the summary, the records and the log)
 #      and prints the targets table of issues 3 and 4 LAST.
@@ -334,6 +335,42 @@ cublas_peer() { # TAG MODEL_ARGS...
 if [ "$DRY" = 1 ]; then PEER_BATCHES=1,2; else PEER_BATCHES=1,16,64,256; fi
 
 bench_model 8b "${MODEL_8B[@]}"
+# Quantized weights (issue 13): fp8 (per channel) and int4 (GPTQ-style, g128) at the 8B shapes,
+# batch 1 (the GEMV) and 16 (the tensor-core kernel), beside bf16's records of linear-8b.jsonl;
+# quant.txt gives the time ratios and the share of the read ceiling, each format's own bytes.
+QUANT_BATCHES=1,16
+for fmt in fp8 int4; do
+	step "bench linear 8b --weight-dtype $fmt" 45 "${B[@]}" linear --backend "$BACKEND" "${MODEL_8B[@]}" --weight-dtype "$fmt" \
+		--batch "$QUANT_BATCHES" "${CEIL[@]}" "${TIMING[@]}" --out "$RES/quant-$fmt-8b.jsonl"
+done
+cat "$RES"/quant-*-8b.jsonl 2>/dev/null | "$PY" -c 'import json,sys
+dense, quant = {}, []
+for l in open(sys.argv[1]) if len(sys.argv) > 1 else []:
+    r = json.loads(l)
+    if r.get("kind") == "linear" and r.get("status") == "ok" and not r.get("weight_format"):
+        dense[(r["kernel"], r["batch"])] = r
+for l in sys.stdin:
+    r = json.loads(l)
+    if r.get("kind") == "linear" and r.get("status") == "ok" and r.get("weight_format"):
+        quant.append(r)
+bars = {"fp8": 0.55, "int4": 0.32}
+print("quantized linears vs bf16 (Llama-3-8B shapes): time ratio (bar at batch 1: fp8 <= 0.55, int4 <= 0.32),")
+print("GB/s and share of the read ceiling counting the bytes of each format (bar at batch 1: >= 88%)")
+for r in sorted(quant, key=lambda r: (r["weight_format"], r["batch"], r["kernel"])):
+    d = dense.get((r["kernel"], r["batch"]))
+    ratio = r["median_seconds"] / d["median_seconds"] if d else None
+    frac = r.get("fraction_of_read_ceiling")
+    bar = bars.get(r["weight_format"])
+    verdict = ""
+    if r["batch"] == 1 and ratio is not None and frac:
+        verdict = "ok" if ratio <= bar and frac >= 0.88 else "MISS"
+    print("  %-6s %-12s B=%-3d N=%-6d K=%-6d %-6s ratio %s  %8.1f GB/s  %s  %s" % (
+        r["weight_format"], r["kernel"], r["batch"], r["n"], r["k"], r.get("variant", "?"),
+        "%.3f" % ratio if ratio is not None else "  -  ", r.get("achieved_gbps", 0),
+        "%5.1f%%" % (100 * frac) if frac else "    -", verdict))
+if not quant: print("  no quantized records (see the log)")
+' "$RES/linear-8b.jsonl" >"$RES/quant.txt" 2>&1 || echo "quantized comparison failed" >>"$RES/quant.txt"
+cat "$RES/quant.txt" | tee -a "$LOG"
 cublas_peer 8b "${MODEL_8B[@]}"
 peer 8b
 if [ "$DRY" = 1 ]; then
@@ -386,7 +423,7 @@ if not found: print("  not recorded: no run.json here has a launch field (did th
 cat "$RES/launch-baseline.txt" | tee -a "$LOG"
 [ -f "$RES/kernels-check.txt" ] || echo "kernels-check: not run (see the log)" >"$RES/kernels-check.txt"
 
-cat "$RES"/probe.jsonl "$RES"/linear-*.jsonl "$RES"/attention-*.jsonl 2>/dev/null >"$RES/all.jsonl"
+cat "$RES"/probe.jsonl "$RES"/linear-*.jsonl "$RES"/attention-*.jsonl "$RES"/quant-*.jsonl 2>/dev/null >"$RES/all.jsonl"
 touch "$RES/peer.jsonl"
 "$PY" scripts/peer_torch.py --summary "$RES/all.jsonl" "$RES/peer.jsonl" >"$RES/summary.txt" 2>&1 || echo "summary failed" >>"$RES/summary.txt"
 # simt vs mma attention, shape by shape: the evidence for DB_ATTENTION_AUTO's choice.
@@ -412,7 +449,8 @@ for k in sorted(mma, key=str):
 		NR > 1 { n++ } END { printf "%d steps, %d not ok\n", n, bad }' "$STEPS"
 } >"$RES/steps-summary.txt"
 tar czf "$OUT/gpu-check.tar.gz" -C "$OUT" gpu-check
-cp "$RES/summary.txt" "$RES/steps-summary.txt" "$RES/variants.txt" "$RES/all.jsonl" "$RES/peer.jsonl" "$LOG" \
+[ -f "$RES/quant.txt" ] || echo "quantized comparison: not run (see the log)" >"$RES/quant.txt"
+cp "$RES/summary.txt" "$RES/steps-summary.txt" "$RES/variants.txt" "$RES/quant.txt" "$RES/all.jsonl" "$RES/peer.jsonl" "$LOG" \
 	"$RES/kernels-check.txt" "$RES/launch-baseline.txt" "$OUT/"
 [ -f "$RES/validate.json" ] && cp "$RES/validate.json" "$OUT/"
 [ -f "$RES/kernels-check.json" ] && cp "$RES/kernels-check.json" "$OUT/"
@@ -428,6 +466,8 @@ echo
 cat "$OUT/launch-baseline.txt"
 echo
 cat "$OUT/variants.txt"
+echo
+cat "$OUT/quant.txt"
 echo
 cat "$OUT/summary.txt"
 

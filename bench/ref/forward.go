@@ -159,10 +159,10 @@ type Forward struct {
 	lost           []bool
 	routes         map[int][]int32 // the experts each MoE layer followed in the last step
 
-	// base is the step's seed; rowScales the per-row scales of the per-channel quantized
+	// base is the step's seed; codeScales the scales of the fp8 and int8 weights held as codes,
 	// weights, by their first element (forward_quant.go).
 	base        uint64
-	rowScales   map[*float32][]float64
+	codeScales  map[*float32]*codeScales
 	latent      [][]float32 // MLA: per layer [batch, capacity, 576]
 	latentSigma [][]float64 // MLA: per layer [batch, steps, 576]: appended tokens
 
@@ -414,21 +414,22 @@ func (f *Forward) add(a, b vec) vec {
 func (f *Forward) linear(x vec, w, bias []float32, n, k int, fused bool) vec {
 	rows := len(x.v) / k
 	want, kernel, in := make([]float64, rows*n), make([]float64, rows*n), make([]float64, rows*n)
-	rowScale := f.rowScale(w) // per-channel quantized weights: the codes, scaled after the sum
+	scales := f.scalesOf(w) // fp8 and int8 weights: the codes, each product scaled in float64
 	for b := 0; b < rows; b++ {
 		xv, xs := x.v[b*k:(b+1)*k], x.s[b*k:(b+1)*k]
 		for j := 0; j < n; j++ {
 			wj := w[j*k : (j+1)*k]
 			var sum, abs, variance float64
 			for kk, wv := range wj {
-				p := float64(xv[kk]) * float64(wv)
+				wk := float64(wv)
+				if scales != nil {
+					wk *= scales.at(j, kk)
+				}
+				p := float64(xv[kk]) * wk
 				sum += p
 				abs += math.Abs(p)
-				e := float64(wv) * xs[kk]
+				e := wk * xs[kk]
 				variance += e * e
-			}
-			if rowScale != nil {
-				sum, abs, variance = sum*rowScale[j], abs*math.Abs(rowScale[j]), variance*rowScale[j]*rowScale[j]
 			}
 			if fused && bias != nil {
 				sum += float64(bias[j])

@@ -42,14 +42,26 @@ func (f *Forward) projection(base uint64, layer int, name string, n, k int) []fl
 	q := StepQuantFill(f.shape, base, layer, name, n, k)
 	w := make([]float32, n*k)
 	switch q.Format {
-	case cgo.WeightFP8, cgo.WeightFP8Tensor, cgo.WeightINT8:
-		scales := make([]float64, n)
+	case cgo.WeightFP8, cgo.WeightFP8Tensor, cgo.WeightINT8, cgo.WeightFP8Block:
+		// The codes' values, exact in float32; their scales (one a row, or one a 128 x 128
+		// tile) multiply each product in float64, since code x fp32 scale needs more bits than
+		// float32 holds.
+		sc := codeScales{block: k, perRow: 1}
+		if q.Format == cgo.WeightFP8Block {
+			sc.block, sc.perRow = cgo.FP8Block, (k+cgo.FP8Block-1)/cgo.FP8Block
+		}
+		sc.s = make([]float64, n*sc.perRow)
 		for r := 0; r < n; r++ {
-			ch := uint64(r)
-			if q.Format == cgo.WeightFP8Tensor {
-				ch = 0
+			for t := 0; t < sc.perRow; t++ {
+				ch := uint64(r)
+				switch q.Format {
+				case cgo.WeightFP8Tensor:
+					ch = 0
+				case cgo.WeightFP8Block:
+					ch = uint64(r/cgo.FP8Block*sc.perRow + t)
+				}
+				sc.s[r*sc.perRow+t] = float64(math.Float32frombits(binary.LittleEndian.Uint32(q.ScaleBits(ch))))
 			}
-			scales[r] = float64(math.Float32frombits(binary.LittleEndian.Uint32(q.ScaleBits(ch))))
 			for c := 0; c < k; c++ {
 				b := q.WByte(uint64(r*k + c))
 				if q.Format == cgo.WeightINT8 {
@@ -59,10 +71,10 @@ func (f *Forward) projection(base uint64, layer int, name string, n, k int) []fl
 				}
 			}
 		}
-		if f.rowScales == nil {
-			f.rowScales = map[*float32][]float64{}
+		if f.codeScales == nil {
+			f.codeScales = map[*float32]*codeScales{}
 		}
-		f.rowScales[&w[0]] = scales
+		f.codeScales[&w[0]] = &sc
 	default:
 		row := make([]float64, k)
 		for r := 0; r < n; r++ {
@@ -78,13 +90,21 @@ func (f *Forward) projection(base uint64, layer int, name string, n, k int) []fl
 	return w
 }
 
-// rowScale is the per-row scale of a per-channel quantized weight w (the codes' values), nil
-// for a weight held as its values.
-func (f *Forward) rowScale(w []float32) []float64 {
-	if len(w) == 0 || f.rowScales == nil {
+// codeScales are the scales of a weight held as its codes' values (fp8, int8): element (j, c)
+// of the weight is its code times s[j*perRow + c/block].
+type codeScales struct {
+	block, perRow int
+	s             []float64
+}
+
+func (c *codeScales) at(j, kk int) float64 { return c.s[j*c.perRow+kk/c.block] }
+
+// scalesOf gives the scales of a weight w held as codes, nil for any other weight.
+func (f *Forward) scalesOf(w []float32) *codeScales {
+	if len(w) == 0 || f.codeScales == nil {
 		return nil
 	}
-	return f.rowScales[&w[0]]
+	return f.codeScales[&w[0]]
 }
 
 // fp8KV reports whether the step's caches are fp8.

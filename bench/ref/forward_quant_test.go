@@ -19,6 +19,7 @@ func TestForwardQuantWeights(t *testing.T) {
 	}{
 		{model.FP8, nil, cgo.WeightFP8},
 		{model.INT8, nil, cgo.WeightINT8},
+		{model.BF16, &model.Quantization{Method: model.QuantFP8, Bits: 8, BlockN: 128, BlockK: 128}, cgo.WeightFP8Block},
 		{model.BF16, &model.Quantization{Method: model.QuantGPTQ, Bits: 4, GroupSize: 32}, cgo.WeightINT4},
 		{model.BF16, &model.Quantization{Method: model.QuantAWQ, Bits: 4, GroupSize: 128, Zeros: true}, cgo.WeightINT4ZeroPt},
 		{model.BF16, &model.Quantization{Method: model.QuantMXFP4, Bits: 4, GroupSize: 32}, cgo.WeightMXFP4},
@@ -35,9 +36,9 @@ func TestForwardQuantWeights(t *testing.T) {
 		if q.Format != tc.f {
 			t.Fatalf("%v: format %v", tc.f, q.Format)
 		}
-		scales := f.rowScale(w)
-		if (scales != nil) != (tc.f == cgo.WeightFP8 || tc.f == cgo.WeightINT8) {
-			t.Errorf("%v: row scales %v", tc.f, scales != nil)
+		scales := f.scalesOf(w)
+		if (scales != nil) != (tc.f == cgo.WeightFP8 || tc.f == cgo.WeightINT8 || tc.f == cgo.WeightFP8Block) {
+			t.Errorf("%v: code scales %v", tc.f, scales != nil)
 		}
 		row := make([]float64, k)
 		var sq float64
@@ -46,7 +47,7 @@ func TestForwardQuantWeights(t *testing.T) {
 			for c, want := range row {
 				got := float64(w[r*k+c])
 				if scales != nil {
-					got *= scales[r]
+					got *= scales.at(r, c)
 				}
 				if got != want {
 					t.Fatalf("%v: W[%d, %d] = %g, the fill's %g", tc.f, r, c, got, want)
@@ -60,7 +61,7 @@ func TestForwardQuantWeights(t *testing.T) {
 			t.Errorf("%v: k x mean square %.3g, want about 1", tc.f, v)
 		}
 		t.Logf("%v: k x mean square %.3g", tc.f, v)
-		if f.rowScale(f.lmHead) != nil || !StepQuantized(s, TensorQKV) || StepQuantized(s, TensorLMHead) || StepQuantized(s, TensorRouter) {
+		if f.scalesOf(f.lmHead) != nil || !StepQuantized(s, TensorQKV) || StepQuantized(s, TensorLMHead) || StepQuantized(s, TensorRouter) {
 			t.Errorf("%v: the LM head or router quantized, or the projections not", tc.f)
 		}
 	}

@@ -98,6 +98,14 @@ func dequantRow(f cgo.WeightFormat, k, group, r int, out []float64, wByte func(u
 	base := uint64(r) * uint64(k)
 	f32 := func(j uint64) float64 { return float64(math.Float32frombits(binary.LittleEndian.Uint32(scaleAt(j)))) }
 	switch f {
+	case cgo.WeightFP8Block:
+		// One scale per 128 x 128 tile, row-major over ceil(n/128) x ceil(k/128) tiles.
+		tiles := uint64((k + cgo.FP8Block - 1) / cgo.FP8Block)
+		first := uint64(r/cgo.FP8Block) * tiles
+		for c := range k {
+			out[c] = E4M3(wByte(base+uint64(c))) * f32(first+uint64(c/cgo.FP8Block))
+		}
+		return
 	case cgo.WeightFP8, cgo.WeightFP8Tensor, cgo.WeightINT8:
 		channel := uint64(r)
 		if f == cgo.WeightFP8Tensor {
@@ -156,7 +164,7 @@ func (q QuantFill) WByte(j uint64) byte {
 		return byte(Hash64(q.Seed, 2*j)>>60) | byte(Hash64(q.Seed, 2*j+1)>>60)<<4
 	}
 	b := byte(Hash64(q.Seed, j) >> 56)
-	if (q.Format == cgo.WeightFP8 || q.Format == cgo.WeightFP8Tensor) && b&0x7F == 0x7F {
+	if (q.Format == cgo.WeightFP8 || q.Format == cgo.WeightFP8Tensor || q.Format == cgo.WeightFP8Block) && b&0x7F == 0x7F {
 		b ^= 1 // the NaN codes become ±448
 	}
 	return b

@@ -36,7 +36,7 @@ func TestQuantDecodersBySpec(t *testing.T) {
 
 // The fill never writes a NaN code, and a row from the hash equals the row from its bytes.
 func TestQuantFillRows(t *testing.T) {
-	for _, f := range []cgo.WeightFormat{cgo.WeightFP8, cgo.WeightFP8Tensor, cgo.WeightINT8, cgo.WeightINT4, cgo.WeightINT4ZeroPt, cgo.WeightMXFP4} {
+	for _, f := range []cgo.WeightFormat{cgo.WeightFP8, cgo.WeightFP8Tensor, cgo.WeightINT8, cgo.WeightINT4, cgo.WeightINT4ZeroPt, cgo.WeightMXFP4, cgo.WeightFP8Block} {
 		q := QuantFill{Format: f, N: 6, K: 128, GroupSize: f.DefaultGroupSize(), Seed: 3, Scale: 0.05}
 		bytes := q.Weights()
 		a, b := make([]float64, q.K), make([]float64, q.K)
@@ -47,6 +47,34 @@ func TestQuantFillRows(t *testing.T) {
 				if a[c] != b[c] || math.IsNaN(a[c]) {
 					t.Fatalf("%v row %d col %d: from the hash %v, from the bytes %v", f, r, c, a[c], b[c])
 				}
+			}
+		}
+	}
+}
+
+// fp8-block by hand: 130 x 144 is 2 x 2 tiles (the last row and column of tiles partial), each
+// row and element of k taking its tile's scale: tile (i, j) at scales[i * 2 + j].
+func TestQuantFP8BlockTiles(t *testing.T) {
+	const n, k = 130, 144
+	l := cgo.WeightFP8Block.Layout(n, k, 0)
+	if l.WBytes != n*k || l.ScaleBytes != 4*2*2 {
+		t.Fatalf("layout %+v: want %d bytes of W and 4 scales", l, n*k)
+	}
+	q := QuantWeights{Format: cgo.WeightFP8Block, N: n, K: k, W: make([]byte, n*k)}
+	for i := range q.W {
+		q.W[i] = 0x38 // 1.0
+	}
+	for _, s := range []float32{1, 2, 4, 8} {
+		b := math.Float32bits(s)
+		q.Scales = append(q.Scales, byte(b), byte(b>>8), byte(b>>16), byte(b>>24))
+	}
+	row := make([]float64, k)
+	for _, r := range []int{0, 127, 128, 129} {
+		q.Row(r, row)
+		for _, c := range []int{0, 127, 128, 143} {
+			want := float64([]float32{1, 2, 4, 8}[(r/128)*2+c/128])
+			if row[c] != want {
+				t.Errorf("row %d col %d = %v, want %v (tile %d, %d)", r, c, row[c], want, r/128, c/128)
 			}
 		}
 	}

@@ -15,9 +15,9 @@ import (
 
 // WeightFormatOf is the kernels' weight format for a shape's quantized projections and its group
 // size; ok is false where the projections are not quantized (dense bf16 or fp16) or no kernel
-// takes the format. A quantization_config (Quant) sets it: mxfp4, fp8 per output channel, awq
-// (int4 with zero points), gptq (symmetric int4); fp8 with block scales (DeepSeek-V3's 128 x 128)
-// and methods or widths the kernels lack are not ok. Without one, fp8 and int8 weight dtypes
+// takes the format. A quantization_config (Quant) sets it: mxfp4, fp8 per output channel or
+// tensor or in 128 x 128 tiles (fp8-block), int8, awq (int4 with zero points), gptq (symmetric
+// int4); other block sizes and methods or widths the kernels lack are not ok. Without one, fp8 and int8 weight dtypes
 // are the per-channel formats. GPTQ's desc_act reordering (g_idx) is not modelled: the time is
 // the same bytes read in order.
 func WeightFormatOf(s model.Shape) (f cgo.WeightFormat, group int, ok bool) {
@@ -38,8 +38,8 @@ func WeightFormatOf(s model.Shape) (f cgo.WeightFormat, group int, ok bool) {
 		return cgo.WeightFP8Tensor, 0, true
 	case q.Method == model.QuantFP8 && q.BlockN == 0 && q.BlockK == 0:
 		return cgo.WeightFP8, 0, true
-	// fp8 with BlockN x BlockK scales (DeepSeek-V3's 128 x 128) maps here once the kernels
-	// have that format.
+	case q.Method == model.QuantFP8 && q.BlockN == cgo.FP8Block && q.BlockK == cgo.FP8Block:
+		return cgo.WeightFP8Block, 0, true // DeepSeek-V3's and Kimi-K2's 128 x 128 tiles
 	case q.Method == model.QuantINT8 && q.Bits == 8:
 		return cgo.WeightINT8, 0, true
 	case q.Method == model.QuantAWQ && q.Bits == 4:
@@ -92,7 +92,7 @@ func StepQuantRefusal(s model.Shape) string {
 func quantCodeMeanSquare(f cgo.WeightFormat) float64 {
 	var sum float64
 	switch f {
-	case cgo.WeightFP8, cgo.WeightFP8Tensor:
+	case cgo.WeightFP8, cgo.WeightFP8Tensor, cgo.WeightFP8Block:
 		for b := 0; b < 256; b++ {
 			c := byte(b)
 			if c&0x7F == 0x7F {

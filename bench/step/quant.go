@@ -58,6 +58,11 @@ func quantFeature(s model.Shape) string {
 			return fmt.Sprintf("%s weights in %s [%d x %d] (%v)", f, l.name, l.n, l.k, err)
 		}
 	}
+	// q, k and v apart (QK-norm past batch 1) read row blocks of the one qkv weight: with
+	// 128 x 128 tiles each block must start on a tile.
+	if f == cgo.WeightFP8Block && s.QKNorm == "rms" && ref.StepQuantized(s, ref.TensorQKV) && (qd%cgo.FP8Block != 0 || (qd+kvd)%cgo.FP8Block != 0) {
+		return fmt.Sprintf("%s weights in a QK-norm model whose q (%d rows) and k (%d rows) do not end on a %d-row tile (q, k and v run apart past batch 1)", f, qd, kvd, cgo.FP8Block)
+	}
 	return ""
 }
 
@@ -197,7 +202,12 @@ func (p *Program) quantize(ops []Op, addr func(string) uint64) []Op {
 			lp := o.Linear
 			lp.W = base + r*(l.WBytes/uint64(q.N))
 			lp.Scales = base + sOff
-			if q.Format != cgo.WeightFP8Tensor {
+			switch q.Format {
+			case cgo.WeightFP8Tensor:
+			case cgo.WeightFP8Block: // r starts a tile row (quantFeature): its row of tiles
+				tiles := uint64((q.K + cgo.FP8Block - 1) / cgo.FP8Block)
+				lp.Scales += r / cgo.FP8Block * tiles * 4
+			default:
 				lp.Scales += r * (l.ScaleBytes / uint64(q.N))
 			}
 			if l.ZeroBytes > 0 {

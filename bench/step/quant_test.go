@@ -94,6 +94,7 @@ func TestQuantStepMatchesForwardPass(t *testing.T) {
 	llama, qwen3 := Tiny()[0], Tiny()[3]
 	fp16 := Tiny()[1]
 	keptAttn := &model.Quantization{Method: model.QuantMXFP4, Bits: 4, GroupSize: 32, AttentionKept: true}
+	fp8Block := &model.Quantization{Method: model.QuantFP8, Bits: 8, BlockN: 128, BlockK: 128}
 	for _, tc := range []struct {
 		s     model.Shape
 		batch int
@@ -101,6 +102,8 @@ func TestQuantStepMatchesForwardPass(t *testing.T) {
 		{quantTiny("fp8", llama, model.FP8, nil, model.BF16), 1},
 		{quantTiny("fp8-config", llama, model.BF16, &model.Quantization{Method: model.QuantFP8, Bits: 8}, model.BF16), 3},
 		{quantTiny("int8", llama, model.INT8, nil, model.BF16), 3},
+		{quantTiny("fp8-block", llama, model.BF16, fp8Block, model.BF16), 3},
+		{quantTiny("qwen3-fp8-block-split", qwen3, model.BF16, fp8Block, model.BF16), 3},
 		{quantTiny("int4-g32", llama, model.BF16, gptq(32), model.BF16), 1},
 		{quantTiny("int4-g128", llama, model.BF16, gptq(128), model.BF16), 3},
 		{quantTiny("int4-zp-g32", llama, model.BF16, awq(32), model.BF16), 3},
@@ -205,7 +208,7 @@ func TestQuantFeature(t *testing.T) {
 	}{
 		{quantTiny("mxfp4-moe", moe, model.BF16, &model.Quantization{Method: model.QuantMXFP4, Bits: 4, GroupSize: 32}, model.BF16), "mxfp4 experts"},
 		{quantTiny("fp8-moe", moe, model.FP8, nil, model.BF16), "fp8 experts"},
-		{quantTiny("fp8-block", llama, model.BF16, &model.Quantization{Method: model.QuantFP8, Bits: 8, BlockN: 128, BlockK: 128}, model.BF16), "fp8 (128x128 block scales)"},
+		{quantTiny("fp8-block-64", llama, model.BF16, &model.Quantization{Method: model.QuantFP8, Bits: 8, BlockN: 64, BlockK: 64}, model.BF16), "fp8 (64x64 block scales)"},
 		{quantTiny("int3", llama, model.BF16, &model.Quantization{Method: model.QuantGPTQ, Bits: 3, GroupSize: 128}, model.BF16), "gptq int3"},
 		// FFN 256 with groups of 128 fits; 96 does not divide the 128-wide hidden
 		{quantTiny("group-96", llama, model.BF16, gptq(96), model.BF16), "group size 96"},

@@ -11,7 +11,7 @@ import (
 )
 
 // A step that needs a kernel the library lacks (MLA attention of other widths than the kernel's,
-// fp8 weights with block scales) is skipped with a reason naming it, and nothing of it is measured; attention with
+// fp8 weights with block scales other than 128 x 128) is skipped with a reason naming it, and nothing of it is measured; attention with
 // sinks and MXFP4 weights run.
 func TestRunSkipsKernelVariantsTheLibraryLacks(t *testing.T) {
 	mla := tinyModel()
@@ -19,10 +19,10 @@ func TestRunSkipsKernelVariantsTheLibraryLacks(t *testing.T) {
 	mla.KVHeads, mla.HeadDim = mla.QHeads, 96
 	mla.QLoRARank, mla.KVLoRARank, mla.RoPEHeadDim, mla.VHeadDim = 64, 64, 32, 64
 	block := tinyModel()
-	block.Name, block.Quant = "tiny-fp8-block", &model.Quantization{Method: model.QuantFP8, Bits: 8, BlockN: 128, BlockK: 128}
+	block.Name, block.Quant = "tiny-fp8-block", &model.Quantization{Method: model.QuantFP8, Bits: 8, BlockN: 64, BlockK: 64}
 	want := map[string]string{
 		"tiny-mla":       "no kernel yet for MLA attention (QK width 96, V width 64) (attention);",
-		"tiny-fp8-block": "no kernel yet for linear with fp8 (128x128 block scales) weights (qkv_proj, o_proj, gate_up_proj, down_proj)",
+		"tiny-fp8-block": "no kernel yet for linear with fp8 (64x64 block scales) weights (qkv_proj, o_proj, gate_up_proj, down_proj)",
 	}
 	clock := newClock()
 	f := newFake(clock)
@@ -53,7 +53,7 @@ func TestRunSkipsKernelVariantsTheLibraryLacks(t *testing.T) {
 	}
 }
 
-// MXFP4, fp8 (per channel), AWQ and GPTQ projections run on the quantized kernels: the sweep's
+// MXFP4, fp8 (per channel and DeepSeek-V3's 128 x 128 blocks), AWQ and GPTQ projections run on the quantized kernels: the sweep's
 // linear specs carry the format and its group.
 func TestQuantizedProjectionsRun(t *testing.T) {
 	for _, tc := range []struct {
@@ -63,6 +63,7 @@ func TestQuantizedProjectionsRun(t *testing.T) {
 	}{
 		{model.Quantization{Method: model.QuantMXFP4, Bits: 4, GroupSize: 32}, cgo.WeightMXFP4, 32},
 		{model.Quantization{Method: model.QuantFP8, Bits: 8}, cgo.WeightFP8, 0},
+		{model.Quantization{Method: model.QuantFP8, Bits: 8, BlockN: 128, BlockK: 128}, cgo.WeightFP8Block, 0},
 		{model.Quantization{Method: model.QuantAWQ, Bits: 4, GroupSize: 128}, cgo.WeightINT4ZeroPt, 128},
 		{model.Quantization{Method: model.QuantGPTQ, Bits: 4, GroupSize: 64}, cgo.WeightINT4, 64},
 	} {

@@ -37,7 +37,7 @@ func WeightDTypeNames() []string {
 // of the kernels (fp8 with 128x128 block scales, say) is one more entry here, one more case
 // in quantizationOf, and its inverse in bench/ref's WeightFormatOf (the one mapping from a
 // Shape to a kernel format, there because the decode step, which this package imports, reads it too).
-var quantizedFormats = []cgo.WeightFormat{cgo.WeightFP8, cgo.WeightFP8Tensor, cgo.WeightINT8, cgo.WeightINT4,
+var quantizedFormats = []cgo.WeightFormat{cgo.WeightFP8, cgo.WeightFP8Tensor, cgo.WeightFP8Block, cgo.WeightINT8, cgo.WeightINT4,
 	cgo.WeightINT4ZeroPt, cgo.WeightMXFP4}
 
 // quantizationOf is the quantization_config a checkpoint in format f (groups of group) has:
@@ -49,6 +49,8 @@ func quantizationOf(f cgo.WeightFormat, group int) *model.Quantization {
 		return &model.Quantization{Method: model.QuantFP8, Bits: 8}
 	case cgo.WeightFP8Tensor:
 		return &model.Quantization{Method: model.QuantFP8, Bits: 8, PerTensor: true}
+	case cgo.WeightFP8Block:
+		return &model.Quantization{Method: model.QuantFP8, Bits: 8, BlockN: cgo.FP8Block, BlockK: cgo.FP8Block}
 	case cgo.WeightINT8:
 		return &model.Quantization{Method: model.QuantINT8, Bits: 8}
 	case cgo.WeightINT4:
@@ -73,6 +75,9 @@ func ParseWeightDType(name string, group int, groupGiven bool) (WeightDType, err
 	switch {
 	case !f.Grouped() && groupGiven:
 		what := name + " weights have one scale per output channel (or tensor), no groups"
+		if f == cgo.WeightFP8Block {
+			what = name + " weights have one scale per 128x128 tile, no groups along K alone"
+		}
 		if f == cgo.WeightDense {
 			what = "dense " + name + " weights have no groups"
 		}

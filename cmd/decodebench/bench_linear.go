@@ -24,7 +24,7 @@ func benchLinearCommand() *cli.Command {
 		Name:  "linear",
 		Usage: "time the decode linear layers of a model (or one N x K shape) at each batch size",
 		UsageText: "decodebench bench linear (--model NAME [--tp N] | --n N --k K) [--batch LIST] [--dtype bf16|fp16] " +
-			"[--weight-dtype bf16|fp16|fp8|fp8-tensor|int8|int4|int4-zp|mxfp4 [--group-size G]] [--variant auto|gemv|mma|tiled|cublas] [--peer cublas] [--backend auto|cuda|emu] [--out FILE.jsonl] [--json]\n\n   LIST syntax: " + axes.Syntax,
+			"[--weight-dtype bf16|fp16|fp8|fp8-tensor|fp8-block|int8|int4|int4-zp|mxfp4 [--group-size G]] [--variant auto|gemv|mma|tiled|cublas] [--peer cublas] [--backend auto|cuda|emu] [--out FILE.jsonl] [--json]\n\n   LIST syntax: " + axes.Syntax,
 		Description: "With --model, every distinct linear shape of one decode step (fused QKV, O, fused gate/up,\n" +
 			"down, LM head; routers and experts for a mixture of experts) at each batch size; a shape the\n" +
 			"kernels lack (quantized or fp8 weights, grouped linears) is listed as skipped, naming the kernel.\n" +

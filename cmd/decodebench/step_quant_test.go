@@ -104,7 +104,7 @@ func TestStepQuantized(t *testing.T) {
 		want string
 	}{
 		{"gpt-oss's mxfp4 experts", []string{"--model-config", gptOSS}, "mxfp4 experts"},
-		{"fp8 block scales", []string{"--model-config", quantConfig(t, tiny, dir, "fp8-block", `{"quant_method": "fp8", "weight_block_size": [128, 128]}`)}, "128x128 block scales"},
+		{"fp8 64x64 block scales", []string{"--model-config", quantConfig(t, tiny, dir, "fp8-block-64", `{"quant_method": "fp8", "weight_block_size": [64, 64]}`)}, "64x64 block scales"},
 		{"group that does not fit", []string{"--model-config", quantConfig(t, tiny, dir, "g96", `{"quant_method": "gptq", "bits": 4, "group_size": 96}`)}, "group size 96"},
 		{"int8 cache", []string{"--model-config", tiny, "--kv-dtype", "int8"}, `--kv-dtype "int8": accepted are bf16, fp16 and fp8`},
 	} {

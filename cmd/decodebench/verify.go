@@ -43,7 +43,7 @@ func verifyLinearCommand() *cli.Command {
 	return &cli.Command{
 		Name:      "linear",
 		Usage:     "check Y = X·Wᵀ (the decode linear layer) for one shape",
-		UsageText: "decodebench verify linear --batch B --n N --k K [--dtype bf16|fp16] [--weight-dtype bf16|fp16|fp8|fp8-tensor|int8|int4|int4-zp|mxfp4 [--group-size G]] [--variant auto|gemv|mma|tiled] [--split-k S] [--backend auto|cuda|emu] [--seed S] [--json]",
+		UsageText: "decodebench verify linear --batch B --n N --k K [--dtype bf16|fp16] [--weight-dtype bf16|fp16|fp8|fp8-tensor|fp8-block|int8|int4|int4-zp|mxfp4 [--group-size G]] [--variant auto|gemv|mma|tiled] [--split-k S] [--backend auto|cuda|emu] [--seed S] [--json]",
 		Flags: append([]cli.Flag{
 			&cli.IntFlag{Name: "batch", Usage: fmt.Sprintf("sequences in the batch (rows of X and Y), 1..%d", cgo.MaxBatch)},
 			&cli.IntFlag{Name: "n", Usage: "output features (rows of W), >= 1"},

@@ -15,7 +15,7 @@ import (
 // verify linear and bench linear --n --k for their one matrix.
 
 const weightDTypeUsage = "bf16 or fp16 (dense), fp8 (e4m3, an fp32 scale per output channel), " +
-	"fp8-tensor (one scale), int8 (per channel), int4 (GPTQ-style symmetric, an fp16 scale per group), " +
+	"fp8-tensor (one scale), fp8-block (e4m3, an fp32 scale per 128x128 tile, as DeepSeek-V3 ships it), int8 (per channel), int4 (GPTQ-style symmetric, an fp16 scale per group), " +
 	"int4-zp (AWQ-style, 4-bit zero points), mxfp4 (e2m1, an e8m0 scale per 32)"
 
 // weightDTypeFlag is --weight-dtype; list: a comma-separated list of formats (predict, sweep).

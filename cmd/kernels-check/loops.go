@@ -167,8 +167,9 @@ type pendingLoad struct {
 }
 
 // passes is how many trips the model runs before the one it measures: enough for a pipeline
-// of up to passes-1 stages to fill from an empty start.
-const passes = 6
+// of up to passes-1 stages to fill from an empty start (the quantized tensor-core kernel's
+// rings are 7-8 slots deep at its batch tile of 16).
+const passes = 10
 
 // MeasureInFlight walks the loop body straight through, trip after trip (forward branches are
 // taken as fall-through, so every instruction of the body runs each trip), tracking each

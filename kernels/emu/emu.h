@@ -27,10 +27,16 @@
  *       read-modify-writes can be lost. (The switch points are calls into the emulator, so a
  *       plain `*p += v` is never split between its load and its store: the write check, not the
  *       schedule, is what catches a missing atomic.)
- *   DB_EMU_HAZARDS=none (default) | all | cp_async,smem  cp_async: copies land at
+ *   DB_EMU_HAZARDS=none (default) | all | cp_async,smem,warp  cp_async: copies land at
  *       cp.async.wait_group, not at issue (see g_defer_cp_async); smem: static and dynamic shared
  *       memory are filled with 0xff bytes at every block's start (by default only the dynamic
- *       one, once per launch).
+ *       one, once per launch); warp (not in all: it copies the block's shared memory at every
+ *       ldmatrix): lanes of a warp run apart between barriers as far as ldmatrix can tell: its
+ *       rows are read from the shared memory as it was when the warp's first lane arrived, so a
+ *       row another lane stores after that (no __syncwarp or __syncthreads between the stores
+ *       and the ldmatrix) is read stale. Without it the emulator's ldmatrix, a collective that
+ *       waits for all 32 lanes, orders every lane's earlier stores before its reads and hides a
+ *       missing __syncwarp.
  * Memory checks, in every mode: the 16-byte wrappers (common.cuh) check bounds against the live
  * allocations and alignment; device allocations have guard pages, and a fault in a kernel
  * (a plain access past a buffer, a stack overflow) becomes a launch error (DB_ERR_LAUNCH) naming
@@ -277,6 +283,11 @@ void block_barrier(const char *file, int line);
 [[noreturn]] void fail_launch(const std::string &message);
 /* The launch's dynamic shared memory (its smem argument's size, 16-byte aligned). */
 void *dynamic_smem();
+/* DB_EMU_HAZARDS=warp: warp_smem_snapshot, called by a lane before it joins an ldmatrix, copies
+ * the block's shared memory for its warp when it is the warp's first lane there;
+ * warp_smem_view maps a shared address into that copy (the address itself in other modes). */
+void warp_smem_snapshot();
+const void *warp_smem_view(const void *p);
 
 /* ---- memory checks (every mode) ----
  * The 16-byte wrappers of common.cuh check each access: a global address must lie inside one

@@ -175,6 +175,9 @@ struct Warp {
   const char *what = nullptr;
   const char *file = nullptr;
   int line = 0;
+  // DB_EMU_HAZARDS=warp: the block's shared memory (dynamic, then each static array) as it was
+  // when the first lane reached the pending ldmatrix
+  std::vector<unsigned char> smem_copy;
 };
 
 // One resident block: its threads, warps, ready queue, barrier and shared memory.
@@ -204,6 +207,7 @@ struct Modes {
   uint64_t seed = 0;
   bool defer_cp_async = false;
   bool poison_blocks = false;
+  bool warp_apart = false;
 };
 
 // Interleave: the write check's record of device pages one slice (a run of one block's fibers)
@@ -840,6 +844,37 @@ std::mutex &launch_mutex() { return g_launch_mutex; }
 
 void *dynamic_smem() { return g_launch && g_launch->blk ? g_launch->blk->smem : nullptr; }
 
+void warp_smem_snapshot() {
+  Launch &L = *g_launch;
+  if (!L.modes.warp_apart) return;
+  Fiber *self = L.current;
+  Block &B = *self->block;
+  Warp &W = B.warps[self->warp];
+  if (W.arrived != 0) return;  // a later lane: the copy is the first lane's
+  W.smem_copy.assign(B.smem, B.smem + L.smem_bytes);
+  for (const auto &[p, bytes] : g_static_smem) {
+    const unsigned char *s = static_cast<const unsigned char *>(p);
+    W.smem_copy.insert(W.smem_copy.end(), s, s + bytes);
+  }
+}
+
+const void *warp_smem_view(const void *p) {
+  Launch &L = *g_launch;
+  if (!L.modes.warp_apart) return p;
+  Fiber *self = L.current;
+  Block &B = *self->block;
+  const Warp &W = B.warps[self->warp];
+  const unsigned char *c = static_cast<const unsigned char *>(p);
+  if (c >= B.smem && c < B.smem + L.smem_bytes) return W.smem_copy.data() + (c - B.smem);
+  size_t at = L.smem_bytes;
+  for (const auto &[q, bytes] : g_static_smem) {
+    const unsigned char *s = static_cast<const unsigned char *>(q);
+    if (c >= s && c < s + bytes && at + bytes <= W.smem_copy.size()) return W.smem_copy.data() + at + (c - s);
+    at += bytes;
+  }
+  return p;
+}
+
 bool register_static_smem(void *p, size_t bytes) {
   g_static_smem.emplace_back(p, bytes);  // under the launch mutex: a kernel is running
   if (g_launch && (g_launch->modes.poison_blocks || g_launch->slots.size() > 1))
@@ -1054,8 +1089,10 @@ bool read_modes(Modes &m, std::string &error) {
         m.defer_cp_async = true;
       } else if (word == "smem") {
         m.poison_blocks = true;
+      } else if (word == "warp") {
+        m.warp_apart = true;
       } else if (word != "none" && !word.empty()) {
-        error = "DB_EMU_HAZARDS=" + v + ": want none, all, or a comma list of cp_async and smem";
+        error = "DB_EMU_HAZARDS=" + v + ": want none, all, or a comma list of cp_async, smem and warp";
         return false;
       }
       at = comma + 1;
