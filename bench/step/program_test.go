@@ -174,7 +174,7 @@ func TestFeatures(t *testing.T) {
 		shape model.Shape
 		want  string
 	}{
-		{look("deepseek-v3"), "128x128 block scales"},
+		{look("deepseek-v3"), "quantized weights in an MLA model"},
 		{look("gemma-2-9b"), "soft-capping"},
 		{look("gpt-oss-20b"), "mxfp4 experts"},
 		{look("llama-4-scout"), "L2 QK-norm"},
