@@ -44,8 +44,7 @@ func TestStepUsageErrors(t *testing.T) {
 		{"mode", []string{"--model-config", tiny, "--mode", "turbo"}, `mode "turbo"`},
 		// DeepSeek-V3's latent attention runs (bench/step/mla.go); its checkpoint's fp8 block
 		// scales and, in bf16, its sigmoid routing do not yet.
-		{"DeepSeek-V3 fp8", []string{"--model", "deepseek-v3"}, "quantized weights (fp8"},
-		{"DeepSeek-V3 bf16", []string{"--model", "deepseek-v3", "--weight-dtype", "bf16"}, "sigmoid expert routing"},
+		{"DeepSeek-V3 fp8", []string{"--model", "deepseek-v3"}, "quantized weights in an MLA model"},
 		{"soft-capping", []string{"--model", "gemma-2-9b"}, "soft-capping"},
 		{"quantized experts", []string{"--model", "gpt-oss-20b"}, "mxfp4 experts"},
 		{"dtype", []string{"--model-config", tiny, "--dtype", "fp8"}, `--dtype "fp8"`},
@@ -174,6 +173,21 @@ func TestStepPlan(t *testing.T) {
 	}
 	for _, want := range []string{"Llama-3-8B B=1 S=1024, 32 steps: 293 calls a step; weights 16.06 GB", "Llama-3-8B B=16 S=1024, 32 steps: 293 calls a step",
 		"layer 31 down_proj (linear) [16 x 14336] . [4096 x 14336]^T", "step lm_head (linear) [1 x 4096] . [128256 x 4096]^T", "step advance (add_i32)"} {
+		if !strings.Contains(stdout, want) {
+			t.Errorf("--plan does not say %q", want)
+		}
+	}
+}
+
+// TestStepPlanDeepSeek: DeepSeek-V3 in bf16 plans as the absorbed MLA step with its sigmoid,
+// group-limited routing, from the preset alone (no kernels library).
+func TestStepPlanDeepSeek(t *testing.T) {
+	testEnv(t, "")
+	stdout, _, code, msg := runApp(t, "step", "--model", "deepseek-v3", "--weight-dtype", "bf16", "--batch", "4", "--context", "512", "--plan")
+	if code != 0 {
+		t.Fatalf("exit %d: %s", code, msg)
+	}
+	for _, want := range []string{"layer 0 q_absorb (grouped_linear)", "layer 60 mla_rope_append", "layer 60 attention_mla", "layer 3 moe_route (moe_route) top 8 of 256, sigmoid"} {
 		if !strings.Contains(stdout, want) {
 			t.Errorf("--plan does not say %q", want)
 		}
