@@ -66,7 +66,7 @@ type StepArch struct {
 // ArchOf gives the step's treatment of s, or an error naming the feature the step does not
 // implement: multi-head latent attention other than the kernels' 512 + 64 (forward_mla.go runs
 // that in the absorbed form), soft-capping (Gemma 2), LayerNorm with a bias, a
-// non-gated MLP, the unweighted l2 QK-norm, quantized experts and weight formats no kernel
+// non-gated MLP, quantized experts and weight formats no kernel
 // takes (StepQuantRefusal), and PhiMoE's sparsemixer router.
 func ArchOf(s model.Shape) (StepArch, error) {
 	refuse := func(feature string) (StepArch, error) {
@@ -84,8 +84,6 @@ func ArchOf(s model.Shape) (StepArch, error) {
 		return refuse("LayerNorm with a bias (NormBias)")
 	case !s.GatedMLP:
 		return refuse("a non-gated MLP (GatedMLP = false; the step's MLPs are act(gate) * up)")
-	case s.QKNorm == "l2":
-		return refuse("QK-norm \"l2\" (Llama 4's unweighted norm)")
 	case StepQuantRefusal(s) != "":
 		return refuse(StepQuantRefusal(s))
 	}
@@ -289,9 +287,21 @@ func (f *Forward) fill(base uint64) {
 		if s.AttnBias {
 			w.qkvBias = get(l, TensorQKVBias, BiasScale, qkvN)
 		}
-		if s.QKNorm == "rms" {
+		switch {
+		case s.QKNorm == "rms":
 			w.qNorm = get(l, TensorQNorm, UnitScale, hd)
 			w.kNorm = get(l, TensorKNorm, UnitScale, hd)
+		case s.QKNorm == "l2" && s.Layer(l).RoPE:
+			// Llama 4's unweighted norm, in the layers with rotary: w' = 1 exactly.
+			one := float32(1)
+			if f.arch.UnitOffset {
+				one = 0
+			}
+			w.qNorm = make([]float32, hd)
+			for i := range w.qNorm {
+				w.qNorm[i] = one
+			}
+			w.kNorm = w.qNorm
 		}
 		if !s.IsMLA() {
 			w.o = f.projection(base, l, TensorO, h, s.QHeads*hd)
@@ -820,6 +830,8 @@ func (f *Forward) StepRouted(tokens []int32, routes map[int][]int32) (logits, bo
 			copy(v.s[b*kn:], qkv.s[row+qn+kn:row+qn+2*kn])
 		}
 		if w.qNorm != nil {
+			// Llama 4 norms after rotary, the step before it: the same in exact arithmetic, as an
+			// unweighted norm commutes with a rotation.
 			q, _ = f.rmsnorm(q, nil, w.qNorm, hd)
 			k, _ = f.rmsnorm(k, nil, w.kNorm, hd)
 		}

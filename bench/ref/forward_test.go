@@ -565,7 +565,6 @@ func TestForwardBadInput(t *testing.T) {
 		{with(func(s *model.Shape) { s.Family = "gemma2" }), 1, 4, 2, BF16, "soft-capping"},
 		{with(func(s *model.Shape) { s.NormBias = true }), 1, 4, 2, BF16, "NormBias"},
 		{with(func(s *model.Shape) { s.GatedMLP = false }), 1, 4, 2, BF16, "non-gated MLP"},
-		{with(func(s *model.Shape) { s.QKNorm = "l2" }), 1, 4, 2, BF16, "\"l2\""},
 		{with(func(s *model.Shape) { s.Quant = &model.Quantization{Method: "fp8", Bits: 8, BlockN: 64, BlockK: 64} }), 1, 4, 2, BF16, "64x64 block scales"},
 		{with(func(s *model.Shape) {
 			s.Family, s.FFN, s.Experts, s.ExpertsPerToken, s.ExpertFFN = "phimoe", 8, 4, 1, 8

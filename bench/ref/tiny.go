@@ -97,12 +97,15 @@ func TinyModels() []TinyModel {
 	s.RotaryDim, s.LMHeadBias = 32, true
 	add(s, 4, 7, 4)
 
-	// Llama-4-like mixture of experts (llama4_text, without its L2 QK-norm): the top 1 of 8
-	// logits, its sigmoid scaling the expert's input, beside a shared expert of 128.
-	s = tinyShape("llama4_text", "tiny-llama4-moe", 128, 128, 2, 4, 2, 64, 176, false)
+	// Llama-4-like mixture of experts (llama4_text): the top 1 of 8 logits, its sigmoid scaling
+	// the expert's input, beside a shared expert of 128; the unweighted L2 QK-norm in the layers
+	// with rotary, and one layer of 3 without.
+	s = tinyShape("llama4_text", "tiny-llama4-moe", 128, 128, 3, 4, 2, 64, 176, false)
 	s.Experts, s.ExpertsPerToken, s.ExpertFFN = 8, 1, 64
 	s.RouterScoring, s.RawTopKWeights = "sigmoid", true
+	s.QKNorm, s.NoRoPELayers = "l2", 1
 	add(s, 3, 9, 3)
+	add(s, 1, 9, 2)
 
 	// Qwen3-MoE with norm_topk_prob false: the top 2 of 8 softmax weights as they are.
 	s = tinyShape("qwen3_moe", "tiny-qwen3-moe-raw", 128, 0, 2, 4, 2, 64, 200, false)

@@ -348,9 +348,21 @@ func (p *Program) Ops(addr func(name string) uint64) []Op {
 				bias(l, "qkv_bias", qkv, w(l, ref.TensorQKVBias), B, qd+2*kvd)
 			}
 		}
-		if s.QKNorm == "rms" {
+		switch {
+		case s.QKNorm == "rms":
 			norm(l, "q_norm", q, 0, w(l, ref.TensorQNorm), q, B*s.QHeads, hd)
 			norm(l, "k_norm", k, 0, w(l, ref.TensorKNorm), k, B*s.KVHeads, hd)
+		case s.QKNorm == "l2" && ly.RoPE:
+			// Llama 4's unweighted norm (w' = 1 + 0 of a zero vector), before the rotary where
+			// Llama 4 norms after it: the same in exact arithmetic, since it commutes with a rotation.
+			for _, n := range []struct {
+				name string
+				x    uint64
+				rows int
+			}{{"q_norm", q, B * s.QHeads}, {"k_norm", k, B * s.KVHeads}} {
+				emit(l, n.name, Op{RMSNorm: &cgo.RMSNormParams{X: n.x, Weight: w(l, ref.TensorQNorm), Out: n.x,
+					Batch: n.rows, Hidden: hd, Eps: NormEps, UnitOffset: true, DType: dt}})
+			}
 		}
 		cache := cgo.KVCache{K: w(l, ref.TensorKCache), V: w(l, ref.TensorVCache), Layout: cgo.KVContiguous, DType: dt,
 			KVHeads: s.KVHeads, HeadDim: hd, Capacity: capacity}

@@ -105,8 +105,6 @@ func Feature(s model.Shape) string {
 		return "an MLP without a gate (no plain activation kernel)"
 	case s.NormBias:
 		return "LayerNorm with a bias"
-	case s.QKNorm == "l2":
-		return "unweighted L2 QK-norm"
 	case s.IsMoE() && s.Family == "phimoe":
 		return "PhiMoE's sparsemixer routing"
 	case s.IsMoE() && s.ExpertGroups > cgo.MoEMaxGroups:
@@ -228,9 +226,12 @@ func New(c Config) (*Program, error) {
 		if s.AttnBias {
 			weight(l, ref.TensorQKVBias, qd+2*kvd, ref.BiasScale)
 		}
-		if s.QKNorm == "rms" {
+		switch {
+		case s.QKNorm == "rms":
 			weight(l, ref.TensorQNorm, hd, ref.UnitScale)
 			weight(l, ref.TensorKNorm, hd, ref.UnitScale)
+		case s.QKNorm == "l2" && s.Layer(l).RoPE:
+			weight(l, ref.TensorQNorm, hd, 0) // zeros: the unweighted norm runs as 1 + 0 (ops.go)
 		}
 		if !s.IsMLA() {
 			p.addProjection(l, ref.TensorO, H, qd)
