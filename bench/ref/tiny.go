@@ -105,6 +105,7 @@ func TinyModels() []TinyModel {
 	s.RouterScoring, s.RawTopKWeights = "sigmoid", true
 	s.QKNorm, s.NoRoPELayers = "l2", 1
 	add(s, 3, 9, 3)
+	s.Name = "tiny-llama4-moe-b1" // batch 1: q, k and v in one linear, the norms over its rows
 	add(s, 1, 9, 2)
 
 	// Qwen3-MoE with norm_topk_prob false: the top 2 of 8 softmax weights as they are.

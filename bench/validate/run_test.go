@@ -150,7 +150,8 @@ func TestRunExpectAndBudget(t *testing.T) {
 		t.Errorf("an unknown name with --expect h100-sxm got spec %q", cards[0].SpecKey)
 	}
 	expect(t, find(t, cards[1].Checks, "identity.kind"), Fail, "is a h100-pcie", "not the h100-sxm expected")
-	// Two 20 ms steps spend the 30 ms budget; the rest are skipped and their gates fail.
+	// Two 20 ms steps spend the 30 ms budget (one, on a loaded machine, where the first step's
+	// overhead passes 10 ms: the budget is wall time); the rest are skipped and their gates fail.
 	ran := 0
 	for _, o := range cards[0].Outcomes {
 		if o.Status == measure.StatusOK {
@@ -159,8 +160,8 @@ func TestRunExpectAndBudget(t *testing.T) {
 			t.Errorf("%s: %s %q", o.Step, o.Status, o.Reason)
 		}
 	}
-	if ran != 2 {
-		t.Errorf("%d steps ran within the budget, want 2", ran)
+	if ran < 1 || ran > 2 {
+		t.Errorf("%d steps ran within the budget, want 2 (or 1 on a loaded machine)", ran)
 	}
 	expect(t, find(t, cards[0].Checks, "performance.model_step"), Fail, "budget per card ran out")
 }
