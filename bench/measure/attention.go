@@ -245,25 +245,14 @@ func Attention(dev *cgo.Device, s AttentionSpec, o Options) Outcome {
 }
 
 func attention(dev *cgo.Device, s AttentionSpec, o Options) (Outcome, Check) {
-	out, c := attentionRun(dev, s, o)
-	out.Spec = s.Spec()
-	return out, c
+	return measureSpec(dev, "attention", s, o, func(o Options, info deviceInfo, out Outcome) (Outcome, Check) {
+		return attentionRun(dev, s, o, info, out)
+	})
 }
 
-func attentionRun(dev *cgo.Device, s AttentionSpec, o Options) (Outcome, Check) {
+// attentionRun is the attention kernel's part of the measurement: out has what measureSpec filled.
+func attentionRun(dev *cgo.Device, s AttentionSpec, o Options, info deviceInfo, out Outcome) (Outcome, Check) {
 	const kernel = "attention"
-	o = o.withDefaults()
-	if err := o.validate(); err != nil {
-		return failed(kernel, "options: %v", err), noCheck
-	}
-	if status, why := s.check(); status != "" {
-		return Outcome{Kernel: kernel, Status: status, Reason: why}, noCheck
-	}
-	info, err := readDevice(dev)
-	if err != nil {
-		return failed(kernel, "%v", err), noCheck
-	}
-	out := Outcome{Kernel: kernel, Emulated: info.emulated, Bytes: s.Bytes(), FLOPs: s.FLOPs()}
 	shape, seeds := s.shape(), ref.NewAttentionSeeds(o.Seed)
 
 	cache := cgo.KVCache{K: planAddress, V: planAddress, Layout: cgo.KVLayout(shape.Layout), DType: s.kvDType(),

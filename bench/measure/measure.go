@@ -229,3 +229,37 @@ func verifyThenTime(dev *cgo.Device, o Options, out Outcome, kernel string, veri
 	}
 	return out, c
 }
+
+// kernelSpec is a kernel's measure spec as measureSpec sees it.
+type kernelSpec interface {
+	Spec() Spec
+	Bytes() float64
+	FLOPs() float64
+	check() (status, reason string)
+}
+
+// measureSpec is the start every kernel's measurement shares: it defaults and validates o,
+// skips what s.check refuses and reads the device, all before any GPU work, then hands run
+// the outcome so far (kernel, emulated, bytes and FLOPs). The outcome names s, however it ends.
+func measureSpec(dev *cgo.Device, kernel string, s kernelSpec, o Options,
+	run func(o Options, info deviceInfo, out Outcome) (Outcome, Check)) (Outcome, Check) {
+	out, c := startSpec(dev, kernel, s, o, run)
+	out.Spec = s.Spec()
+	return out, c
+}
+
+func startSpec(dev *cgo.Device, kernel string, s kernelSpec, o Options,
+	run func(o Options, info deviceInfo, out Outcome) (Outcome, Check)) (Outcome, Check) {
+	o = o.withDefaults()
+	if err := o.validate(); err != nil {
+		return failed(kernel, "options: %v", err), noCheck
+	}
+	if status, why := s.check(); status != "" {
+		return Outcome{Kernel: kernel, Status: status, Reason: why}, noCheck
+	}
+	info, err := readDevice(dev)
+	if err != nil {
+		return failed(kernel, "%v", err), noCheck
+	}
+	return run(o, info, Outcome{Kernel: kernel, Emulated: info.emulated, Bytes: s.Bytes(), FLOPs: s.FLOPs()})
+}

@@ -136,25 +136,14 @@ func MLA(dev *cgo.Device, s MLASpec, o Options) Outcome {
 }
 
 func mla(dev *cgo.Device, s MLASpec, o Options) (Outcome, Check) {
-	out, c := mlaRun(dev, s, o)
-	out.Spec = s.Spec()
-	return out, c
+	return measureSpec(dev, "attention_mla", s, o, func(o Options, info deviceInfo, out Outcome) (Outcome, Check) {
+		return mlaRun(dev, s, o, info, out)
+	})
 }
 
-func mlaRun(dev *cgo.Device, s MLASpec, o Options) (Outcome, Check) {
+// mlaRun is the attention_mla kernel's part of the measurement: out has what measureSpec filled.
+func mlaRun(dev *cgo.Device, s MLASpec, o Options, info deviceInfo, out Outcome) (Outcome, Check) {
 	const kernel = "attention_mla"
-	o = o.withDefaults()
-	if err := o.validate(); err != nil {
-		return failed(kernel, "options: %v", err), noCheck
-	}
-	if status, why := s.check(); status != "" {
-		return Outcome{Kernel: kernel, Status: status, Reason: why}, noCheck
-	}
-	info, err := readDevice(dev)
-	if err != nil {
-		return failed(kernel, "%v", err), noCheck
-	}
-	out := Outcome{Kernel: kernel, Emulated: info.emulated, Bytes: s.Bytes(), FLOPs: s.FLOPs()}
 	shape, seeds := s.shape(), ref.NewAttentionSeeds(o.Seed)
 
 	cache := cgo.MLACache(planAddress, s.DType, shape.Capacity)
