@@ -136,6 +136,41 @@ func (b *buffers) alloc(what string, bytes uint64) (*cgo.Buffer, error) {
 	return buf, nil
 }
 
+// bufferAlloc is one buffer of a measurement: where its pointer goes, what it holds (for the
+// error) and its size.
+type bufferAlloc struct {
+	dst   **cgo.Buffer
+	what  string
+	bytes uint64
+}
+
+// allocEach allocates the buffers in order; a failure names the buffer it stopped at.
+func (b *buffers) allocEach(list ...bufferAlloc) (what string, err error) {
+	for _, a := range list {
+		buf, err := b.alloc(a.what, a.bytes)
+		if err != nil {
+			return a.what, err
+		}
+		*a.dst = buf
+	}
+	return "", nil
+}
+
+// pageTable puts a paged cache's table on the device and returns its address; a failure
+// comes back as kernel's outcome.
+func (b *buffers) pageTable(kernel string, table []int32) (uint64, *Outcome) {
+	pages, err := b.alloc("the page table", uint64(4*len(table)))
+	if err != nil {
+		fail := fromError(kernel, "page table", err)
+		return 0, &fail
+	}
+	if err := cgo.Write(pages, table); err != nil {
+		fail := failed(kernel, "copying the page table: %v", err)
+		return 0, &fail
+	}
+	return pages.Ptr, nil
+}
+
 func (b *buffers) close() {
 	for _, buf := range b.bufs {
 		buf.Close()
