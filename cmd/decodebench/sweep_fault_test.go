@@ -209,18 +209,7 @@ func TestSweepSignalAtEachPhase(t *testing.T) {
 			if code != 0 {
 				t.Fatalf("resume: exit %d %s\n%s", code, msg, stdout)
 			}
-			keys := map[string]int{}
-			for _, r := range readSweepRecords(t, "run") {
-				keys[r.Key]++
-			}
-			if len(keys) != 6 {
-				t.Errorf("%d configurations after the resume, want 6", len(keys))
-			}
-			for k, n := range keys {
-				if n != 1 {
-					t.Errorf("%s recorded %d times", k, n)
-				}
-			}
+			checkRecordedOnce(t, "run", 6)
 			info := readRunInfo(t, "run")
 			if tc.wantState == "" { // adopted: the killed run never recorded a session
 				if info.State != sweep.StateComplete || len(info.Sessions) != 1 {
