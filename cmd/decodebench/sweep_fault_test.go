@@ -34,13 +34,11 @@ func fakeSweep(t *testing.T, fault string) {
 	t.Setenv("FAKEKERNELS_NAME", "")
 }
 
-// tinyFakeSweep is one model, two configurations: small enough for the fake's naive loops.
+// tinyFakeSweep is tinySweep shrunk to one model of one layer and two configurations: small
+// enough for the fake's naive loops.
 func tinyFakeSweep(out string, extra ...string) []string {
-	args := []string{"sweep", "--backend", "emu", "--out", out, "--progress", "lines",
-		"--hidden", "64", "--ffn", "128", "--heads", "1", "--kv-heads", "1", "--head-dim", "64", "--layers", "1", "--vocab", "64",
-		"--batch", "1,2", "--context", "64",
-		"--warmup", "1", "--min-samples", "3", "--min-time", "0s", "--max-time", "50ms", "--target-spread", "0.5", "--max-samples", "5",
-		"--max-rotate-bytes", "1048576", "--gpu", "h200"}
+	args := overrideFlags(tinySweep(out), "--hidden", "64", "--ffn", "128", "--heads", "1", "--kv-heads", "1", "--head-dim", "64",
+		"--layers", "1", "--vocab", "64", "--batch", "1,2", "--context", "64")
 	return overrideFlags(args, extra...)
 }
 
