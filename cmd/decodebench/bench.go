@@ -462,6 +462,35 @@ func note(o measure.Outcome, tel telemetry.Summary) string {
 	return n
 }
 
+// begin says, for a --model run, how many measurements of what come, then takes the read
+// ceiling and the launch baseline that every kernel table is set against.
+func (s *benchSession) begin(modelName string, tp, n int, what string) error {
+	if modelName != "" {
+		s.say("model %s (tp %d): %d %s measurements\n", modelName, tp, n, what)
+	}
+	if err := s.measureCeiling(); err != nil {
+		return err
+	}
+	return s.launchBaseline()
+}
+
+// missingKernel is the outcome of a job whose kernel the library lacks: skipped before any
+// device work.
+func missingKernel(kernel, missing string) measure.Outcome {
+	return measure.Outcome{Kernel: kernel, Status: measure.StatusSkipped,
+		Reason: "the kernel library has no kernel yet for " + missing + "; decodebench predict models it"}
+}
+
+// aboveMaxBytes is the outcome of a job that needs more device memory than --max-gb allows;
+// skip is false where it fits (or no limit was given).
+func (b benchSettings) aboveMaxBytes(kernel string, need float64) (o measure.Outcome, skip bool) {
+	if b.maxBytes <= 0 || need <= b.maxBytes {
+		return measure.Outcome{}, false
+	}
+	return measure.Outcome{Kernel: kernel, Status: measure.StatusSkipped,
+		Reason: fmt.Sprintf("needs %s, above --max-gb %g", units.Bytes(need), b.maxBytes/1e9)}, true
+}
+
 // measureCeiling runs the read probe (unless --read-ceiling-gbps gave the ceiling), records it
 // and says so.
 func (s *benchSession) measureCeiling() error {
