@@ -114,10 +114,8 @@ func parseBenchSettings(c *cli.Context, shapeCmd bool) (benchSettings, error) {
 	s.opts = measure.DefaultOptions()
 	s.opts.Seed = c.Uint64("seed")
 	s.opts.RotateFactor = c.Float64("rotate-factor")
-	s.opts.Timing = timing.Config{Warmup: c.Int("warmup"), MinSamples: c.Int("min-samples"), MinSeconds: c.Duration("min-time").Seconds(),
-		TargetSpread: c.Float64("target-spread"), MaxSeconds: c.Duration("max-time").Seconds()}
-	if err := s.opts.Timing.Validate(); err != nil {
-		return s, usageError("timing flags: %v", err)
+	if s.opts.Timing, err = parseTimingFlags(c, "timing flags"); err != nil {
+		return s, err
 	}
 	if f := s.opts.RotateFactor; !(f > 0) || math.IsInf(f, 0) {
 		return s, usageError("--rotate-factor %g: want a number > 0", f)
