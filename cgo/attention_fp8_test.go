@@ -179,14 +179,34 @@ func (a *fp8Setup) check(t *testing.T, got []float32, p cgo.AttentionParams) {
 
 var fp8Variants = []cgo.AttentionVariant{cgo.AttentionSIMT, cgo.AttentionMMA}
 
+// fp8Case is one shape of the fp8-cache attention, run at each of its splits (0: the planner's).
+type fp8Case struct {
+	name   string
+	shape  ref.AttentionShape
+	act    ref.DType
+	splits []int
+}
+
+// runFP8Cases checks every case in both kernels against the reference, with the tensor scales
+// or, where perHead is set, per-KV-head scales.
+func runFP8Cases(t *testing.T, dev *cgo.Device, seed uint64, perHead bool, cases []fp8Case) {
+	t.Helper()
+	for _, tc := range cases {
+		for _, variant := range fp8Variants {
+			t.Run(tc.name+" "+variant.String(), func(t *testing.T) {
+				a := newFP8SetupScales(t, dev, tc.shape, tc.act, seed, perHead)
+				for _, splits := range tc.splits {
+					got, p := a.run(t, dev, variant, splits)
+					a.check(t, got, p)
+				}
+			})
+		}
+	}
+}
+
 func TestAttentionFP8Cache(t *testing.T) {
 	dev := cgotest.EmuDevice(t)
-	for _, tc := range []struct {
-		name   string
-		shape  ref.AttentionShape
-		act    ref.DType
-		splits []int
-	}{
+	runFP8Cases(t, dev, 11, false, []fp8Case{
 		{"contiguous bf16 ragged", ref.AttentionShape{Batch: 3, QHeads: 8, KVHeads: 2, HeadDim: 128,
 			Context: []int{1, 77, 300}, Capacity: 320}, ref.BF16, []int{1, 3, 0}},
 		{"paged fp16 group 7", ref.AttentionShape{Batch: 2, QHeads: 7, KVHeads: 1, HeadDim: 64, Context: []int{40, 130},
@@ -197,17 +217,7 @@ func TestAttentionFP8Cache(t *testing.T) {
 			Context: []int{90, 17}, Chunk: 64}, ref.FP16, []int{1, 2}},
 		{"contiguous bf16 head dim 96 group 16", ref.AttentionShape{Batch: 1, QHeads: 16, KVHeads: 1, HeadDim: 96,
 			Context: []int{150}}, ref.BF16, []int{3}},
-	} {
-		for _, variant := range fp8Variants {
-			t.Run(tc.name+" "+variant.String(), func(t *testing.T) {
-				a := newFP8Setup(t, dev, tc.shape, tc.act, 11)
-				for _, splits := range tc.splits {
-					got, p := a.run(t, dev, variant, splits)
-					a.check(t, got, p)
-				}
-			})
-		}
-	}
+	})
 }
 
 // Per-KV-head scales (db_kv_cache.k_scales, v_scales) in both kernels and both layouts, at odd
@@ -216,29 +226,14 @@ func TestAttentionFP8Cache(t *testing.T) {
 // that reads another head's scale (the query head's, the next one's, V's for K) fails.
 func TestAttentionFP8HeadScales(t *testing.T) {
 	dev := cgotest.EmuDevice(t)
-	for _, tc := range []struct {
-		name   string
-		shape  ref.AttentionShape
-		act    ref.DType
-		splits []int
-	}{
+	runFP8Cases(t, dev, 13, true, []fp8Case{
 		{"contiguous bf16 8 kv heads ragged", ref.AttentionShape{Batch: 3, QHeads: 32, KVHeads: 8, HeadDim: 64,
 			Context: []int{1, 77, 200}, Capacity: 210}, ref.BF16, []int{1, 3, 0}},
 		{"paged fp16 3 kv heads group 1", ref.AttentionShape{Batch: 1, QHeads: 3, KVHeads: 3, HeadDim: 128,
 			Context: []int{130}, Layout: ref.KVPaged, PageSize: 16, PagesPerSeq: 9, NumPages: 11}, ref.FP16, []int{1, 2}},
 		{"paged bf16 1 kv head batch 5", ref.AttentionShape{Batch: 5, QHeads: 5, KVHeads: 1, HeadDim: 64,
 			Context: []int{40, 3, 129, 64, 90}, Layout: ref.KVPaged, PageSize: 32}, ref.BF16, []int{0, 4}},
-	} {
-		for _, variant := range fp8Variants {
-			t.Run(tc.name+" "+variant.String(), func(t *testing.T) {
-				a := newFP8SetupScales(t, dev, tc.shape, tc.act, 13, true)
-				for _, splits := range tc.splits {
-					got, p := a.run(t, dev, variant, splits)
-					a.check(t, got, p)
-				}
-			})
-		}
-	}
+	})
 	// a misaligned per-head scale array is refused before any launch
 	a := newFP8SetupScales(t, dev, ref.AttentionShape{Batch: 1, QHeads: 2, KVHeads: 2, HeadDim: 64, Context: []int{20}},
 		ref.BF16, 3, true)

@@ -182,6 +182,9 @@ func TestSmallOpMoELlama4(t *testing.T) {
 	}
 }
 
+// swigluClamp is gpt-oss's clamped SwiGLU as the kernel takes it.
+var swigluClamp = cgo.GatedActParams{Activation: cgo.ActSwiGLUClamp, Limit: 7, Alpha: 1.702}
+
 // gpt-oss's clamped SwiGLU on values within and beyond the clamp on both sides (the hash
 // times 10 reaches +-10 past the limit of 7), and at the limit itself; a NaN stays NaN.
 func TestSmallOpSwiGLUClamp(t *testing.T) {
@@ -190,13 +193,8 @@ func TestSmallOpSwiGLUClamp(t *testing.T) {
 		d := soDTypes[i%2]
 		t.Run(fmt.Sprintf("batch%d ffn%d %v", s.batch, s.hidden, d), func(t *testing.T) {
 			gu, guv := soScaled(t, dev, d, 2*s.batch*s.hidden, 43, 10)
-			out := soPoisoned(t, dev, s.batch*s.hidden*d.Bytes())
-			if err := dev.GatedAct(cgo.GatedActParams{GateUp: gu.Ptr, Out: out.Ptr, Batch: s.batch, FFN: s.hidden,
-				Activation: cgo.ActSwiGLUClamp, DType: cgo.DType(d), Limit: 7, Alpha: 1.702}); err != nil {
-				t.Fatal(err)
-			}
-			want, bounds := ref.GatedAct(d, ref.ActSwiGLUClamp, guv, s.hidden)
-			soCheck(t, "clamped SwiGLU", soReadFloats(t, out, d, len(want)), want, bounds)
+			got, want, bounds := soGatedAct(t, dev, d, gu, guv, s.batch, s.hidden, swigluClamp)
+			soCheck(t, "clamped SwiGLU", got, want, bounds)
 		})
 	}
 	// gate | up for one row of 8: gates past the limit, at it, below -limit; ups past both sides
@@ -204,13 +202,7 @@ func TestSmallOpSwiGLUClamp(t *testing.T) {
 	vals := []float32{-20, -7.5, -7, 0.5, 7, 7.5, 20, nan, 20, -20, 7.5, -7.5, 7, -7, 0.25, 1}
 	for _, d := range soDTypes {
 		gu, guv := soEncoded(t, dev, d, vals)
-		out := soPoisoned(t, dev, 8*d.Bytes())
-		if err := dev.GatedAct(cgo.GatedActParams{GateUp: gu.Ptr, Out: out.Ptr, Batch: 1, FFN: 8, Activation: cgo.ActSwiGLUClamp,
-			DType: cgo.DType(d), Limit: 7, Alpha: 1.702}); err != nil {
-			t.Fatal(err)
-		}
-		got := soReadFloats(t, out, d, 8)
-		want, bounds := ref.GatedAct(d, ref.ActSwiGLUClamp, guv, 8)
+		got, want, bounds := soGatedAct(t, dev, d, gu, guv, 1, 8, swigluClamp)
 		if !math.IsNaN(float64(got[7])) || !math.IsNaN(want[7]) {
 			t.Errorf("%v: a NaN gate gives %g (reference %g), want NaN", d, got[7], want[7])
 		}

@@ -173,6 +173,21 @@ func TestSmallOpRMSNormInPlace(t *testing.T) {
 	soCheck(t, "in place", soReadFloats(t, x, d, len(xv)), r.Want, r.Bounds)
 }
 
+// soGatedAct runs the gated activation p names (its Activation, Limit and Alpha) on the batch
+// rows of ffn gate | up pairs in gu (guv on the host) into a poisoned output, and returns what
+// came back with the reference and its bounds.
+func soGatedAct(t *testing.T, dev *cgo.Device, d ref.DType, gu *cgo.Buffer, guv []float32, batch, ffn int,
+	p cgo.GatedActParams) (got []float32, want, bounds []float64) {
+	t.Helper()
+	out := soPoisoned(t, dev, batch*ffn*d.Bytes())
+	p.GateUp, p.Out, p.Batch, p.FFN, p.DType = gu.Ptr, out.Ptr, batch, ffn, cgo.DType(d)
+	if err := dev.GatedAct(p); err != nil {
+		t.Fatal(err)
+	}
+	want, bounds = ref.GatedAct(d, ref.Activation(p.Activation), guv, ffn)
+	return soReadFloats(t, out, d, len(want)), want, bounds
+}
+
 func TestSmallOpGatedAct(t *testing.T) {
 	dev := cgotest.EmuDevice(t)
 	for i, s := range soRows {
@@ -180,13 +195,8 @@ func TestSmallOpGatedAct(t *testing.T) {
 			d := soDTypes[(i+int(act))%2]
 			t.Run(fmt.Sprintf("batch%d ffn%d %v %v", s.batch, s.hidden, d, act), func(t *testing.T) {
 				gu, guv := soFilled(t, dev, d, 2*s.batch*s.hidden, 41)
-				out := soPoisoned(t, dev, s.batch*s.hidden*d.Bytes())
-				if err := dev.GatedAct(cgo.GatedActParams{GateUp: gu.Ptr, Out: out.Ptr, Batch: s.batch, FFN: s.hidden,
-					Activation: act, DType: cgo.DType(d)}); err != nil {
-					t.Fatal(err)
-				}
-				want, bounds := ref.GatedAct(d, ref.Activation(act), guv, s.hidden)
-				soCheck(t, "gated activation", soReadFloats(t, out, d, len(want)), want, bounds)
+				got, want, bounds := soGatedAct(t, dev, d, gu, guv, s.batch, s.hidden, cgo.GatedActParams{Activation: act})
+				soCheck(t, "gated activation", got, want, bounds)
 			})
 		}
 	}

@@ -245,25 +245,14 @@ func Attention(dev *cgo.Device, s AttentionSpec, o Options) Outcome {
 }
 
 func attention(dev *cgo.Device, s AttentionSpec, o Options) (Outcome, Check) {
-	out, c := attentionRun(dev, s, o)
-	out.Spec = s.Spec()
-	return out, c
+	return measureSpec(dev, "attention", s, o, func(o Options, info deviceInfo, out Outcome) (Outcome, Check) {
+		return attentionRun(dev, s, o, info, out)
+	})
 }
 
-func attentionRun(dev *cgo.Device, s AttentionSpec, o Options) (Outcome, Check) {
+// attentionRun is the attention kernel's part of the measurement: out has what measureSpec filled.
+func attentionRun(dev *cgo.Device, s AttentionSpec, o Options, info deviceInfo, out Outcome) (Outcome, Check) {
 	const kernel = "attention"
-	o = o.withDefaults()
-	if err := o.validate(); err != nil {
-		return failed(kernel, "options: %v", err), noCheck
-	}
-	if status, why := s.check(); status != "" {
-		return Outcome{Kernel: kernel, Status: status, Reason: why}, noCheck
-	}
-	info, err := readDevice(dev)
-	if err != nil {
-		return failed(kernel, "%v", err), noCheck
-	}
-	out := Outcome{Kernel: kernel, Emulated: info.emulated, Bytes: s.Bytes(), FLOPs: s.FLOPs()}
 	shape, seeds := s.shape(), ref.NewAttentionSeeds(o.Seed)
 
 	cache := cgo.KVCache{K: planAddress, V: planAddress, Layout: cgo.KVLayout(shape.Layout), DType: s.kvDType(),
@@ -309,20 +298,12 @@ func attentionRun(dev *cgo.Device, s AttentionSpec, o Options) (Outcome, Check) 
 	bufs := &buffers{dev: dev}
 	defer bufs.close()
 	var q, o0, lens, k, v *cgo.Buffer
-	for _, a := range []struct {
-		dst   **cgo.Buffer
-		what  string
-		bytes uint64
-	}{
-		{&q, "Q", qBytes}, {&o0, "the output", qBytes}, {&lens, "the context lengths", 4 * uint64(s.Batch)},
-		{&k, fmt.Sprintf("%d copies of the K cache", copies), uint64(copies) * cacheStride},
-		{&v, fmt.Sprintf("%d copies of the V cache", copies), uint64(copies) * cacheStride},
-	} {
-		b, err := bufs.alloc(a.what, a.bytes)
-		if err != nil {
-			return merge(out, fromError(kernel, a.what, err)), noCheck
-		}
-		*a.dst = b
+	if what, err := bufs.allocEach(
+		bufferAlloc{&q, "Q", qBytes}, bufferAlloc{&o0, "the output", qBytes}, bufferAlloc{&lens, "the context lengths", 4 * uint64(s.Batch)},
+		bufferAlloc{&k, fmt.Sprintf("%d copies of the K cache", copies), uint64(copies) * cacheStride},
+		bufferAlloc{&v, fmt.Sprintf("%d copies of the V cache", copies), uint64(copies) * cacheStride},
+	); err != nil {
+		return merge(out, fromError(kernel, what, err)), noCheck
 	}
 	// One fill over every copy: copy 0 holds exactly the cache the reference sees.
 	for _, f := range []struct {
@@ -363,14 +344,11 @@ func attentionRun(dev *cgo.Device, s AttentionSpec, o Options) (Outcome, Check) 
 	var table []int32
 	if shape.Layout == ref.KVPaged {
 		table = shape.ShuffledPageTable(seeds.PageTable)
-		pages, err := bufs.alloc("the page table", uint64(4*len(table)))
-		if err != nil {
-			return merge(out, fromError(kernel, "page table", err)), noCheck
+		pages, fail := bufs.pageTable(kernel, table)
+		if fail != nil {
+			return merge(out, *fail), noCheck
 		}
-		if err := cgo.Write(pages, table); err != nil {
-			return merge(out, failed(kernel, "copying the page table: %v", err)), noCheck
-		}
-		cache.PageTable = pages.Ptr
+		cache.PageTable = pages
 	}
 	if s.Append {
 		if err := appendLastTokens(dev, bufs, cache, shape, seeds); err != nil {

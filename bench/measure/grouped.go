@@ -96,25 +96,14 @@ func Grouped(dev *cgo.Device, s GroupedSpec, o Options) Outcome {
 }
 
 func grouped(dev *cgo.Device, s GroupedSpec, o Options) (Outcome, Check) {
-	out, c := groupedRun(dev, s, o)
-	out.Spec = s.Spec()
-	return out, c
+	return measureSpec(dev, "linear_grouped", s, o, func(o Options, info deviceInfo, out Outcome) (Outcome, Check) {
+		return groupedRun(dev, s, o, info, out)
+	})
 }
 
-func groupedRun(dev *cgo.Device, s GroupedSpec, o Options) (Outcome, Check) {
+// groupedRun is the linear_grouped kernel's part of the measurement: out has what measureSpec filled.
+func groupedRun(dev *cgo.Device, s GroupedSpec, o Options, info deviceInfo, out Outcome) (Outcome, Check) {
 	const kernel = "linear_grouped"
-	o = o.withDefaults()
-	if err := o.validate(); err != nil {
-		return failed(kernel, "options: %v", err), noCheck
-	}
-	if status, why := s.check(); status != "" {
-		return Outcome{Kernel: kernel, Status: status, Reason: why}, noCheck
-	}
-	info, err := readDevice(dev)
-	if err != nil {
-		return failed(kernel, "%v", err), noCheck
-	}
-	out := Outcome{Kernel: kernel, Emulated: info.emulated, Bytes: s.Bytes(), FLOPs: s.FLOPs()}
 	in := s.inputs(o.Seed)
 	variant := "cuda-core"
 	if s.Rows >= 8 {

@@ -129,25 +129,14 @@ func Linear(dev *cgo.Device, s LinearSpec, o Options) Outcome {
 }
 
 func linear(dev *cgo.Device, s LinearSpec, o Options) (Outcome, Check) {
-	out, c := linearRun(dev, s, o)
-	out.Spec = s.Spec()
-	return out, c
+	return measureSpec(dev, "linear", s, o, func(o Options, info deviceInfo, out Outcome) (Outcome, Check) {
+		return linearRun(dev, s, o, info, out)
+	})
 }
 
-func linearRun(dev *cgo.Device, s LinearSpec, o Options) (Outcome, Check) {
+// linearRun is the linear kernel's part of the measurement: out has what measureSpec filled.
+func linearRun(dev *cgo.Device, s LinearSpec, o Options, info deviceInfo, out Outcome) (Outcome, Check) {
 	const kernel = "linear"
-	o = o.withDefaults()
-	if err := o.validate(); err != nil {
-		return failed(kernel, "options: %v", err), noCheck
-	}
-	if status, why := s.check(); status != "" {
-		return Outcome{Kernel: kernel, Status: status, Reason: why}, noCheck
-	}
-	info, err := readDevice(dev)
-	if err != nil {
-		return failed(kernel, "%v", err), noCheck
-	}
-	out := Outcome{Kernel: kernel, Emulated: info.emulated, Bytes: s.Bytes(), FLOPs: s.FLOPs()}
 
 	params := cgo.LinearParams{X: planAddress, W: planAddress, Y: planAddress,
 		Batch: s.Batch, N: s.N, K: s.K, DType: s.DType, Variant: s.Variant, SplitK: s.SplitK,

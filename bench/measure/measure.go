@@ -136,6 +136,41 @@ func (b *buffers) alloc(what string, bytes uint64) (*cgo.Buffer, error) {
 	return buf, nil
 }
 
+// bufferAlloc is one buffer of a measurement: where its pointer goes, what it holds (for the
+// error) and its size.
+type bufferAlloc struct {
+	dst   **cgo.Buffer
+	what  string
+	bytes uint64
+}
+
+// allocEach allocates the buffers in order; a failure names the buffer it stopped at.
+func (b *buffers) allocEach(list ...bufferAlloc) (what string, err error) {
+	for _, a := range list {
+		buf, err := b.alloc(a.what, a.bytes)
+		if err != nil {
+			return a.what, err
+		}
+		*a.dst = buf
+	}
+	return "", nil
+}
+
+// pageTable puts a paged cache's table on the device and returns its address; a failure
+// comes back as kernel's outcome.
+func (b *buffers) pageTable(kernel string, table []int32) (uint64, *Outcome) {
+	pages, err := b.alloc("the page table", uint64(4*len(table)))
+	if err != nil {
+		fail := fromError(kernel, "page table", err)
+		return 0, &fail
+	}
+	if err := cgo.Write(pages, table); err != nil {
+		fail := failed(kernel, "copying the page table: %v", err)
+		return 0, &fail
+	}
+	return pages.Ptr, nil
+}
+
 func (b *buffers) close() {
 	for _, buf := range b.bufs {
 		buf.Close()
@@ -228,4 +263,38 @@ func verifyThenTime(dev *cgo.Device, o Options, out Outcome, kernel string, veri
 		out.Status, out.Reason = StatusFailed, why // the times stay, to show what the timer said
 	}
 	return out, c
+}
+
+// kernelSpec is a kernel's measure spec as measureSpec sees it.
+type kernelSpec interface {
+	Spec() Spec
+	Bytes() float64
+	FLOPs() float64
+	check() (status, reason string)
+}
+
+// measureSpec is the start every kernel's measurement shares: it defaults and validates o,
+// skips what s.check refuses and reads the device, all before any GPU work, then hands run
+// the outcome so far (kernel, emulated, bytes and FLOPs). The outcome names s, however it ends.
+func measureSpec(dev *cgo.Device, kernel string, s kernelSpec, o Options,
+	run func(o Options, info deviceInfo, out Outcome) (Outcome, Check)) (Outcome, Check) {
+	out, c := startSpec(dev, kernel, s, o, run)
+	out.Spec = s.Spec()
+	return out, c
+}
+
+func startSpec(dev *cgo.Device, kernel string, s kernelSpec, o Options,
+	run func(o Options, info deviceInfo, out Outcome) (Outcome, Check)) (Outcome, Check) {
+	o = o.withDefaults()
+	if err := o.validate(); err != nil {
+		return failed(kernel, "options: %v", err), noCheck
+	}
+	if status, why := s.check(); status != "" {
+		return Outcome{Kernel: kernel, Status: status, Reason: why}, noCheck
+	}
+	info, err := readDevice(dev)
+	if err != nil {
+		return failed(kernel, "%v", err), noCheck
+	}
+	return run(o, info, Outcome{Kernel: kernel, Emulated: info.emulated, Bytes: s.Bytes(), FLOPs: s.FLOPs()})
 }

@@ -170,16 +170,36 @@ func TestParseHFConfigDefaults(t *testing.T) {
 	}
 }
 
+// configRefusal is a config.json that ParseHFConfig must refuse, with what its error must say.
+type configRefusal struct {
+	desc, json string
+	want       []string // each must appear in the error
+}
+
+// checkRefusals parses each config and fails where one is accepted or its error leaves out
+// something it must say.
+func checkRefusals(t *testing.T, tests []configRefusal) {
+	t.Helper()
+	for _, tc := range tests {
+		_, err := ParseHFConfig([]byte(tc.json), "cfg.json")
+		if err == nil {
+			t.Errorf("%s: accepted", tc.desc)
+			continue
+		}
+		for _, w := range tc.want {
+			if !strings.Contains(err.Error(), w) {
+				t.Errorf("%s: error %q does not mention %q", tc.desc, err, w)
+			}
+		}
+	}
+}
+
 func TestParseHFConfigRejects(t *testing.T) {
 	withField := func(extra string) string { return strings.Replace(minimal, "%s", extra, 1) }
 	replace := func(old, new string) string {
 		return strings.Replace(strings.Replace(minimal, "%s", "", 1), old, new, 1)
 	}
-	tests := []struct {
-		desc string
-		json string
-		want []string // each must appear in the error
-	}{
+	tests := []configRefusal{
 		{"not JSON", `{"model_type": "llama",`, []string{"cfg.json", "not a JSON object"}},
 		{"JSON but not an object", `[1, 2]`, []string{"cfg.json", "not a JSON object", "it holds an array"}},
 		{"empty file", "\n", []string{"cfg.json", "the file is empty"}},
@@ -215,18 +235,7 @@ func TestParseHFConfigRejects(t *testing.T) {
 			`"num_key_value_heads": 8, "num_local_experts": 4, "num_experts_per_tok": 5, "vocab_size"`, 1),
 			[]string{"num_experts_per_tok = 5", "num_local_experts = 4"}},
 	}
-	for _, tc := range tests {
-		_, err := ParseHFConfig([]byte(tc.json), "cfg.json")
-		if err == nil {
-			t.Errorf("%s: accepted", tc.desc)
-			continue
-		}
-		for _, w := range tc.want {
-			if !strings.Contains(err.Error(), w) {
-				t.Errorf("%s: error %q does not mention %q", tc.desc, err, w)
-			}
-		}
-	}
+	checkRefusals(t, tests)
 }
 
 func TestLoadHFConfigFileErrors(t *testing.T) {

@@ -161,6 +161,18 @@ func (s AttentionShape) Validate() error {
 	case s.Window > 0 && s.Chunk > 0:
 		return fmt.Errorf("window %d and chunk %d are both set: a layer has one span or none", s.Window, s.Chunk)
 	}
+	if err := s.validateCache(); err != nil {
+		return err
+	}
+	if s.CacheElements() > math.MaxInt64/4 {
+		return errors.New("KV cache too large")
+	}
+	return nil
+}
+
+// validateCache reports the first context length or cache field (of either layout) that
+// cannot hold the contexts: the checks GQA and MLA attention share.
+func (s AttentionShape) validateCache() error {
 	for b, c := range s.Context {
 		if c < 1 {
 			return fmt.Errorf("context length %d of sequence %d must be >= 1", c, b)
@@ -187,9 +199,6 @@ func (s AttentionShape) Validate() error {
 		}
 	default:
 		return fmt.Errorf("unknown KV layout %d", int32(s.Layout))
-	}
-	if s.CacheElements() > math.MaxInt64/4 {
-		return errors.New("KV cache too large")
 	}
 	return nil
 }

@@ -87,29 +87,8 @@ func (s MLAShape) Validate() error {
 	case !(s.Scale > 0) || math.IsInf(s.Scale, 0):
 		return fmt.Errorf("scale %g must be finite and > 0 (the model's softmax scale)", s.Scale)
 	}
-	for b, c := range s.Context {
-		if c < 1 {
-			return fmt.Errorf("context length %d of sequence %d must be >= 1", c, b)
-		}
-	}
-	switch s.Layout {
-	case KVContiguous:
-		if s.Capacity < s.MaxContext() {
-			return fmt.Errorf("cache capacity %d is less than the longest context %d", s.Capacity, s.MaxContext())
-		}
-	case KVPaged:
-		if err := ValidatePageSize(s.PageSize); err != nil {
-			return err
-		}
-		if s.PagesPerSeq < 1 || s.NumPages < 1 {
-			return fmt.Errorf("pages per sequence %d and num_pages %d must be >= 1", s.PagesPerSeq, s.NumPages)
-		}
-		if s.SeqCapacity() < s.MaxContext() {
-			return fmt.Errorf("%d pages of %d tokens hold %d tokens, less than the longest context %d",
-				s.PagesPerSeq, s.PageSize, s.SeqCapacity(), s.MaxContext())
-		}
-	default:
-		return fmt.Errorf("unknown KV layout %d", int32(s.Layout))
+	if err := s.Attention().validateCache(); err != nil {
+		return err
 	}
 	if float64(s.CacheElements()) > math.MaxInt64/4 {
 		return fmt.Errorf("latent cache too large")

@@ -114,10 +114,8 @@ func parseBenchSettings(c *cli.Context, shapeCmd bool) (benchSettings, error) {
 	s.opts = measure.DefaultOptions()
 	s.opts.Seed = c.Uint64("seed")
 	s.opts.RotateFactor = c.Float64("rotate-factor")
-	s.opts.Timing = timing.Config{Warmup: c.Int("warmup"), MinSamples: c.Int("min-samples"), MinSeconds: c.Duration("min-time").Seconds(),
-		TargetSpread: c.Float64("target-spread"), MaxSeconds: c.Duration("max-time").Seconds()}
-	if err := s.opts.Timing.Validate(); err != nil {
-		return s, usageError("timing flags: %v", err)
+	if s.opts.Timing, err = parseTimingFlags(c, "timing flags"); err != nil {
+		return s, err
 	}
 	if f := s.opts.RotateFactor; !(f > 0) || math.IsInf(f, 0) {
 		return s, usageError("--rotate-factor %g: want a number > 0", f)
@@ -460,6 +458,35 @@ func note(o measure.Outcome, tel telemetry.Summary) string {
 		n = strings.TrimSuffix("THROTTLED ("+strings.Join(tel.ThrottleText, ", ")+"); "+n, "; ")
 	}
 	return n
+}
+
+// begin says, for a --model run, how many measurements of what come, then takes the read
+// ceiling and the launch baseline that every kernel table is set against.
+func (s *benchSession) begin(modelName string, tp, n int, what string) error {
+	if modelName != "" {
+		s.say("model %s (tp %d): %d %s measurements\n", modelName, tp, n, what)
+	}
+	if err := s.measureCeiling(); err != nil {
+		return err
+	}
+	return s.launchBaseline()
+}
+
+// missingKernel is the outcome of a job whose kernel the library lacks: skipped before any
+// device work.
+func missingKernel(kernel, missing string) measure.Outcome {
+	return measure.Outcome{Kernel: kernel, Status: measure.StatusSkipped,
+		Reason: "the kernel library has no kernel yet for " + missing + "; decodebench predict models it"}
+}
+
+// aboveMaxBytes is the outcome of a job that needs more device memory than --max-gb allows;
+// skip is false where it fits (or no limit was given).
+func (b benchSettings) aboveMaxBytes(kernel string, need float64) (o measure.Outcome, skip bool) {
+	if b.maxBytes <= 0 || need <= b.maxBytes {
+		return measure.Outcome{}, false
+	}
+	return measure.Outcome{Kernel: kernel, Status: measure.StatusSkipped,
+		Reason: fmt.Sprintf("needs %s, above --max-gb %g", units.Bytes(need), b.maxBytes/1e9)}, true
 }
 
 // measureCeiling runs the read probe (unless --read-ceiling-gbps gave the ceiling), records it

@@ -180,13 +180,7 @@ func benchAttentionAction(c *cli.Context) error {
 		return err
 	}
 	defer s.close()
-	if modelName != "" {
-		s.say("model %s (tp %d): %d attention measurements\n", modelName, tp, len(jobs))
-	}
-	if err := s.measureCeiling(); err != nil {
-		return err
-	}
-	if err := s.launchBaseline(); err != nil {
+	if err := s.begin(modelName, tp, len(jobs), "attention"); err != nil {
 		return err
 	}
 	s.say("%-46s %-20s %10s %11s %7s %9s %7s  %s\n", "SHAPE", "LAYOUT, KERNEL", "KV", "MEDIAN", "SPREAD", "GB/s", "% READ", "NOTE")
@@ -201,16 +195,14 @@ func benchAttentionAction(c *cli.Context) error {
 		}
 		o, tel := s.measure(func() measure.Outcome {
 			if j.missing != "" {
-				return measure.Outcome{Kernel: "attention", Status: measure.StatusSkipped,
-					Reason: "the kernel library has no kernel yet for " + j.missing + "; decodebench predict models it"}
+				return missingKernel("attention", j.missing)
 			}
 			need := float64(a.MinDeviceBytes())
 			if j.mla != nil {
 				need = float64(j.mla.MinDeviceBytes())
 			}
-			if settings.maxBytes > 0 && need > settings.maxBytes {
-				return measure.Outcome{Kernel: "attention", Status: measure.StatusSkipped,
-					Reason: fmt.Sprintf("needs %s, above --max-gb %g", units.Bytes(need), settings.maxBytes/1e9)}
+			if o, skip := settings.aboveMaxBytes("attention", need); skip {
+				return o
 			}
 			if j.mla != nil {
 				return measure.MLA(s.dev, *j.mla, settings.opts)

@@ -13,7 +13,6 @@ import (
 	"github.com/decodebench/decodebench/bench/model"
 	"github.com/decodebench/decodebench/bench/sweep"
 	"github.com/decodebench/decodebench/bench/telemetry"
-	"github.com/decodebench/decodebench/bench/units"
 	"github.com/decodebench/decodebench/cgo"
 )
 
@@ -197,13 +196,7 @@ func benchLinearAction(c *cli.Context) error {
 		return err
 	}
 	defer s.close()
-	if modelName != "" {
-		s.say("model %s (tp %d): %d linear measurements\n", modelName, tp, len(jobs))
-	}
-	if err := s.measureCeiling(); err != nil {
-		return err
-	}
-	if err := s.launchBaseline(); err != nil {
+	if err := s.begin(modelName, tp, len(jobs), "linear"); err != nil {
 		return err
 	}
 	// The peer: where its plan fails for the first shape (the emulator, no libcublasLt) it
@@ -287,17 +280,14 @@ func benchLinearAction(c *cli.Context) error {
 func (s *benchSession) measureLinear(j linearJob, settings benchSettings) (measure.Outcome, telemetry.Summary) {
 	return s.measure(func() measure.Outcome {
 		if j.missing != "" {
-			return measure.Outcome{Kernel: "linear", Status: measure.StatusSkipped,
-				Reason: "the kernel library has no kernel yet for " + j.missing + "; decodebench predict models it"}
+			return missingKernel("linear", j.missing)
 		}
-		if need := float64(j.spec.MinDeviceBytes()); settings.maxBytes > 0 && need > settings.maxBytes {
-			return measure.Outcome{Kernel: "linear", Status: measure.StatusSkipped,
-				Reason: fmt.Sprintf("needs %s, above --max-gb %g", units.Bytes(need), settings.maxBytes/1e9)}
+		if o, skip := settings.aboveMaxBytes("linear", float64(j.spec.MinDeviceBytes())); skip {
+			return o
 		}
 		if j.grouped != nil {
-			if need := float64(j.grouped.MinDeviceBytes()); settings.maxBytes > 0 && need > settings.maxBytes {
-				return measure.Outcome{Kernel: "linear_grouped", Status: measure.StatusSkipped,
-					Reason: fmt.Sprintf("needs %s, above --max-gb %g", units.Bytes(need), settings.maxBytes/1e9)}
+			if o, skip := settings.aboveMaxBytes("linear_grouped", float64(j.grouped.MinDeviceBytes())); skip {
+				return o
 			}
 			return measure.Grouped(s.dev, *j.grouped, settings.opts)
 		}

@@ -8,6 +8,7 @@ import (
 	"github.com/decodebench/decodebench/bench/axes"
 	"github.com/decodebench/decodebench/bench/model"
 	"github.com/decodebench/decodebench/bench/sweep"
+	"github.com/decodebench/decodebench/bench/timing"
 )
 
 // modelFlags select a model shape: a preset or a Hugging Face config.json, optionally sharded
@@ -115,6 +116,29 @@ func parseReserve(c *cli.Context) (float64, error) {
 		return 0, usageError("--reserve %g: give the fraction of GPU memory kept free, a number in [0, 1) such as 0.1", reserve)
 	}
 	return reserve, nil
+}
+
+// parseBatchContextLists reads the --batch and --context axes of predict, step and sweep.
+func parseBatchContextLists(c *cli.Context) (batches, contexts []int, err error) {
+	if batches, err = axes.ParseIntList(c.String("batch")); err != nil {
+		return nil, nil, usageError("--batch: %v", err)
+	}
+	if contexts, err = axes.ParseIntList(c.String("context")); err != nil {
+		return nil, nil, usageError("--context: %v", err)
+	}
+	return batches, contexts, nil
+}
+
+// parseTimingFlags reads the timing rule of bench, step, sweep and validate: --warmup,
+// --min-samples, --min-time, --target-spread, --max-time and, where the command has it (0
+// where not), --max-samples; a rule timing.Config refuses is a usage error led by what.
+func parseTimingFlags(c *cli.Context, what string) (timing.Config, error) {
+	t := timing.Config{Warmup: c.Int("warmup"), MinSamples: c.Int("min-samples"), MinSeconds: c.Duration("min-time").Seconds(),
+		TargetSpread: c.Float64("target-spread"), MaxSeconds: c.Duration("max-time").Seconds(), MaxSamples: c.Int("max-samples")}
+	if err := t.Validate(); err != nil {
+		return t, usageError("%s: %v", what, err)
+	}
+	return t, nil
 }
 
 // checkPoints refuses lists whose product exceeds limit (axes.MaxPoints, or a command's own

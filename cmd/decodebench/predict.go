@@ -82,13 +82,9 @@ func predictAction(c *cli.Context) error {
 	if err != nil {
 		return err
 	}
-	batches, err := axes.ParseIntList(c.String("batch"))
+	batches, contexts, err := parseBatchContextLists(c)
 	if err != nil {
-		return usageError("--batch: %v", err)
-	}
-	contexts, err := axes.ParseIntList(c.String("context"))
-	if err != nil {
-		return usageError("--context: %v", err)
+		return err
 	}
 	if err := checkPoints(axes.MaxPoints, "rows", axes.Axis{Name: "--batch", Values: len(batches)}, axes.Axis{Name: "--context", Values: len(contexts)}); err != nil {
 		return err

@@ -126,13 +126,9 @@ func parseStep(c *cli.Context) (stepRequest, error) {
 	if f := step.Feature(shape); f != "" {
 		return r, usageError("model %s: the step does not implement %s yet; `decodebench predict` models it", shape, f)
 	}
-	batches, err := axes.ParseIntList(c.String("batch"))
+	batches, contexts, err := parseBatchContextLists(c)
 	if err != nil {
-		return r, usageError("--batch: %v", err)
-	}
-	contexts, err := axes.ParseIntList(c.String("context"))
-	if err != nil {
-		return r, usageError("--context: %v", err)
+		return r, err
 	}
 	if err := checkPoints(axes.MaxPoints, "configurations", axes.Axis{Name: "--batch", Values: len(batches)}, axes.Axis{Name: "--context", Values: len(contexts)}); err != nil {
 		return r, err
@@ -185,10 +181,8 @@ func parseStep(c *cli.Context) (stepRequest, error) {
 	}
 	req.backend, req.gpu = b.backend, fmt.Sprint(b.device)
 	req.options = measure.DefaultOptions()
-	req.options.Timing = timing.Config{Warmup: c.Int("warmup"), MinSamples: c.Int("min-samples"), MinSeconds: c.Duration("min-time").Seconds(),
-		TargetSpread: c.Float64("target-spread"), MaxSeconds: c.Duration("max-time").Seconds()}
-	if err := req.options.Timing.Validate(); err != nil {
-		return r, usageError("timing rule: %v", err)
+	if req.options.Timing, err = parseTimingFlags(c, "timing rule"); err != nil {
+		return r, err
 	}
 	req.options.Seed, req.options.MaxRotateBytes = c.Uint64("seed"), c.Uint64("max-rotate-bytes")
 	if req.probeBytes = c.Uint64("probe-bytes"); req.probeBytes%16 != 0 {

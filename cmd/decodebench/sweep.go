@@ -185,13 +185,9 @@ func parseSweep(c *cli.Context) (sweepRequest, error) {
 	if err != nil {
 		return r, err
 	}
-	batches, err := axes.ParseIntList(c.String("batch"))
+	batches, contexts, err := parseBatchContextLists(c)
 	if err != nil {
-		return r, usageError("--batch: %v", err)
-	}
-	contexts, err := axes.ParseIntList(c.String("context"))
-	if err != nil {
-		return r, usageError("--context: %v", err)
+		return r, err
 	}
 	if err := checkPoints(axes.MaxPoints, "configurations", axes.Axis{Name: "models", Values: len(models)}, axes.Axis{Name: "--batch", Values: len(batches)}, axes.Axis{Name: "--context", Values: len(contexts)}); err != nil {
 		return r, err
@@ -277,12 +273,8 @@ func parseSweep(c *cli.Context) (sweepRequest, error) {
 	}
 
 	r.options = measure.DefaultOptions()
-	r.options.Timing = timing.Config{
-		Warmup: c.Int("warmup"), MinSamples: c.Int("min-samples"), MinSeconds: c.Duration("min-time").Seconds(),
-		TargetSpread: c.Float64("target-spread"), MaxSeconds: c.Duration("max-time").Seconds(), MaxSamples: c.Int("max-samples"),
-	}
-	if err := r.options.Timing.Validate(); err != nil {
-		return r, usageError("timing rule: %v", err)
+	if r.options.Timing, err = parseTimingFlags(c, "timing rule"); err != nil {
+		return r, err
 	}
 	if r.options.RotateFactor = c.Float64("rotate-factor"); !(r.options.RotateFactor > 0) {
 		return r, usageError("--rotate-factor %g: want a number > 0", r.options.RotateFactor)

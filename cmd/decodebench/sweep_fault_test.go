@@ -34,13 +34,11 @@ func fakeSweep(t *testing.T, fault string) {
 	t.Setenv("FAKEKERNELS_NAME", "")
 }
 
-// tinyFakeSweep is one model, two configurations: small enough for the fake's naive loops.
+// tinyFakeSweep is tinySweep shrunk to one model of one layer and two configurations: small
+// enough for the fake's naive loops.
 func tinyFakeSweep(out string, extra ...string) []string {
-	args := []string{"sweep", "--backend", "emu", "--out", out, "--progress", "lines",
-		"--hidden", "64", "--ffn", "128", "--heads", "1", "--kv-heads", "1", "--head-dim", "64", "--layers", "1", "--vocab", "64",
-		"--batch", "1,2", "--context", "64",
-		"--warmup", "1", "--min-samples", "3", "--min-time", "0s", "--max-time", "50ms", "--target-spread", "0.5", "--max-samples", "5",
-		"--max-rotate-bytes", "1048576", "--gpu", "h200"}
+	args := overrideFlags(tinySweep(out), "--hidden", "64", "--ffn", "128", "--heads", "1", "--kv-heads", "1", "--head-dim", "64",
+		"--layers", "1", "--vocab", "64", "--batch", "1,2", "--context", "64")
 	return overrideFlags(args, extra...)
 }
 
@@ -209,18 +207,7 @@ func TestSweepSignalAtEachPhase(t *testing.T) {
 			if code != 0 {
 				t.Fatalf("resume: exit %d %s\n%s", code, msg, stdout)
 			}
-			keys := map[string]int{}
-			for _, r := range readSweepRecords(t, "run") {
-				keys[r.Key]++
-			}
-			if len(keys) != 6 {
-				t.Errorf("%d configurations after the resume, want 6", len(keys))
-			}
-			for k, n := range keys {
-				if n != 1 {
-					t.Errorf("%s recorded %d times", k, n)
-				}
-			}
+			checkRecordedOnce(t, "run", 6)
 			info := readRunInfo(t, "run")
 			if tc.wantState == "" { // adopted: the killed run never recorded a session
 				if info.State != sweep.StateComplete || len(info.Sessions) != 1 {

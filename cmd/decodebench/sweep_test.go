@@ -188,18 +188,7 @@ func TestSweepEmulatedEndToEnd(t *testing.T) {
 	if out, code, msg := runSweepCLI(t, args...); code != 0 || !strings.Contains(out, "2 configuration(s) recorded") {
 		t.Fatalf("resume with batch 8: exit %d %s\n%s", code, msg, out)
 	}
-	keys := map[string]int{}
-	for _, r := range readSweepRecords(t, "run") {
-		keys[r.Key]++
-	}
-	if len(keys) != 8 {
-		t.Errorf("%d configurations after the resume, want 8", len(keys))
-	}
-	for k, n := range keys {
-		if n != 1 {
-			t.Errorf("%s recorded %d times", k, n)
-		}
-	}
+	checkRecordedOnce(t, "run", 8)
 	// --resume DIR alone continues the same sweep: the model, axes, backend and timing come
 	// from run.json, the axes as the last resume grew them.
 	if out, code, msg := runSweepCLI(t, "sweep", "--resume", "run", "--progress", "lines"); code != 0 || !strings.Contains(out, "8 already done") {
@@ -379,18 +368,7 @@ func TestSweepInterruptAndResume(t *testing.T) {
 	if out, code, msg := runSweepCLI(t, resume...); code != 0 {
 		t.Fatalf("resume: exit %d %s\n%s", code, msg, out)
 	}
-	keys := map[string]int{}
-	for _, r := range readSweepRecords(t, "run") {
-		keys[r.Key]++
-	}
-	if len(keys) != 12 {
-		t.Errorf("%d configurations after the resume, want 12", len(keys))
-	}
-	for k, n := range keys {
-		if n != 1 {
-			t.Errorf("%s recorded %d times", k, n)
-		}
-	}
+	checkRecordedOnce(t, "run", 12)
 	for k, n := range kernelKeys() {
 		if n != 1 {
 			t.Errorf("kernel %s measured %d times (%d before the resume)", k, n, before[k])
@@ -407,4 +385,22 @@ func mustRead[T any](v T, err error) T {
 		panic(err)
 	}
 	return v
+}
+
+// checkRecordedOnce fails unless the run in dir holds want configurations after a resume,
+// each recorded once.
+func checkRecordedOnce(t *testing.T, dir string, want int) {
+	t.Helper()
+	keys := map[string]int{}
+	for _, r := range readSweepRecords(t, dir) {
+		keys[r.Key]++
+	}
+	if len(keys) != want {
+		t.Errorf("%d configurations after the resume, want %d", len(keys), want)
+	}
+	for k, n := range keys {
+		if n != 1 {
+			t.Errorf("%s recorded %d times", k, n)
+		}
+	}
 }

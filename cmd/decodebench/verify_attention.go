@@ -103,33 +103,17 @@ func parseAttentionRequest(c *cli.Context) (attentionRequest, error) {
 			return r, usageError("verify attention needs --%s (usage: --batch B --q-heads H --kv-heads G --head-dim D --context LIST)", name)
 		}
 	}
-	batch := c.Int("batch")
-	if batch < 1 || batch > cgo.MaxBatch {
-		return r, usageError("--batch %d: want 1..%d sequences", batch, cgo.MaxBatch)
-	}
-	lens, err := parseContextList(c.String("context"))
+	batch, lens, err := parseBatchContexts(c)
 	if err != nil {
-		return r, usageError("--context: %v", err)
-	}
-	switch len(lens) {
-	case 1:
-		for len(lens) < batch {
-			lens = append(lens, lens[0])
-		}
-	case batch:
-	default:
-		return r, usageError("--context gives %d lengths for a batch of %d: give one for all or one per sequence", len(lens), batch)
+		return r, err
 	}
 	shape := ref.AttentionShape{Batch: batch, QHeads: c.Int("q-heads"), KVHeads: c.Int("kv-heads"),
 		HeadDim: c.Int("head-dim"), Context: lens, Scale: c.Float64("scale"), Window: c.Int("window"), Chunk: c.Int("chunk")}
 	if err := checkSpanFlags(shape.Window, shape.Chunk); err != nil {
 		return r, err
 	}
-	if p := c.Int("page-size"); p != 0 {
-		if err := ref.ValidatePageSize(p); err != nil {
-			return r, usageError("--page-size: %v (or 0 for a contiguous cache)", err)
-		}
-		shape.Layout, shape.PageSize = ref.KVPaged, p
+	if shape.Layout, shape.PageSize, err = parsePageSize(c); err != nil {
+		return r, err
 	}
 	r.shape = shape.WithDefaults()
 	if err := r.shape.Validate(); err != nil {
@@ -159,6 +143,40 @@ func parseAttentionRequest(c *cli.Context) (attentionRequest, error) {
 	}
 	r.append, r.sinks, r.seed = c.Bool("append"), c.Bool("sinks"), c.Uint64("seed")
 	return r, nil
+}
+
+// parseBatchContexts reads --batch and --context: one length for every sequence or one per
+// sequence.
+func parseBatchContexts(c *cli.Context) (batch int, lens []int, err error) {
+	batch = c.Int("batch")
+	if batch < 1 || batch > cgo.MaxBatch {
+		return 0, nil, usageError("--batch %d: want 1..%d sequences", batch, cgo.MaxBatch)
+	}
+	if lens, err = parseContextList(c.String("context")); err != nil {
+		return 0, nil, usageError("--context: %v", err)
+	}
+	switch len(lens) {
+	case 1:
+		for len(lens) < batch {
+			lens = append(lens, lens[0])
+		}
+	case batch:
+	default:
+		return 0, nil, usageError("--context gives %d lengths for a batch of %d: give one for all or one per sequence", len(lens), batch)
+	}
+	return batch, lens, nil
+}
+
+// parsePageSize reads --page-size: 0 is a contiguous cache, anything else a paged one.
+func parsePageSize(c *cli.Context) (ref.KVLayout, int, error) {
+	p := c.Int("page-size")
+	if p == 0 {
+		return ref.KVContiguous, 0, nil
+	}
+	if err := ref.ValidatePageSize(p); err != nil {
+		return 0, 0, usageError("--page-size: %v (or 0 for a contiguous cache)", err)
+	}
+	return ref.KVPaged, p, nil
 }
 
 // checkSpanFlags refuses a negative --window or --chunk, or both at once.
@@ -316,24 +334,32 @@ func runAttention(dev *cgo.Device, req attentionRequest, out io.Writer, quiet bo
 	if !quiet {
 		fmt.Fprintf(out, "plan: %s kernel, %d split(s) of %d tokens, workspace %d bytes\n", c.Plan.Variant, c.Plan.Splits, c.Plan.SplitTokens, c.Plan.WorkspaceBytes)
 	}
-	rep := attentionReport{
-		Passed: c.Passed, Reason: c.Reason, RelError: relErrorOf(c.Verification), Tolerance: c.Tolerance,
-		Worst: toAttentionElementJSON(c.Worst, s), NonFinite: c.NonFinite, OutOfBound: c.OutOfBound,
-		Kernel: "attention", Variant: c.Plan.Variant, Layout: s.Layout.String(), PageSize: s.PageSize,
-		Splits: c.Plan.Splits, SplitTokens: c.Plan.SplitTokens, WorkspaceBytes: c.Plan.WorkspaceBytes, Append: req.append,
-		Batch: s.Batch, QHeads: s.QHeads, KVHeads: s.KVHeads, HeadDim: s.HeadDim, Context: s.Context,
-		Scale: s.SoftmaxScale(), Window: s.Window, Chunk: s.Chunk, Sinks: req.sinks, DType: req.dtype.String(), Seed: req.seed,
-	}
+	rep := attentionReportOf(c, "attention", s)
+	rep.Layout, rep.PageSize = s.Layout.String(), s.PageSize
+	rep.Append, rep.Batch, rep.QHeads, rep.KVHeads, rep.HeadDim, rep.Context = req.append, s.Batch, s.QHeads, s.KVHeads, s.HeadDim, s.Context
+	rep.Scale, rep.Window, rep.Chunk, rep.Sinks, rep.DType, rep.Seed = s.SoftmaxScale(), s.Window, s.Chunk, req.sinks, req.dtype.String(), req.seed
 	if req.kvDType == cgo.DTypeFP8E4M3 {
 		rep.KVDType, rep.KVScales = "fp8", req.kvScales
+	}
+	return rep, nil
+}
+
+// attentionReportOf is the verdict and the plan of c as the report gives them, for the kernel
+// named; outShape says how an output index splits into sequence, head and dim. The caller adds
+// the shape, the layout and the inputs.
+func attentionReportOf(c measure.Check, kernel string, outShape ref.AttentionShape) attentionReport {
+	rep := attentionReport{
+		Passed: c.Passed, Reason: c.Reason, RelError: relErrorOf(c.Verification), Tolerance: c.Tolerance,
+		Worst: toAttentionElementJSON(c.Worst, outShape), NonFinite: c.NonFinite, OutOfBound: c.OutOfBound,
+		Kernel: kernel, Variant: c.Plan.Variant, Splits: c.Plan.Splits, SplitTokens: c.Plan.SplitTokens, WorkspaceBytes: c.Plan.WorkspaceBytes,
 	}
 	if c.Passed {
 		rep.Reason = ""
 	}
 	for _, m := range c.Mismatches {
-		rep.Mismatches = append(rep.Mismatches, toAttentionElementJSON(m, s))
+		rep.Mismatches = append(rep.Mismatches, toAttentionElementJSON(m, outShape))
 	}
-	return rep, nil
+	return rep
 }
 
 func printAttentionReport(out io.Writer, r attentionReport) {

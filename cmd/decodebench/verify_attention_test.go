@@ -218,11 +218,7 @@ func TestVerifyAttentionUsageErrors(t *testing.T) {
 	hermetic(t, "") // validation comes before any library is looked for
 	base := []string{"verify", "attention", "--backend", "emu", "--batch", "2", "--q-heads", "8", "--kv-heads", "2", "--head-dim", "128"}
 	with := func(extra ...string) []string { return append(append([]string(nil), base...), extra...) }
-	cases := []struct {
-		desc string
-		args []string
-		want string
-	}{
+	cases := []usageCase{
 		{"missing --context", base, "--context"},
 		{"missing --head-dim", []string{"verify", "attention", "--batch", "1", "--q-heads", "1", "--kv-heads", "1", "--context", "4"}, "--head-dim"},
 		{"head dim 112", []string{"verify", "attention", "--batch", "1", "--q-heads", "1", "--kv-heads", "1", "--head-dim", "112", "--context", "4"}, "head_dim 112"},
@@ -246,20 +242,7 @@ func TestVerifyAttentionUsageErrors(t *testing.T) {
 		{"stray argument", with("--context", "5", "extra"), `"extra"`},
 		{"unknown backend", []string{"verify", "attention", "--batch", "1", "--q-heads", "1", "--kv-heads", "1", "--head-dim", "64", "--context", "4", "--backend", "rocm"}, `"rocm"`},
 	}
-	for _, c := range cases {
-		t.Run(c.desc, func(t *testing.T) {
-			out, code, msg := runCLI(t, c.args...)
-			if code != exitUsage {
-				t.Errorf("exit %d, want %d (message %q)", code, exitUsage, msg)
-			}
-			if !strings.Contains(msg, c.want) || strings.Contains(msg, "\n") {
-				t.Errorf("message %q should be one line naming %s", msg, c.want)
-			}
-			if out != "" {
-				t.Errorf("a usage error wrote output: %q", out)
-			}
-		})
-	}
+	checkUsageErrors(t, cases)
 }
 
 // The fake library's attention writes nothing: the poisoned output must fail the check, as NaN.

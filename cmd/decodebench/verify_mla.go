@@ -42,29 +42,13 @@ func parseMLARequest(c *cli.Context) (mlaRequest, error) {
 			return r, usageError("verify attention --mla needs --%s (usage: --mla --batch B --q-heads H --context LIST --scale S)", name)
 		}
 	}
-	batch := c.Int("batch")
-	if batch < 1 || batch > cgo.MaxBatch {
-		return r, usageError("--batch %d: want 1..%d sequences", batch, cgo.MaxBatch)
-	}
-	lens, err := parseContextList(c.String("context"))
+	batch, lens, err := parseBatchContexts(c)
 	if err != nil {
-		return r, usageError("--context: %v", err)
-	}
-	switch len(lens) {
-	case 1:
-		for len(lens) < batch {
-			lens = append(lens, lens[0])
-		}
-	case batch:
-	default:
-		return r, usageError("--context gives %d lengths for a batch of %d: give one for all or one per sequence", len(lens), batch)
+		return r, err
 	}
 	shape := ref.MLAShape{Batch: batch, QHeads: c.Int("q-heads"), Context: lens, Scale: c.Float64("scale")}
-	if p := c.Int("page-size"); p != 0 {
-		if err := ref.ValidatePageSize(p); err != nil {
-			return r, usageError("--page-size: %v (or 0 for a contiguous cache)", err)
-		}
-		shape.Layout, shape.PageSize = ref.KVPaged, p
+	if shape.Layout, shape.PageSize, err = parsePageSize(c); err != nil {
+		return r, err
 	}
 	r.shape = shape.WithDefaults()
 	if err := r.shape.Validate(); err != nil {
@@ -126,19 +110,9 @@ func runMLA(dev *cgo.Device, req mlaRequest, out io.Writer, quiet bool) (attenti
 		fmt.Fprintf(out, "plan: %d split(s) of %d tokens, workspace %d bytes\n", c.Plan.Splits, c.Plan.SplitTokens, c.Plan.WorkspaceBytes)
 	}
 	outShape := ref.AttentionShape{QHeads: s.QHeads, HeadDim: cgo.MLAVDim} // how an output index splits
-	rep := attentionReport{
-		Passed: c.Passed, Reason: c.Reason, RelError: relErrorOf(c.Verification), Tolerance: c.Tolerance,
-		Worst: toAttentionElementJSON(c.Worst, outShape), NonFinite: c.NonFinite, OutOfBound: c.OutOfBound,
-		Kernel: "attention_mla", Variant: c.Plan.Variant, Layout: s.Layout.String(), PageSize: s.PageSize,
-		Splits: c.Plan.Splits, SplitTokens: c.Plan.SplitTokens, WorkspaceBytes: c.Plan.WorkspaceBytes, Append: req.append,
-		Batch: s.Batch, QHeads: s.QHeads, KVHeads: 1, HeadDim: cgo.MLAQKDim, Context: s.Context,
-		Scale: s.Scale, DType: req.dtype.String(), Seed: req.seed,
-	}
-	if c.Passed {
-		rep.Reason = ""
-	}
-	for _, m := range c.Mismatches {
-		rep.Mismatches = append(rep.Mismatches, toAttentionElementJSON(m, outShape))
-	}
+	rep := attentionReportOf(c, "attention_mla", outShape)
+	rep.Layout, rep.PageSize = s.Layout.String(), s.PageSize
+	rep.Append, rep.Batch, rep.QHeads, rep.KVHeads, rep.HeadDim, rep.Context = req.append, s.Batch, s.QHeads, 1, cgo.MLAQKDim, s.Context
+	rep.Scale, rep.DType, rep.Seed = s.Scale, req.dtype.String(), req.seed
 	return rep, nil
 }

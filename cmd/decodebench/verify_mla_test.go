@@ -2,6 +2,8 @@ package main
 
 import (
 	"encoding/json"
+	"slices"
+	"strconv"
 	"strings"
 	"testing"
 )
@@ -12,6 +14,7 @@ func TestVerifyMLA(t *testing.T) {
 		{"--batch", "3", "--q-heads", "16", "--context", "1,70,33", "--scale", "0.094"},
 		{"--batch", "2", "--q-heads", "128", "--context", "40,9", "--page-size", "16", "--splits", "3", "--dtype", "fp16", "--scale", "0.1", "--append"},
 		{"--batch", "1", "--q-heads", "3", "--context", "100", "--page-size", "32", "--splits", "9", "--scale", "0.12"},
+		{"--batch", "4", "--q-heads", "8", "--context", "25", "--scale", "0.1"}, // one length for every sequence
 	} {
 		t.Run(strings.Join(args, " "), func(t *testing.T) {
 			out, code, msg := runCLI(t, append([]string{"verify", "attention", "--mla", "--backend", "emu", "--json"}, args...)...)
@@ -21,6 +24,12 @@ func TestVerifyMLA(t *testing.T) {
 			}
 			if code != 0 || !rep.Passed || rep.Kernel != "attention_mla" || rep.KVHeads != 1 || rep.HeadDim != 576 || rep.Variant != "mma" {
 				t.Fatalf("exit %d (%s): %s", code, msg, out)
+			}
+			if batch, _ := strconv.Atoi(args[1]); len(rep.Context) != batch {
+				t.Errorf("contexts %v for a batch of %d", rep.Context, batch)
+			}
+			if i := slices.Index(args, "--splits"); i >= 0 && strconv.Itoa(rep.Splits) != args[i+1] {
+				t.Errorf("%d splits, want %s", rep.Splits, args[i+1])
 			}
 		})
 	}

@@ -125,11 +125,7 @@ func TestVerifyProbes(t *testing.T) {
 func TestVerifyUsageErrors(t *testing.T) {
 	hermetic(t, "") // validation comes before any library is looked for
 	linear := []string{"verify", "linear", "--backend", "emu"}
-	cases := []struct {
-		desc string
-		args []string
-		want string // the message names the offending value
-	}{
+	cases := []usageCase{
 		{"k not a multiple of 8", append(linear, "--batch", "1", "--n", "8", "--k", "1001"), "--k 1001"},
 		{"k zero", append(linear, "--batch", "1", "--n", "8", "--k", "0"), "--k 0"},
 		{"batch 0", append(linear, "--batch", "0", "--n", "8", "--k", "8"), "--batch 0"},
@@ -153,19 +149,39 @@ func TestVerifyUsageErrors(t *testing.T) {
 		{"threads not a multiple of 32", []string{"verify", "probe", "copy", "--threads", "33"}, "--threads 33"},
 		{"unknown probe backend", []string{"verify", "probe", "all", "--backend", "opencl"}, `"opencl"`},
 	}
+	checkUsageErrors(t, cases)
+}
+
+// usageCase is a command line that must fail as a usage error naming want.
+type usageCase struct {
+	desc string
+	args []string
+	want string // the message names the offending value
+}
+
+// checkUsageErrors runs each case as a subtest of checkUsageError.
+func checkUsageErrors(t *testing.T, cases []usageCase) {
+	t.Helper()
 	for _, c := range cases {
-		t.Run(c.desc, func(t *testing.T) {
-			out, code, msg := runCLI(t, c.args...)
-			if code != exitUsage {
-				t.Errorf("exit %d, want %d (message %q)", code, exitUsage, msg)
-			}
-			if !strings.Contains(msg, c.want) || strings.Contains(msg, "\n") {
-				t.Errorf("message %q should be one line naming %s", msg, c.want)
-			}
-			if out != "" {
-				t.Errorf("a usage error wrote output: %q", out)
-			}
-		})
+		t.Run(c.desc, func(t *testing.T) { checkUsageError(t, c.args, c.want) })
+	}
+}
+
+// checkUsageError runs args and fails unless they exit 2 with a one-line message naming each
+// of want, and nothing on standard output.
+func checkUsageError(t *testing.T, args []string, want ...string) {
+	t.Helper()
+	out, code, msg := runCLI(t, args...)
+	if code != exitUsage {
+		t.Errorf("exit %d, want %d (message %q)", code, exitUsage, msg)
+	}
+	for _, w := range want {
+		if !strings.Contains(msg, w) || strings.Contains(msg, "\n") {
+			t.Errorf("message %q should be one line naming %s", msg, w)
+		}
+	}
+	if out != "" {
+		t.Errorf("a usage error wrote output: %q", out)
 	}
 }
 

@@ -3,7 +3,6 @@ package main
 import (
 	"encoding/json"
 	"fmt"
-	"strings"
 	"testing"
 )
 
@@ -79,18 +78,7 @@ func TestWeightDTypeUsageErrors(t *testing.T) {
 				if c.args[0] != "--backend" {
 					args = append(append([]string{cmd, "linear"}, base...), c.args...)
 				}
-				out, code, msg := runCLI(t, args...)
-				if code != exitUsage {
-					t.Errorf("exit %d, want %d (message %q)", code, exitUsage, msg)
-				}
-				for _, w := range c.want {
-					if !strings.Contains(msg, w) || strings.Contains(msg, "\n") {
-						t.Errorf("message %q should be one line naming %s", msg, w)
-					}
-				}
-				if out != "" {
-					t.Errorf("a usage error wrote output: %q", out)
-				}
+				checkUsageError(t, args, c.want...)
 			})
 		}
 	}

@@ -167,23 +167,8 @@ func chartSet(dir string, info sweep.RunInfo, m modelResults, prefix string) ([]
 	}
 	base := func(name string) string { return filepath.Join(dir, PlotsDir, prefix+name) }
 	chart := plots.Chart{Subtitle: subtitle(info, m)}
-	emu := ""
-	if info.Backend.Emulated {
-		emu = "[EMULATED, not a speed] "
-	}
-	var figs []plots.Figure
-	var notes []string
-	add := func(fig plots.Figure, _ []string, err error) error {
-		if errors.Is(err, plots.ErrNothingToDraw) {
-			notes = append(notes, fig.Title+": nothing to draw")
-			return nil
-		}
-		if err != nil {
-			return err
-		}
-		figs = append(figs, fig)
-		return nil
-	}
+	emu := emulatedTag(info)
+	var set figureSet
 
 	bound, hasBound := boundCeiling(info)
 	boundLabel := "roofline bound (" + bound.Name + " ceiling)"
@@ -247,7 +232,7 @@ func chartSet(dir string, info sweep.RunInfo, m modelResults, prefix string) ([]
 		Caption: "Left: per-server tokens/s (batch / step time, the card's total rate). Right: per-request tokens/s (1 / step time, " +
 			"what one user sees stream). Solid: composed from the kernels measured alone; dotted with rings: the whole step measured end to end, where the run has it; dashed: the roofline bound on the " + bound.Name + " ceiling; a cross on the floor: a batch whose weights and KV cache do not fit in memory at that context. A gap is a configuration that failed or did not fit."}
 	p, err := plots.TokensVsBatch(c, perServer, perRequest, fig.Base)
-	if err := add(fig, p, err); err != nil {
+	if err := set.add(fig, p, err); err != nil {
 		return nil, nil, err
 	}
 
@@ -279,7 +264,7 @@ func chartSet(dir string, info sweep.RunInfo, m modelResults, prefix string) ([]
 	fig = plots.Figure{Title: "Per-request against per-server tokens/s", Base: base("tradeoff"),
 		Caption: "Each curve is one context length, its points rising batch sizes: batching buys total throughput (up) at the cost of each stream's speed (left). Dotted with rings: the whole step measured end to end."}
 	p, err = plots.Tradeoff(c, trade, fig.Base)
-	if err := add(fig, p, err); err != nil {
+	if err := set.add(fig, p, err); err != nil {
 		return nil, nil, err
 	}
 
@@ -308,7 +293,7 @@ func chartSet(dir string, info sweep.RunInfo, m modelResults, prefix string) ([]
 			fig = plots.Figure{Title: strings.ToUpper(level.name[:1]) + level.name[1:] + " tokens/s against context length", Base: base(level.file),
 				Caption: "One curve per batch size: the longer the context, the more KV cache each step reads."}
 			p, err = plots.TokensVsContext(c, series, fig.Base)
-			if err := add(fig, p, err); err != nil {
+			if err := set.add(fig, p, err); err != nil {
 				return nil, nil, err
 			}
 		}
@@ -343,7 +328,7 @@ func chartSet(dir string, info sweep.RunInfo, m modelResults, prefix string) ([]
 			Caption: fmt.Sprintf("Bound step time / measured step time against the %s ceiling (%s GB/s, %s); grey: failed, skipped or not measured.",
 				em.ceiling.Name, fmtNum(em.ceiling.BandwidthBytesPerSec/1e9), ceilingRateText(info, em.ceiling))}
 		p, err = plots.EfficiencyMap(c, m.batches, m.contexts, grid, fig.Base)
-		if err := add(fig, p, err); err != nil {
+		if err := set.add(fig, p, err); err != nil {
 			return nil, nil, err
 		}
 	}
@@ -361,10 +346,10 @@ func chartSet(dir string, info sweep.RunInfo, m modelResults, prefix string) ([]
 	fig = plots.Figure{Title: "Kernels on the roofline", Base: base("roofline"),
 		Caption: "Each marker is one kernel shape as measured (its minimum bytes and FLOPs over its median time), at every batch and context of the sweep, and where the run has them each whole step measured end to end (the step's weight and KV bytes and FLOPs over its time); the lines are the measured (solid) and datasheet (dashed) ceilings."}
 	p, err = plots.RooflineGroups(c, ceilings, append(kernelGroups(m), stepGroup(m)...), fig.Base)
-	if err := add(fig, p, err); err != nil {
+	if err := set.add(fig, p, err); err != nil {
 		return nil, nil, err
 	}
-	return figs, notes, nil
+	return set.figs, set.notes, nil
 }
 
 // noFitLabel names the crosses of configurations that do not fit in memory.
@@ -485,4 +470,32 @@ func contextLabel(ctx int) string {
 		return strconv.Itoa(ctx/1024) + "k"
 	}
 	return strconv.Itoa(ctx)
+}
+
+// emulatedTag leads every chart title of an emulated run, so that no one reads its times as
+// a speed.
+func emulatedTag(info sweep.RunInfo) string {
+	if info.Backend.Emulated {
+		return "[EMULATED, not a speed] "
+	}
+	return ""
+}
+
+// figureSet gathers a report's figures as they are drawn; a chart with nothing to draw
+// becomes a note naming it rather than an error.
+type figureSet struct {
+	figs  []plots.Figure
+	notes []string
+}
+
+func (s *figureSet) add(fig plots.Figure, _ []string, err error) error {
+	if errors.Is(err, plots.ErrNothingToDraw) {
+		s.notes = append(s.notes, fig.Title+": nothing to draw")
+		return nil
+	}
+	if err != nil {
+		return err
+	}
+	s.figs = append(s.figs, fig)
+	return nil
 }

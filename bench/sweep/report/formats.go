@@ -1,7 +1,6 @@
 package report
 
 import (
-	"errors"
 	"path/filepath"
 	"strconv"
 	"strings"
@@ -51,10 +50,7 @@ func formatFamilies(models []modelResults) []formatFamily {
 // picture. Charts with nothing to draw are named in the notes.
 func formatCharts(dir string, info sweep.RunInfo, f formatFamily, prefix string) ([]plots.Figure, []string, error) {
 	base := func(name string) string { return filepath.Join(dir, PlotsDir, prefix+name) }
-	emu := ""
-	if info.Backend.Emulated {
-		emu = "[EMULATED, not a speed] "
-	}
+	emu := emulatedTag(info)
 	var formats []string
 	contexts := map[int]bool{}
 	for _, m := range f.models {
@@ -64,19 +60,7 @@ func formatCharts(dir string, info sweep.RunInfo, f formatFamily, prefix string)
 		}
 	}
 	chart := plots.Chart{Subtitle: subtitle(info, f.models[0]) + " · weights " + strings.Join(formats, " vs ")}
-	var figs []plots.Figure
-	var notes []string
-	add := func(fig plots.Figure, _ []string, err error) error {
-		if errors.Is(err, plots.ErrNothingToDraw) {
-			notes = append(notes, fig.Title+": nothing to draw")
-			return nil
-		}
-		if err != nil {
-			return err
-		}
-		figs = append(figs, fig)
-		return nil
-	}
+	var set figureSet
 
 	var perServer, perRequest, tradeoff []plots.Series
 	for i, m := range f.models {
@@ -110,7 +94,7 @@ func formatCharts(dir string, info sweep.RunInfo, f formatFamily, prefix string)
 	fig := plots.Figure{Title: "Weight formats: tokens/s against batch size", Base: base("formats_tokens_vs_batch"),
 		Caption: "One curve per weight format (and context): the same model, its projections stored in each format; fewer bytes per weight, fewer bytes each step reads."}
 	p, err := plots.TokensVsBatch(c, perServer, perRequest, fig.Base)
-	if err := add(fig, p, err); err != nil {
+	if err := set.add(fig, p, err); err != nil {
 		return nil, nil, err
 	}
 	c = chart
@@ -118,7 +102,7 @@ func formatCharts(dir string, info sweep.RunInfo, f formatFamily, prefix string)
 	fig = plots.Figure{Title: "Weight formats: per-request vs per-server trade-off", Base: base("formats_tradeoff"),
 		Caption: "Each point is one batch size (labelled); each curve one weight format: up and to the right is better on both counts."}
 	p, err = plots.Tradeoff(c, tradeoff, fig.Base)
-	if err := add(fig, p, err); err != nil {
+	if err := set.add(fig, p, err); err != nil {
 		return nil, nil, err
 	}
 
@@ -146,10 +130,10 @@ func formatCharts(dir string, info sweep.RunInfo, f formatFamily, prefix string)
 	fig = plots.Figure{Title: "Weight formats: kernels on the roofline", Base: base("formats_roofline"),
 		Caption: "Each marker is one kernel shape as measured, coloured by the weight format of the run it belongs to; a format with fewer bytes per weight moves the same linear right along the bandwidth slope (more FLOPs per byte)."}
 	p, err = plots.RooflineGroups(c, ceilings, groups, fig.Base)
-	if err := add(fig, p, err); err != nil {
+	if err := set.add(fig, p, err); err != nil {
 		return nil, nil, err
 	}
-	return figs, notes, nil
+	return set.figs, set.notes, nil
 }
 
 // formatSection is the report's section of one model in several weight formats: the charts
