@@ -401,6 +401,9 @@ __global__ __launch_bounds__(kGlThreads, 4) void grouped_linear_quant_kernel(
   // int4 with zero points, whose scales and zero points would otherwise spill (sm_80-90 at 128
   // registers), at the price of reading each x vector from L1 2 or 4 times.
   constexpr int kDecodeRows = F == DB_WEIGHT_INT4_ZP ? 1 : Fmt::kGrouped ? 2 : kGlRowsPerWarp;
+  // W vectors a lane loads per row and trip: kGlUnroll, but 1 for int4 with zero points, whose
+  // zero points and scales spill at 2 (4 loads of 32 elements in flight a lane, not 8).
+  constexpr int kUnroll = F == DB_WEIGHT_INT4_ZP ? 1 : kGlUnroll;
   const GlChunk ch = lay.group_rows
                         ? gl_uniform_chunk<kGlChunkRows>(lay.group_rows, (int)blockIdx.x)
                         : gl_find_chunk<kGlChunkRows>(offsets, experts, total_rows, (int)blockIdx.x);
@@ -426,37 +429,38 @@ __global__ __launch_bounds__(kGlThreads, 4) void grouped_linear_quant_kernel(
     for (int b = 0; b < kGlChunkRows; ++b) acc[r][b] = 0.0f;
   }
   const uint4 zero = make_uint4(0, 0, 0, 0);
-  for (int c = lane; c < vectors; c += 32 * kGlUnroll) {
-    uint4 wv[kGlUnroll][kGlRowsPerWarp];
+  for (int c = lane; c < vectors; c += 32 * kUnroll) {
+    uint4 wv[kUnroll][kGlRowsPerWarp];
     DB_UNROLL
-    for (int u = 0; u < kGlUnroll; ++u) {
+    for (int u = 0; u < kUnroll; ++u) {
       const int cc = c + 32 * u;
       DB_UNROLL
       for (int r = 0; r < kGlRowsPerWarp; ++r)
         wv[u][r] = cc < vectors ? db_ld_stream_v4(w0 + (roff[r] + cc)) : zero;
     }
     DB_UNROLL
-    for (int u = 0; u < kGlUnroll; ++u) {
+    for (int u = 0; u < kUnroll; ++u) {
       const int v = db_min(c + 32 * u, vectors - 1);
       const bool valid = c + 32 * u < vectors;
-      float scale[kGlRowsPerWarp], magic[kGlRowsPerWarp];
       DB_UNROLL
-      for (int r = 0; r < kGlRowsPerWarp; ++r) {
-        const int row = n0 + db_min(r, n - 1 - n0);
-        scale[r] = Fmt::kGrouped ? (valid ? gl_quant_scale<F>(se, row, v, groups, vectors_per_group) : 0.0f) : 1.0f;
-        magic[r] = gl_quant_magic<F>(ze, row, v, groups, vectors_per_group);
-      }
-      DB_UNROLL
-      for (int j = 0; j < kXPerVector; ++j) {
+      for (int r0 = 0; r0 < kGlRowsPerWarp; r0 += kDecodeRows) {
+        // The rows' group scale (a zero one past the row's end) and integer offset.
+        float scale[kDecodeRows], magic[kDecodeRows];
         DB_UNROLL
-        for (int r0 = 0; r0 < kGlRowsPerWarp; r0 += kDecodeRows) {
+        for (int r = 0; r < kDecodeRows; ++r) {
+          const int row = n0 + db_min(r0 + r, n - 1 - n0);
+          scale[r] = Fmt::kGrouped ? (valid ? gl_quant_scale<F>(se, row, v, groups, vectors_per_group) : 0.0f) : 1.0f;
+          magic[r] = gl_quant_magic<F>(ze, row, v, groups, vectors_per_group);
+        }
+        DB_UNROLL
+        for (int j = 0; j < kXPerVector; ++j) {
           float wf[kDecodeRows][8];
           DB_UNROLL
           for (int r = 0; r < kDecodeRows; ++r) {
-            gl_quant_decode8<F>(wv[u][r0 + r], j, magic[r0 + r], wf[r]);
+            gl_quant_decode8<F>(wv[u][r0 + r], j, magic[r], wf[r]);
             if (Fmt::kGrouped) {
               DB_UNROLL
-              for (int i = 0; i < 8; ++i) wf[r][i] *= scale[r0 + r];
+              for (int i = 0; i < 8; ++i) wf[r][i] *= scale[r];
             }
           }
           const uint4 *xr = x0 + (size_t)v * kXPerVector + j;
