@@ -151,6 +151,13 @@ type GroupedLinearParams struct {
 
 	XRowStride, XGroupStride int
 	YRowStride, YGroupStride int
+
+	// Quantized experts (all zero for dense weights of DType): W, Scales and Zeros hold Experts
+	// matrices of Format's Layout(N, K, GroupSize) each, expert e's at e times that layout's
+	// WBytes, ScaleBytes and ZeroBytes from the base. They run on the CUDA-core kernel.
+	Scales, Zeros uint64
+	Format        WeightFormat
+	GroupSize     int
 }
 
 // GroupedLinear runs every expert's linear over the rows routed to it.
@@ -168,5 +175,9 @@ func (d *Device) GroupedLinear(p GroupedLinearParams) error {
 	}
 	c.x_row_stride, c.x_group_stride = C.int64_t(p.XRowStride), C.int64_t(p.XGroupStride)
 	c.y_row_stride, c.y_group_stride = C.int64_t(p.YRowStride), C.int64_t(p.YGroupStride)
+	c.scales, c.zeros, c.weight_format = C.uint64_t(p.Scales), C.uint64_t(p.Zeros), C.int32_t(p.Format)
+	if c.group_size, err = toInt32(op, "group_size", p.GroupSize); err != nil {
+		return err
+	}
 	return d.Do(func() error { return d.check(op, C.dbshim_call_grouped_linear(fn, d.ctx, &c)) })
 }

@@ -701,6 +701,17 @@ typedef struct {
    * is 0..2^31 - 1 elements. */
   int64_t x_row_stride, x_group_stride;
   int64_t y_row_stride, y_group_stride;
+  /* Quantized experts ("quantized weight formats" above; all 0 for dense weights of dtype):
+   * w, scales and zeros hold `experts` matrices of one layout each, expert e's at e times one
+   * matrix's bytes from the base (w: n * row_bytes(k); scales and zeros as the format gives them
+   * for an n x k matrix, e.g. MXFP4 n * k / 32 bytes of scales, FP8_E4M3 4 * n). The shape
+   * rules are db_linear_plan's for the format; the tensor-core kernel takes no quantized format,
+   * so these always run on the CUDA-core kernel (each 16-byte W load decoded in registers and
+   * used by up to 8 token rows). bias stays dtype [experts, n]. */
+  uint64_t scales;        /* the format's scales, experts of them (0 for DB_WEIGHT_DENSE) */
+  uint64_t zeros;         /* DB_WEIGHT_INT4_ZP's zero points, experts of them, else 0 */
+  int32_t weight_format;  /* DB_WEIGHT_*; 0 = DB_WEIGHT_DENSE: w holds dtype elements */
+  int32_t group_size;     /* as db_linear_params.group_size */
 } db_grouped_linear_params;
 int db_grouped_linear(db_context *ctx, const db_grouped_linear_params *p);
 

@@ -31,9 +31,23 @@
 // where 16 rows would make the FMAs the limit. The 4 x 8 fp32 sums of a lane are reduced with a
 // butterfly reduce-scatter (31 shuffles a warp, not 32 x 5): lane L ends with the total of W row
 // L / 8 and token row L % 8 and stores it, plus the bias, rounded once.
-#include "common.cuh"
+//
+// Quantized experts (weight_format, decodebench.h "quantized weight formats") run on a third
+// kernel, grouped_linear_quant_kernel, the CUDA-core one's layout over packed W: a lane's 16-byte
+// load is one vector of a W row (16 elements of K for 8-bit formats, 32 for 4-bit), decoded in
+// registers with linear_quant.cuh's exact decoders 8 elements at a time (the 4 W rows' 32 values
+// at once; 2 rows for the grouped formats and 1 for int4-zp, whose scales take the registers) and used by
+// every token row of the chunk, so decoding costs one conversion per W
+// element whatever the rows. Group scales (int4, mxfp4, fp8 blocks) multiply the decoded values
+// (exact for mxfp4's powers of two and int4's fp16 scales); per-channel and per-tensor scales
+// multiply the row's total. A 4-bit load carries 32 elements, so the same 8 loads a trip cover
+// twice the K. The tensor-core kernel takes no quantized format: decode batches give an expert
+// a few rows (batch x top_k / experts), where the CUDA-core kernel is bandwidth-bound anyway.
+#include "linear_quant.cuh"
 
 namespace {
+
+using namespace db_lin;
 
 constexpr int kGlThreads = 128;
 constexpr int kGlWarps = kGlThreads / 32;
@@ -319,11 +333,178 @@ __global__ __launch_bounds__(kGlThreads, 4) void grouped_linear_mma_kernel(
   }
 }
 
+/*
+ * Quantized experts: as grouped_linear_kernel, with W packed in format F. Expert e's W, scales
+ * and zeros lie at e times one matrix's bytes (QuantExperts) from their bases. A lane strides
+ * the W rows in 16-byte vectors, kGlUnroll a trip for each of its warp's 4 rows; each vector is
+ * decoded 8 elements (one x vector) at a time for the 4 rows, then multiplied into the chunk's
+ * token rows. A vector past the row's end loads zeros and gets a zero group scale (int4's zero
+ * code decodes to -8), and rereads the last vector's activations.
+ */
+struct QuantExperts {
+  size_t w_vectors;     // 16-byte vectors of one expert's W
+  size_t scale_bytes;   // bytes of one expert's scales
+  size_t zero_bytes;    // bytes of one expert's zero points
+  int group;            // the grouped formats' group (k elements), else 0
+};
+
+// The scale of W row `row`'s vector v (grouped formats: its group's), or of the row (per
+// channel, per tensor), in one expert's scales.
+template <int F>
+DB_DEVICE float gl_quant_scale(const uint8_t *scales, int row, int v, int groups,
+                               int vectors_per_group) {
+  if (F == DB_WEIGHT_MXFP4) return q_e8m0(scales[(size_t)row * groups + v]);
+  if (F == DB_WEIGHT_INT4 || F == DB_WEIGHT_INT4_ZP)
+    return q_fp16(reinterpret_cast<const uint16_t *>(scales)[(size_t)row * groups + v / vectors_per_group]);
+  if (F == DB_WEIGHT_FP8_E4M3_BLOCK)
+    return reinterpret_cast<const float *>(scales)[(size_t)(row / DB_FP8_BLOCK) * groups + v / vectors_per_group];
+  if (F == DB_WEIGHT_FP8_E4M3_TENSOR) return reinterpret_cast<const float *>(scales)[0];
+  return reinterpret_cast<const float *>(scales)[row];
+}
+
+// 2^23 plus the value an integer code is offset by (int4's 8, int4-zp's zero point).
+template <int F>
+DB_DEVICE float gl_quant_magic(const uint8_t *zeros, int row, int v, int groups, int vectors_per_group) {
+  if (F == DB_WEIGHT_INT4) return 8388608.0f + 8.0f;
+  if (F == DB_WEIGHT_INT4_ZP) {
+    const uint32_t byte = zeros[(size_t)(row >> 1) * groups + v / vectors_per_group];
+    return 8388608.0f + (float)((byte >> (4 * (row & 1))) & 0xFu);
+  }
+  return 8388608.0f + 128.0f;  // int8: byte ^ 0x80 is q + 128
+}
+
+// Elements 8j .. 8j + 7 of one W vector, decoded exactly (unscaled).
+template <int F>
+DB_DEVICE void gl_quant_decode8(const uint4 &w, int j, float magic, float (&out)[8]) {
+  const uint32_t wv[4] = {w.x, w.y, w.z, w.w};
+  DB_UNROLL
+  for (int i = 0; i < 8; ++i) {
+    if (QuantFormat<F>::kFourBit) {
+      const uint32_t nib = (wv[j] >> (4 * i)) & 0xFu;
+      out[i] = F == DB_WEIGHT_MXFP4 ? q_e2m1(nib) : q_uint_minus(nib, magic);
+    } else {
+      const uint32_t byte = (wv[2 * j + (i >> 2)] >> (8 * (i & 3))) & 0xFFu;
+      out[i] = F == DB_WEIGHT_INT8 ? q_uint_minus(byte ^ 0x80u, magic) : q_e4m3(byte);
+    }
+  }
+}
+
+template <class T, int F>
+__global__ __launch_bounds__(kGlThreads, 4) void grouped_linear_quant_kernel(
+    const uint4 *__restrict__ x, const uint4 *__restrict__ w, const uint8_t *__restrict__ scales,
+    const uint8_t *__restrict__ zeros, const T *__restrict__ bias, T *__restrict__ y,
+    const int32_t *__restrict__ offsets, int total_rows, int experts, int n, int k, GlLayout lay,
+    QuantExperts qe) {
+  using Fmt = QuantFormat<F>;
+  constexpr int kXPerVector = Fmt::kPerVector / 8;  // x vectors a W vector spans
+  // W rows decoded at once: all 4 for the per-channel formats; 2 for the grouped ones and 1 for
+  // int4 with zero points, whose scales and zero points would otherwise spill (sm_80-90 at 128
+  // registers), at the price of reading each x vector from L1 2 or 4 times.
+  constexpr int kDecodeRows = F == DB_WEIGHT_INT4_ZP ? 1 : Fmt::kGrouped ? 2 : kGlRowsPerWarp;
+  // W vectors a lane loads per row and trip: kGlUnroll, but 1 for int4 with zero points, whose
+  // zero points and scales spill at 2 (4 loads of 32 elements in flight a lane, not 8).
+  constexpr int kUnroll = F == DB_WEIGHT_INT4_ZP ? 1 : kGlUnroll;
+  const GlChunk ch = lay.group_rows
+                        ? gl_uniform_chunk<kGlChunkRows>(lay.group_rows, (int)blockIdx.x)
+                        : gl_find_chunk<kGlChunkRows>(offsets, experts, total_rows, (int)blockIdx.x);
+  if (ch.rows == 0) return;
+  const int lane = threadIdx.x & 31, warp = threadIdx.x >> 5;
+  const int n0 = (int)blockIdx.y * kGlTileN + warp * kGlRowsPerWarp;
+  if (n0 >= n) return;
+  const int vectors = k / Fmt::kPerVector;
+  const int groups = Fmt::kGrouped ? quant_groups(F, k, qe.group) : 1;
+  const int vectors_per_group = Fmt::kGrouped ? qe.group / Fmt::kPerVector : 1;
+  const uint4 *w0 = w + ch.expert * qe.w_vectors + (size_t)n0 * vectors;
+  const uint8_t *se = scales + ch.expert * qe.scale_bytes;
+  const uint8_t *ze = zeros ? zeros + ch.expert * qe.zero_bytes : zeros;
+  int roff[kGlRowsPerWarp];
+  DB_UNROLL
+  for (int r = 0; r < kGlRowsPerWarp; ++r) roff[r] = db_min(r, n - 1 - n0) * vectors;
+  const uint4 *x0 = x + (size_t)ch.row0 * lay.x_row + ch.expert * lay.x_group;
+
+  float acc[kGlRowsPerWarp][kGlChunkRows];
+  DB_UNROLL
+  for (int r = 0; r < kGlRowsPerWarp; ++r) {
+    DB_UNROLL
+    for (int b = 0; b < kGlChunkRows; ++b) acc[r][b] = 0.0f;
+  }
+  const uint4 zero = make_uint4(0, 0, 0, 0);
+  for (int c = lane; c < vectors; c += 32 * kUnroll) {
+    uint4 wv[kUnroll][kGlRowsPerWarp];
+    DB_UNROLL
+    for (int u = 0; u < kUnroll; ++u) {
+      const int cc = c + 32 * u;
+      DB_UNROLL
+      for (int r = 0; r < kGlRowsPerWarp; ++r)
+        wv[u][r] = cc < vectors ? db_ld_stream_v4(w0 + (roff[r] + cc)) : zero;
+    }
+    DB_UNROLL
+    for (int u = 0; u < kUnroll; ++u) {
+      const int v = db_min(c + 32 * u, vectors - 1);
+      const bool valid = c + 32 * u < vectors;
+      DB_UNROLL
+      for (int r0 = 0; r0 < kGlRowsPerWarp; r0 += kDecodeRows) {
+        // The rows' group scale (a zero one past the row's end) and integer offset.
+        float scale[kDecodeRows], magic[kDecodeRows];
+        DB_UNROLL
+        for (int r = 0; r < kDecodeRows; ++r) {
+          const int row = n0 + db_min(r0 + r, n - 1 - n0);
+          scale[r] = Fmt::kGrouped ? (valid ? gl_quant_scale<F>(se, row, v, groups, vectors_per_group) : 0.0f) : 1.0f;
+          magic[r] = gl_quant_magic<F>(ze, row, v, groups, vectors_per_group);
+        }
+        DB_UNROLL
+        for (int j = 0; j < kXPerVector; ++j) {
+          float wf[kDecodeRows][8];
+          DB_UNROLL
+          for (int r = 0; r < kDecodeRows; ++r) {
+            gl_quant_decode8<F>(wv[u][r0 + r], j, magic[r], wf[r]);
+            if (Fmt::kGrouped) {
+              DB_UNROLL
+              for (int i = 0; i < 8; ++i) wf[r][i] *= scale[r];
+            }
+          }
+          const uint4 *xr = x0 + (size_t)v * kXPerVector + j;
+          DB_UNROLL
+          for (int b = 0; b < kGlChunkRows; ++b) {
+            if (b >= ch.rows) break;
+            const uint4 xv = db_ld_nc_v4(xr);
+            xr += lay.x_row;
+            const uint32_t xw[4] = {xv.x, xv.y, xv.z, xv.w};
+            DB_UNROLL
+            for (int h = 0; h < 4; ++h) {
+              const float2 x2 = db_dtype<T>::unpack(xw[h]);
+              DB_UNROLL
+              for (int r = 0; r < kDecodeRows; ++r) {
+                acc[r0 + r][b] = fmaf(wf[r][2 * h], x2.x, acc[r0 + r][b]);
+                acc[r0 + r][b] = fmaf(wf[r][2 * h + 1], x2.y, acc[r0 + r][b]);
+              }
+            }
+          }
+        }
+      }
+    }
+  }
+
+  float sums[32];
+  DB_UNROLL
+  for (int i = 0; i < 32; ++i) sums[i] = acc[i / kGlChunkRows][i % kGlChunkRows];
+  gl_reduce_scatter<16>(sums, lane);
+  const int r = lane / kGlChunkRows, b = lane % kGlChunkRows;
+  if (b < ch.rows && n0 + r < n) {
+    const size_t col = (size_t)n0 + r;
+    float out = sums[0];
+    if (!Fmt::kGrouped) out *= gl_quant_scale<F>(se, (int)col, 0, 1, 1);
+    if (bias) out += gl_to_float(bias[(size_t)ch.expert * n + col]);
+    y[(size_t)(ch.row0 + b) * lay.y_row + ch.expert * lay.y_group + col] = db_dtype<T>::from_float(out);
+  }
+}
+
 // The grid holds any routing: sum_e ceil(count_e / C) <= (rows + (C - 1) min(experts, rows)) / C
 // chunks of C rows, by the tiles of n. Without offsets it is exactly experts * ceil(rows / C):
 // the groups' chunks, and the tensor-core kernel runs from 8 rows a group.
 template <class T>
-int grouped_launch(db_context *ctx, const db_grouped_linear_params *p, const GlLayout &lay) {
+int grouped_launch(db_context *ctx, const db_grouped_linear_params *p, const GlLayout &lay,
+                   const QuantExperts &qe) {
   const int spread = std::min(p->experts, p->rows);
   const auto x = reinterpret_cast<const uint4 *>(p->x), w = reinterpret_cast<const uint4 *>(p->w);
   const auto bias = reinterpret_cast<const T *>(p->bias);
@@ -334,6 +515,15 @@ int grouped_launch(db_context *ctx, const db_grouped_linear_params *p, const GlL
     return uniform ? (unsigned)p->experts * (unsigned)db_ceil_div((uint64_t)p->rows, c)
                    : (unsigned)((p->rows + (c - 1) * spread) / c);
   };
+  if (p->weight_format != DB_WEIGHT_DENSE) {
+    const dim3 grid(chunks(kGlChunkRows), (unsigned)db_ceil_div((uint64_t)p->n, kGlTileN));
+    const auto scales = reinterpret_cast<const uint8_t *>(p->scales);
+    const auto zeros = reinterpret_cast<const uint8_t *>(p->zeros);
+    return DB_DISPATCH_WEIGHT_FORMAT(
+        p->weight_format, F,
+        DB_LAUNCH((grouped_linear_quant_kernel<T, F>), grid, dim3(kGlThreads), 0, ctx->stream, x,
+                  w, scales, zeros, bias, y, offsets, p->rows, p->experts, p->n, p->k, lay, qe));
+  }
   if (uniform ? p->rows >= kGmMinAverageRows : p->rows >= kGmMinAverageRows * spread) {
     const dim3 grid(chunks(kGmChunkRows), (unsigned)db_ceil_div((uint64_t)p->n, kGmTileN));
     return DB_LAUNCH((grouped_linear_mma_kernel<T>), grid, dim3(kGlThreads), 0, ctx->stream, x, w,
@@ -385,6 +575,56 @@ int check_aligned(const char *what, uint64_t dptr, uint64_t align) {
                  what, (unsigned long long)dptr, (unsigned long long)align);
 }
 
+// One expert's bytes of W, scales and zeros in p's weight format (cgo's WeightFormat.Layout),
+// after the format's shape rules; all 0 for dense weights, which must come without scales.
+int grouped_quant(const db_grouped_linear_params *p, QuantExperts *qe) {
+  const int f = p->weight_format;
+  if (f == DB_WEIGHT_DENSE) {
+    if (p->scales || p->zeros || p->group_size)
+      return db_fail(DB_ERR_INVALID_ARGUMENT,
+                     "db_grouped_linear: scales=0x%llx zeros=0x%llx group_size=%d with dense "
+                     "weights (weight_format 0; want all 0)",
+                     (unsigned long long)p->scales, (unsigned long long)p->zeros, p->group_size);
+    return DB_OK;
+  }
+  int group = 0;
+  DB_CHECK(quant_check_shape("db_grouped_linear", f, p->n, p->k, p->group_size, &group));
+  const char *name = quant_format_name(f);
+  const int64_t n = p->n, k = p->k;
+  const int64_t groups = f == DB_WEIGHT_FP8_E4M3_BLOCK || group > 0 ? quant_groups(f, p->k, group) : 1;
+  int64_t scale_bytes = 0, zero_bytes = 0;
+  uint64_t scale_align = 4;
+  switch (f) {
+    case DB_WEIGHT_FP8_E4M3:
+    case DB_WEIGHT_INT8: scale_bytes = 4 * n; break;
+    case DB_WEIGHT_FP8_E4M3_TENSOR: scale_bytes = 4; break;
+    case DB_WEIGHT_INT4: scale_bytes = 2 * n * groups, scale_align = 2; break;
+    case DB_WEIGHT_INT4_ZP:
+      scale_bytes = 2 * n * groups, scale_align = 2, zero_bytes = n / 2 * groups;
+      break;
+    case DB_WEIGHT_MXFP4: scale_bytes = n * groups, scale_align = 1; break;
+    case DB_WEIGHT_FP8_E4M3_BLOCK:
+      scale_bytes = 4 * ((n + DB_FP8_BLOCK - 1) / DB_FP8_BLOCK) * groups;
+      break;
+  }
+  const int64_t w_bytes = n * quant_row_bytes(f, k);
+  if ((uint64_t)w_bytes * (uint64_t)p->experts > (1ull << 40))
+    return db_fail(DB_ERR_UNSUPPORTED_SHAPE, "db_grouped_linear: experts=%d n=%d k=%d is too large",
+                   p->experts, p->n, p->k);
+  if (!p->scales)
+    return db_fail(DB_ERR_INVALID_ARGUMENT, "db_grouped_linear: %s weights need scales (got 0)", name);
+  DB_CHECK(check_aligned("scales", p->scales, scale_align));
+  if (f == DB_WEIGHT_INT4_ZP && !p->zeros)
+    return db_fail(DB_ERR_INVALID_ARGUMENT, "db_grouped_linear: %s weights need zeros (got 0)", name);
+  if (f != DB_WEIGHT_INT4_ZP && p->zeros)
+    return db_fail(DB_ERR_INVALID_ARGUMENT,
+                   "db_grouped_linear: zeros=0x%llx given for %s weights (only int4 with zero "
+                   "points has them; want 0)",
+                   (unsigned long long)p->zeros, name);
+  *qe = QuantExperts{(size_t)(w_bytes / 16), (size_t)scale_bytes, (size_t)zero_bytes, group};
+  return DB_OK;
+}
+
 }  // namespace
 
 extern "C" int db_grouped_linear(db_context *ctx, const db_grouped_linear_params *p) {
@@ -414,6 +654,8 @@ extern "C" int db_grouped_linear(db_context *ctx, const db_grouped_linear_params
       return db_fail(DB_ERR_UNSUPPORTED_SHAPE,
                      "db_grouped_linear: k=%d must be a positive multiple of %d", p->k,
                      DB_LINEAR_K_MULTIPLE);
+    QuantExperts qe{};
+    DB_CHECK(grouped_quant(p, &qe));
     DB_CHECK(check_aligned("x", p->x, 16));
     DB_CHECK(check_aligned("w", p->w, 16));
     DB_CHECK(check_aligned("y", p->y, 2));
@@ -421,7 +663,7 @@ extern "C" int db_grouped_linear(db_context *ctx, const db_grouped_linear_params
     DB_CHECK(check_aligned("expert_offsets", p->expert_offsets, 4));
     GlLayout lay;
     DB_CHECK(grouped_layout(p, &lay));
-    return p->dtype == DB_DTYPE_BF16 ? grouped_launch<__nv_bfloat16>(ctx, p, lay)
-                                     : grouped_launch<__half>(ctx, p, lay);
+    return p->dtype == DB_DTYPE_BF16 ? grouped_launch<__nv_bfloat16>(ctx, p, lay, qe)
+                                     : grouped_launch<__half>(ctx, p, lay, qe);
   });
 }

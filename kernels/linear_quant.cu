@@ -237,6 +237,12 @@ int fill_launch_grid(const db_context *ctx, uint64_t count, dim3 *grid) {
 
 namespace db_lin {
 
+int quant_check_shape(const char *who, int format, int n, int k, int group_size, int *group) {
+  return check_format_shape(who, format, n, k, group_size, group);
+}
+
+const char *quant_format_name(int format) { return format_name(format); }
+
 int quant_linear_plan(db_context *ctx, db_linear_params *p, uint64_t *workspace_bytes) {
   QuantPlan plan{};
   DB_CHECK(plan_quant(ctx, p, &plan));

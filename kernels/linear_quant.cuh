@@ -119,6 +119,13 @@ int quant_gemv_run(const db_context *ctx, const db_linear_params *p, const Quant
 int quant_mma_run(const db_context *ctx, const db_linear_params *p, const QuantPlan &plan,
                   const LaunchSink *sink);
 
+/* The shape checks of a quantized format (linear_quant.cu's, for other kernels that read the
+ * formats: db_grouped_linear): k a multiple of the row's 16-byte vectors and of the group, an
+ * even n for INT4_ZP; *group is the group size the format uses (MXFP4's 0 read as 32). `who`
+ * starts the messages. And the format's name in messages. */
+int quant_check_shape(const char *who, int format, int n, int k, int group_size, int *group);
+const char *quant_format_name(int format);
+
 /* The demangled spelling of a format in a kernel's name (db_linear_launches). */
 inline const char *quant_format_cxx(int format) {
   static const char *const names[DB_NUM_WEIGHT_FORMATS] = {"0", "1", "2", "3", "4", "5", "6", "7"};

@@ -332,8 +332,8 @@ func (f *Forward) fill(base uint64) {
 			} else if s.RouterBias {
 				w.routerBias = get(l, TensorRouterBias, BiasScale, e)
 			}
-			w.expUp = get(l, TensorExpertUp, LinearWeightScale(h), e*2*effn*h)
-			w.expDown = get(l, TensorExpertDown, LinearWeightScale(effn), e*h*effn)
+			w.expUp = f.expertProjection(base, l, TensorExpertUp, e, 2*effn, h)
+			w.expDown = f.expertProjection(base, l, TensorExpertDown, e, h, effn)
 			if s.MLPBias {
 				w.expUpBias = get(l, TensorExpertUpBias, BiasScale, e*2*effn)
 				w.expDB = get(l, TensorExpertDownBias, BiasScale, e*h)

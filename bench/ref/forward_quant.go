@@ -90,6 +90,22 @@ func (f *Forward) projection(base uint64, layer int, name string, n, k int) []fl
 	return w
 }
 
+// expertProjection is the routed experts' weight of a tensor (experts x n outputs, k inputs):
+// one projection of experts x n rows (the step's one fill, StepQuantFill), with each expert's
+// slice of a weight held as codes given its rows' scales, since linear() is called on one
+// expert's slice at a time.
+func (f *Forward) expertProjection(base uint64, layer int, name string, experts, n, k int) []float32 {
+	w := f.projection(base, layer, name, experts*n, k)
+	sc := f.scalesOf(w)
+	if sc == nil {
+		return w
+	}
+	for e := 1; e < experts; e++ {
+		f.codeScales[&w[e*n*k]] = &codeScales{block: sc.block, perRow: sc.perRow, s: sc.s[e*n*sc.perRow:]}
+	}
+	return w
+}
+
 // codeScales are the scales of a weight held as its codes' values (fp8, int8): element (j, c)
 // of the weight is its code times s[j*perRow + c/block].
 type codeScales struct {

@@ -5,6 +5,8 @@ import (
 	"math"
 	"runtime"
 	"sync"
+
+	"github.com/decodebench/decodebench/cgo"
 )
 
 // GroupedLinearInputs describes one db_grouped_linear call whose X, W and bias were filled on
@@ -23,6 +25,11 @@ type GroupedLinearInputs struct {
 
 	XRowStride, XGroupStride int
 	YRowStride, YGroupStride int
+	// Format, when not WeightDense, is the experts' quantized format: expert e's W is the
+	// db_fill_quantized matrix ExpertQuantFill(e) (N x K, seed ExpertSeed(SeedW, e), scale
+	// ScaleW), dequantised exactly.
+	Format    cgo.WeightFormat
+	GroupSize int
 	// Groups, when not nil, limits the reference to those groups (experts): the others' rows
 	// are not Covered and their W is not generated, so a large call is checked on a sample.
 	Groups []int
@@ -97,6 +104,16 @@ func (in GroupedLinearInputs) YIndex(row, j int) int {
 		return (row%in.Rows)*yr + (row/in.Rows)*yg + j
 	}
 	return row*yr + j
+}
+
+// ExpertSeed is the db_fill_quantized seed of expert e's matrix in a grouped linear whose
+// experts are filled one by one from seed.
+func ExpertSeed(seed uint64, e int) uint64 { return Hash64(Hash64(seed, 3), uint64(e)) }
+
+// ExpertQuantFill is expert e's quantized W (Format not WeightDense).
+func (in GroupedLinearInputs) ExpertQuantFill(e int) QuantFill {
+	return QuantFill{Format: in.Format, N: in.N, K: in.K, GroupSize: in.GroupSize,
+		Seed: ExpertSeed(in.SeedW, e), Scale: in.ScaleW}
 }
 
 // ExpertOffsets is the exclusive prefix sum of counts, as db_moe_group writes it.
@@ -176,9 +193,13 @@ func GroupedLinear(in GroupedLinearInputs) (GroupedLinearReference, error) {
 			defer wg.Done()
 			w := make([]float64, in.K)
 			for jb := range jobs {
-				base := (uint64(jb.e)*uint64(in.N) + uint64(jb.j)) * uint64(in.K)
-				for kk := range w {
-					w[kk] = float64(FillValue(in.DType, in.SeedW, in.ScaleW, base+uint64(kk)))
+				if in.Format != cgo.WeightDense {
+					in.ExpertQuantFill(jb.e).Row(jb.j, w)
+				} else {
+					base := (uint64(jb.e)*uint64(in.N) + uint64(jb.j)) * uint64(in.K)
+					for kk := range w {
+						w[kk] = float64(FillValue(in.DType, in.SeedW, in.ScaleW, base+uint64(kk)))
+					}
 				}
 				var bias float64
 				if in.HasBias {

@@ -69,8 +69,10 @@ func StepQuantized(s model.Shape, name string) bool {
 }
 
 // StepQuantRefusal names what of s's quantization the step does not run, "" when it runs all of
-// it (or s is not quantized): a format no kernel takes, and quantized experts (db_grouped_linear
-// reads only bf16 and fp16 weights). The engine and the forward pass refuse the same shapes.
+// it (or s is not quantized): a format no kernel takes, and experts in fp8 with one scale per
+// tensor (the experts of a tensor are one fill of experts x n rows, and db_grouped_linear reads
+// each expert's scales at its own layout: a per-tensor scale would be one for all of them). The
+// engine and the forward pass refuse the same shapes.
 func StepQuantRefusal(s model.Shape) string {
 	if s.Quant == nil && s.WeightDType != model.FP8 && s.WeightDType != model.INT8 {
 		return ""
@@ -81,8 +83,8 @@ func StepQuantRefusal(s model.Shape) string {
 		return "quantized weights (" + s.Quant.String() + ": no linear kernel reads the format)"
 	case !ok:
 		return fmt.Sprintf("%s weights", s.WeightDType)
-	case s.IsMoE():
-		return fmt.Sprintf("%s experts (the grouped expert linear reads bf16 or fp16 weights)", f)
+	case s.IsMoE() && f == cgo.WeightFP8Tensor:
+		return fmt.Sprintf("%s experts (one scale for a tensor; the grouped expert linear reads one scale per expert's channel or group)", f)
 	}
 	return ""
 }
@@ -143,7 +145,10 @@ func QuantWeightScale(f cgo.WeightFormat, k int) float32 {
 }
 
 // StepQuantFill is what db_fill_quantized is asked for tensor name (n x k) of layer in a step of
-// s with base seed base, where StepQuantized(s, name).
+// s with base seed base, where StepQuantized(s, name). The routed experts of a tensor are one
+// fill of experts x n rows: in every format the step runs for them (fp8 per channel, int8,
+// int4, int4-zp with even n, mxfp4, fp8-block with n a multiple of 128) that fill's W, scales
+// and zeros are the experts' n-row layouts one after another, as db_grouped_linear reads them.
 func StepQuantFill(s model.Shape, base uint64, layer int, name string, n, k int) QuantFill {
 	f, group, _ := WeightFormatOf(s)
 	return QuantFill{Format: f, N: n, K: k, GroupSize: group, Seed: TensorSeed(base, layer, name), Scale: QuantWeightScale(f, k)}

@@ -147,6 +147,9 @@ func (o Op) String() string {
 		if g.ExpertOffsets == 0 {
 			size = fmt.Sprintf("%d groups of [%d x %d] . [%d x %d]^T", g.Experts, g.Rows, g.K, g.N, g.K)
 		}
+		if g.Format != cgo.WeightDense {
+			size += " " + formatName(g.Format, g.GroupSize)
+		}
 	case o.MLAAttention != nil:
 		a := o.MLAAttention
 		size = fmt.Sprintf("batch %d, %d heads over one latent cache of %d", a.Batch, a.QHeads, a.Cache.Capacity)

@@ -260,8 +260,11 @@ func New(c Config) (*Program, error) {
 			if s.RouterBias {
 				p.routerBias(l, weight)
 			}
-			weight(l, ref.TensorExpertUp, E*2*ef*H, lws(H))
-			weight(l, ref.TensorExpertDown, E*H*ef, lws(ef))
+			// The experts of a tensor as one matrix of E x n rows: dense, or quantized by one
+			// fill whose layout is the experts' layouts one after another (quantFeature refuses
+			// the formats where it is not).
+			p.addProjection(l, ref.TensorExpertUp, E*2*ef, H)
+			p.addProjection(l, ref.TensorExpertDown, E*H, ef)
 			if s.MLPBias {
 				weight(l, ref.TensorExpertUpBias, E*2*ef, ref.BiasScale)
 				weight(l, ref.TensorExpertDownBias, E*H, ref.BiasScale)

@@ -167,7 +167,8 @@ func TestFeatures(t *testing.T) {
 	// DeepSeek-V3 in bf16: its latent attention (bench/step/mla.go) and its sigmoid routing run.
 	deepseekBF16 := look("deepseek-v3")
 	deepseekBF16.Quant = nil
-	for _, built := range []model.Shape{deepseekBF16, look("llama-4-scout"), look("qwen3-30b-a3b"), look("gemma-3-27b")} {
+	// gpt-oss-20b in its own format: mxfp4 experts through the quantized grouped linear.
+	for _, built := range []model.Shape{deepseekBF16, look("llama-4-scout"), look("qwen3-30b-a3b"), look("gemma-3-27b"), look("gpt-oss-20b")} {
 		if got := Feature(built); got != "" {
 			t.Errorf("Feature(%s) = %q, want it built", built.Name, got)
 		}
@@ -178,7 +179,6 @@ func TestFeatures(t *testing.T) {
 	}{
 		{look("deepseek-v3"), "quantized weights in an MLA model"},
 		{look("gemma-2-9b"), "soft-capping"},
-		{look("gpt-oss-20b"), "mxfp4 experts"},
 		{ungated, "without a gate"},
 		{int8KV, "int8 KV cache"},
 	}

@@ -18,9 +18,9 @@ import (
 // token and the attention reads the codes beside the 16-bit activations.
 
 // quantFeature names what of s's weight and cache formats the step does not run, "" when it
-// runs them: a format no kernel takes, quantized experts, a weight dtype the step has no
-// format for, a cache that is neither the activations' dtype nor fp8, a quantized linear whose
-// shape its format does not take (both named).
+// runs them: a format no kernel takes, fp8-tensor experts, a weight dtype the step has no
+// format for, a cache that is neither the activations' dtype nor fp8, a quantized linear or
+// expert linear whose shape its format does not take (both named).
 func quantFeature(s model.Shape) string {
 	if r := ref.StepQuantRefusal(s); r != "" {
 		return r
@@ -57,6 +57,9 @@ func quantFeature(s model.Shape) string {
 		if err := f.CheckShape(l.n, l.k, group); err != nil {
 			return fmt.Sprintf("%s weights in %s [%d x %d] (%v)", f, l.name, l.n, l.k, err)
 		}
+	}
+	if r := expertFeature(s, f, group); r != "" {
+		return r
 	}
 	// q, k and v apart (QK-norm past batch 1) read row blocks of the one qkv weight: with
 	// 128 x 128 tiles each block must start on a tile.
@@ -214,6 +217,8 @@ func (p *Program) quantize(ops []Op, addr func(string) uint64) []Op {
 				lp.Zeros = base + zOff + r/2*(l.ZeroBytes/uint64((q.N+1)/2))
 			}
 			lp.WeightFormat, lp.GroupSize = q.Format, q.GroupSize
+		case o.GroupedLinear != nil:
+			p.quantizeExperts(o, addr)
 		case o.Attention != nil:
 			p.fp8Cache(o.Layer, &o.Attention.Cache)
 		case o.RopeKVAppend != nil:
@@ -223,6 +228,46 @@ func (p *Program) quantize(ops []Op, addr func(string) uint64) []Op {
 		}
 	}
 	return ops
+}
+
+// quantizeExperts points a quantized expert linear at its scales and zero points: the tensor is
+// one fill of experts x n rows, so expert e's W, scales and zeros lie at e times one expert's
+// layout from the parts' bases, as db_grouped_linear reads them.
+func (p *Program) quantizeExperts(o *Op, addr func(string) uint64) {
+	tensor := map[string]string{"expert_gate_up": ref.TensorExpertUp, "expert_down": ref.TensorExpertDown}[o.Name]
+	if tensor == "" || !ref.StepQuantized(p.Model, tensor) {
+		return
+	}
+	key := tensorKey(o.Layer, tensor)
+	q := p.Buffers[p.index[key]].Fill.Quant
+	sOff, zOff, _ := quantParts(layoutOf(q))
+	g, base := o.GroupedLinear, addr(key)
+	g.W, g.Scales = base, base+sOff
+	if layoutOf(q).ZeroBytes > 0 {
+		g.Zeros = base + zOff
+	}
+	g.Format, g.GroupSize = q.Format, q.GroupSize
+}
+
+// expertFeature names what of the experts' format the grouped linear does not run, "" when it
+// runs it: a shape the format does not take, or 128 x 128 tiles that would straddle two experts
+// (the tensor is one fill of experts x n rows, so each expert's n must end on a tile).
+func expertFeature(s model.Shape, f cgo.WeightFormat, group int) string {
+	if !s.IsMoE() || !ref.StepQuantized(s, ref.TensorExpertUp) {
+		return ""
+	}
+	for _, l := range []struct {
+		name string
+		n, k int
+	}{{"expert gate_up_proj", 2 * s.ExpertFFN, s.Hidden}, {"expert down_proj", s.Hidden, s.ExpertFFN}} {
+		if err := f.CheckShape(l.n, l.k, group); err != nil {
+			return fmt.Sprintf("%s experts in %s [%d x %d] (%v)", f, l.name, l.n, l.k, err)
+		}
+		if f == cgo.WeightFP8Block && l.n%cgo.FP8Block != 0 {
+			return fmt.Sprintf("%s experts in %s [%d x %d] (an expert's %d rows do not end on a %d-row tile)", f, l.name, l.n, l.k, l.n, cgo.FP8Block)
+		}
+	}
+	return ""
 }
 
 // fp8Cache makes c layer's fp8 cache where the step has one.

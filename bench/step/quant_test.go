@@ -206,8 +206,11 @@ func TestQuantFeature(t *testing.T) {
 		s    model.Shape
 		want string
 	}{
-		{quantTiny("mxfp4-moe", moe, model.BF16, &model.Quantization{Method: model.QuantMXFP4, Bits: 4, GroupSize: 32}, model.BF16), "mxfp4 experts"},
-		{quantTiny("fp8-moe", moe, model.FP8, nil, model.BF16), "fp8 experts"},
+		{quantTiny("fp8-tensor-moe", moe, model.BF16, &model.Quantization{Method: model.QuantFP8, Bits: 8, PerTensor: true}, model.BF16), "fp8-tensor experts"},
+		// gate_up's n is 2 x 96: an expert's rows end mid-tile
+		{quantTiny("fp8-block-moe-96", func() model.Shape { s := moe; s.ExpertFFN = 96; return s }(), model.BF16,
+			&model.Quantization{Method: model.QuantFP8, Bits: 8, BlockN: 128, BlockK: 128}, model.BF16), "do not end on a 128-row tile"},
+		{quantTiny("int4-zp-moe-k48", func() model.Shape { s := moe; s.ExpertFFN = 48; return s }(), model.BF16, awq(32), model.BF16), "expert down_proj"},
 		{quantTiny("fp8-block-64", llama, model.BF16, &model.Quantization{Method: model.QuantFP8, Bits: 8, BlockN: 64, BlockK: 64}, model.BF16), "fp8 (64x64 block scales)"},
 		{quantTiny("int3", llama, model.BF16, &model.Quantization{Method: model.QuantGPTQ, Bits: 3, GroupSize: 128}, model.BF16), "gptq int3"},
 		// FFN 256 with groups of 128 fits; 96 does not divide the 128-wide hidden
@@ -239,5 +242,65 @@ func TestQuantStepGraphMatchesEager(t *testing.T) {
 		if !slices.Equal(eager.Logits[i], graph.Logits[i]) || !slices.Equal(eager.Next[i], graph.Next[i]) {
 			t.Fatalf("step %d: graph and eager differ", i)
 		}
+	}
+}
+
+// tinyModel is bench/ref's tiny model of family.
+func tinyModel(t *testing.T, family string) model.Shape {
+	t.Helper()
+	for _, m := range ref.TinyModels() {
+		if m.Shape.Family == family {
+			return m.Shape
+		}
+	}
+	t.Fatalf("no tiny %s model", family)
+	return model.Shape{}
+}
+
+// TestQuantExpertsMatchForwardPass: quantized routed experts (one fill of experts x n rows a
+// tensor, run by the quantized grouped linear) against the forward pass: the tiny gpt-oss-like
+// model with mxfp4 experts and its attention kept bf16, as gpt-oss ships, at batch 1 and 3, and
+// the other formats on the tiny Mixtral-like model (4 experts of 128: fp8-block's tiles fit).
+func TestQuantExpertsMatchForwardPass(t *testing.T) {
+	dev := cgotest.EmuDevice(t)
+	gptoss := tinyModel(t, "gpt_oss")
+	moe := TinyMoE()
+	mx := &model.Quantization{Method: model.QuantMXFP4, Bits: 4, GroupSize: 32, AttentionKept: true}
+	fp8Block := &model.Quantization{Method: model.QuantFP8, Bits: 8, BlockN: 128, BlockK: 128}
+	for _, tc := range []struct {
+		s     model.Shape
+		batch int
+	}{
+		{quantTiny("gptoss-mxfp4", gptoss, model.BF16, mx, model.BF16), 1},
+		{quantTiny("gptoss-mxfp4", gptoss, model.BF16, mx, model.BF16), 3},
+		{quantTiny("moe-fp8", moe, model.FP8, nil, model.BF16), 3},
+		{quantTiny("moe-int8", moe, model.INT8, nil, model.BF16), 1},
+		{quantTiny("moe-int4-g64", moe, model.BF16, gptq(64), model.BF16), 3},
+		{quantTiny("moe-int4-zp-g32", moe, model.BF16, awq(32), model.BF16), 3},
+		{quantTiny("moe-fp8-block", moe, model.BF16, fp8Block, model.BF16), 3},
+	} {
+		c := Config{Model: tc.s, Batch: tc.batch, Context: 13, Steps: 3, Seed: 29}
+		t.Run(fmt.Sprintf("%s/b%d", tc.s.Name, tc.batch), func(t *testing.T) {
+			if f := Feature(tc.s); f != "" {
+				t.Fatalf("Feature refuses it: %s", f)
+			}
+			p, err := New(c)
+			if err != nil {
+				t.Fatal(err)
+			}
+			grouped := 0
+			for _, o := range p.Ops(func(name string) uint64 { return uint64(p.index[name]+1) << 32 }) {
+				if g := o.GroupedLinear; g != nil {
+					if g.Format == cgo.WeightDense || g.Scales == 0 {
+						t.Errorf("%s: dense experts", o)
+					}
+					grouped++
+				}
+			}
+			if grouped == 0 {
+				t.Fatal("no grouped linear")
+			}
+			compareWithForward(t, dev, c)
+		})
 	}
 }

@@ -46,7 +46,6 @@ func TestStepUsageErrors(t *testing.T) {
 		// scales and, in bf16, its sigmoid routing do not yet.
 		{"DeepSeek-V3 fp8", []string{"--model", "deepseek-v3"}, "quantized weights in an MLA model"},
 		{"soft-capping", []string{"--model", "gemma-2-9b"}, "soft-capping"},
-		{"quantized experts", []string{"--model", "gpt-oss-20b"}, "mxfp4 experts"},
 		{"dtype", []string{"--model-config", tiny, "--dtype", "fp8"}, `--dtype "fp8"`},
 		{"tp", []string{"--model-config", tiny, "--tp", "4"}, "--tp 4"},
 		{"out holds a run", []string{"--model-config", tiny, "--out", "taken"}, "already holds a run"},
