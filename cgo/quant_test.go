@@ -156,7 +156,10 @@ func TestLinearQuantFormats(t *testing.T) {
 		}
 		small := []shape{{1, 7, 160, 32, cgo.LinearGEMV}, {3, 1, 32, 32, cgo.LinearAuto}, {17, 7, 4128, 32, cgo.LinearTiled},
 			{12, 7, 4128, 32, cgo.LinearTiled}, // the batch tile of 16: a deeper ring, wrapped 2-3 times
-			{100, 7, 192, 64, cgo.LinearTiled}, {256, 1, 256, 128, cgo.LinearAuto}}
+			{100, 7, 192, 64, cgo.LinearTiled}, {256, 1, 256, 128, cgo.LinearAuto},
+			// the GEMV with 2 warps a row pair (few pairs, k of several 32-vector columns): an odd
+			// column count, a pair slot past the last pair, two batch tiles of 4
+			{1, 7, 4128, 32, cgo.LinearGEMV}, {6, 13, 2080, 32, cgo.LinearGEMV}}
 		formats := []cgo.WeightFormat{cgo.WeightFP8, cgo.WeightFP8Tensor, cgo.WeightINT8, cgo.WeightINT4, cgo.WeightINT4ZeroPt, cgo.WeightMXFP4, cgo.WeightFP8Block}
 		for i, f := range formats {
 			for j, s := range small {
@@ -178,7 +181,15 @@ func TestLinearQuantFormats(t *testing.T) {
 				}
 				t.Run(fmt.Sprintf("%v_%v_b%d_n%d_k%d_g%d_%s", f, dt, s.batch, n, s.k, g, s.variant), func(t *testing.T) {
 					q, w, scales, zeros := fillQuant(t, dev, f, n, s.k, g, uint64(100+i*10+j), float32(1/math.Sqrt(float64(s.k))))
-					runQuantLinear(t, dev, dt, f, s.batch, n, s.k, g, s.variant, w, scales, zeros, q, 1)
+					got := runQuantLinear(t, dev, dt, f, s.batch, n, s.k, g, s.variant, w, scales, zeros, q, 1)
+					// K split inside a block (the GEMV's warps of a pair, the tensor-core kernel's
+					// warps) adds its sums in a fixed order: a second run is the same to the bit.
+					again := runQuantLinear(t, dev, dt, f, s.batch, n, s.k, g, s.variant, w, scales, zeros, q, 1)
+					for e := range got {
+						if math.Float32bits(got[e]) != math.Float32bits(again[e]) {
+							t.Fatalf("output %d is %g in one run, %g in the next", e, got[e], again[e])
+						}
+					}
 				})
 			}
 		}

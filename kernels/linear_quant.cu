@@ -3,9 +3,10 @@
 // weight_format to, and db_fill_quantized.
 //
 // Two kernels: the CUDA-core GEMV (linear_quant_gemv.cu) for the bytes-bound batches 1..4, and
-// a tensor-core kernel (linear_quant_mma.cu) above. Neither splits K: at the Llama-3-8B shapes
-// the GEMV's row pairs alone fill an H200 (n 4096: 2048 warps over 132 SMs x 16 resident), and
-// a split would add a reduce launch and fp32 partials to a call whose W is 2-4x smaller.
+// a tensor-core kernel (linear_quant_mma.cu) above. Both size their grids to whole waves the
+// way the dense planners do (plan_quant), splitting K only inside a block (the GEMV's warps of
+// a row pair, the tensor-core kernel's 4 or 8 warps), their sums added in a fixed order: no
+// reduce launch, no fp32 partials, bit-identical run to run.
 #include <cmath>
 
 #include "linear_quant.cuh"
@@ -15,6 +16,17 @@ namespace {
 using namespace db_lin;
 
 constexpr int kQuantGemvMaxAutoBatch = 4;
+
+// The wave rule of the dense planners (linear.cu's kWholeWaves and wave_efficiency) and the
+// static gate (cmd/kernels-check): `units` equal units shared by `blocks` blocks (each takes
+// units b, b + blocks, ...) on `slots` resident blocks fill units / (ceil(units / blocks) x
+// ceil(blocks / slots) x slots) of the card's block-time.
+constexpr double kQWholeWaves = 0.9;
+double quant_wave_fill(int64_t units, int64_t blocks, int64_t slots) {
+  if (units <= 0 || blocks <= 0 || slots <= 0) return 0;
+  auto ceil = [](int64_t a, int64_t b) { return (a + b - 1) / b; };
+  return (double)units / ((double)ceil(units, blocks) * (double)ceil(blocks, slots) * (double)slots);
+}
 
 const char *format_name(int format) {
   switch (format) {
@@ -33,6 +45,9 @@ const char *format_name(int format) {
 bool four_bit(int format) {
   return format == DB_WEIGHT_INT4 || format == DB_WEIGHT_INT4_ZP || format == DB_WEIGHT_MXFP4;
 }
+
+// Elements of K in one 16-byte W vector.
+int vector_elements(int format) { return four_bit(format) ? 32 : 16; }
 
 int check_ptr(const char *what, uint64_t dptr, uint64_t alignment) {
   if (dptr == 0) return db_fail(DB_ERR_INVALID_ARGUMENT, "%s is null", what);
@@ -142,15 +157,33 @@ int plan_quant(const db_context *ctx, const db_linear_params *p, QuantPlan *plan
   plan->group = group;
   switch (variant) {
     case DB_LINEAR_GEMV: {
+      // Grid-stride over units of row pairs, as the dense GEMV: at most the blocks every SM
+      // holds for certain, each the same number of units. A unit is 4 / k_warps row pairs (a
+      // block's warps, k_warps of them sharing a pair's K); 2 warps a pair where one does not
+      // fill kWholeWaves: 8B qkv's 3072 pairs are 768 units of 4, 1.45 rounds of 528 blocks
+      // (0.73), and 1536 units of 2, 2.9 rounds (0.97). Each of a pair's warps needs one of the
+      // row's 32-vector columns at least.
       plan->batch_tile = p->batch == 1 ? 1 : p->batch == 2 ? 2 : 4;
       const int64_t pairs = (p->n + 1) / 2;
-      const int64_t blocks = (pairs + kQGemvWarps - 1) / kQGemvWarps;
-      // Grid-stride, as the dense GEMV: at most the blocks every SM holds for certain, each the
-      // same number of row pairs.
-      const int64_t resident = (int64_t)ctx->sm_count * kQGemvBlocksPerSm;
-      const int64_t rounds = (blocks + resident - 1) / resident;
-      plan->grid = dim3((unsigned)((blocks + rounds - 1) / rounds));
+      const int64_t columns = db_ceil_div((uint64_t)(p->k / vector_elements(p->weight_format)), 32);
+      const int64_t slots = (int64_t)ctx->sm_count * kQGemvBlocksPerSm;
+      double best = -1;
+      for (int kw = 1; kw <= kQGemvMaxKWarps; kw *= 2) {
+        if (kw > 1 && columns < kw) break;
+        const int64_t units = (pairs + kQGemvWarps / kw - 1) / (kQGemvWarps / kw);
+        const int64_t rounds = (units + slots - 1) / slots;
+        const int64_t grid = (units + rounds - 1) / rounds;
+        const double e = quant_wave_fill(units, grid, slots);
+        if (e > best + 1e-9) {
+          best = e;
+          plan->k_warps = kw;
+          plan->units = units;
+          plan->grid = dim3((unsigned)grid);
+        }
+        if (best >= kQWholeWaves) break;
+      }
       plan->threads = kQGemvThreads;
+      plan->smem = kQGemvReservedSmem;
       return DB_OK;
     }
     case DB_LINEAR_TILED: {
@@ -162,7 +195,20 @@ int plan_quant(const db_context *ctx, const db_linear_params *p, QuantPlan *plan
       if (tiles > 0x7fffffff) return db_fail(DB_ERR_UNSUPPORTED_SHAPE, "linear: n=%d is too large", p->n);
       plan->batch_tile = bn;
       plan->grid = dim3((unsigned)tiles);
-      plan->threads = kQMmaThreads;
+      plan->warps = kQMmaWarps;
+      plan->units = tiles;
+      // One block a tile, 2 blocks of 4 warps an SM; where that grid does not fill
+      // kWholeWaves (8B qkv at batch 5-32: 384 tiles, 1.45 waves of 264, 0.73), the wide block
+      // of 8 warps, one an SM, if it fills better (384 on 132: 0.97) and every warp has a k
+      // tile: the same warps an SM and the same ring a warp, so the same bytes in flight.
+      const int64_t ktiles = db_ceil_div((uint64_t)p->k, kQMmaBK);
+      const double narrow = quant_wave_fill(tiles, tiles, (int64_t)ctx->sm_count * kQMmaBlocksPerSm);
+      if (narrow < kQWholeWaves && ktiles >= kQMmaWideWarps) {
+        const double wide = quant_wave_fill(tiles, tiles, (int64_t)ctx->sm_count * kQMmaWideBlocksPerSm);
+        if (ctx->smem_per_block_optin_bytes >= kQMmaWideWarps * kQMmaWarpSmem && wide > narrow + 1e-9)
+          plan->warps = kQMmaWideWarps;
+      }
+      plan->threads = plan->warps * 32;
       plan->smem = 0;  // set by the kernel's launch (linear_quant_mma.cu)
       return DB_OK;
     }

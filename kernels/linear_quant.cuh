@@ -84,9 +84,20 @@ constexpr int kQGemvWarps = 4;
 constexpr int kQGemvThreads = kQGemvWarps * 32;
 constexpr int kQGemvUnroll = 4;
 constexpr int kQGemvBlocksPerSm = 4; /* __launch_bounds__(128, 4): at most 128 registers */
+/* Warps that share a row pair, splitting its K by 32-vector columns (linear_quant_gemv_kernel:
+ * 1; linear_quant_gemv_split_kernel: 2, where one a pair does not fill whole waves). */
+constexpr int kQGemvMaxKWarps = 2;
 /* A warp's W staging: 2 trips x 2 rows x kQGemvUnroll vectors x 32 lanes (8 KiB; 32 KiB a
  * block of static shared memory, 128 KiB an SM at 4 blocks). */
 constexpr int kQGemvStageVectors = 2 * 2 * kQGemvUnroll * 32;
+/* Dynamic shared memory a GEMV launch reserves and does not use: 32 + 14 KiB (+ 1 KiB the
+ * runtime keeps) a block let 4 blocks share an sm_90 SM's 228 KiB, not 5. The kernels that need
+ * at most 96 registers (fp8 and int8 at most batch tiles, ptxas) would otherwise hold 5 (6 at 80
+ * and under), and 512 blocks of a 4096-row W (2048 row pairs) fill 0.78 of 660 slots and no
+ * split of a pair's K fills more (the units stay 2048 pairs x warps a pair on 20 warps an SM);
+ * at 4 they fill 0.97 of 528, and a fifth block would only add warps to SMs whose bytes in
+ * flight are already past what they need. */
+constexpr int kQGemvReservedSmem = 14 * 1024;
 /* Tensor cores (linear_quant_mma.cu): a block of 4 warps computes 16 W rows x kQMmaBN (16 or 32)
  * batch rows, its warps taking turns over the k tiles of 64 (split K inside the block). Each
  * warp stages its own tiles (packed W and X) in a cp.async ring of quant_mma_stages slots that
@@ -95,7 +106,15 @@ constexpr int kQGemvStageVectors = 2 * 2 * kQGemvUnroll * 32;
  * what the 256 blocks of n 4096 are on an H200's 132 SMs. */
 constexpr int kQMmaBM = 16;
 constexpr int kQMmaBK = 64;
-constexpr int kQMmaThreads = 128;
+constexpr int kQMmaWarps = 4;
+constexpr int kQMmaThreads = kQMmaWarps * 32;
+constexpr int kQMmaBlocksPerSm = 2; /* sm_90: 2 x 96 KiB of shared memory */
+/* The wide block: 8 warps splitting K, 192 KiB, one an sm_90 SM (needs sm_90's 227 KiB a
+ * block). The plan takes it where the 4-warp grid would not fill whole waves: the same warps an
+ * SM at half the blocks, so a grid of n / 16 units lands on 132 slots instead of 264 (8B qkv:
+ * 384 units fill 0.73 of two rounds of 264, 0.97 of three of 132). */
+constexpr int kQMmaWideWarps = 8;
+constexpr int kQMmaWideBlocksPerSm = 1;
 constexpr int kQMmaMaxBN = 32;
 constexpr int kQMmaWarpSmem = 24 * 1024;
 /* Ring slots: (kQMmaWarpSmem - the 2 KiB decoded tile) / (packed W tile + X tile), at most 12.
@@ -113,6 +132,9 @@ struct QuantPlan {
   dim3 grid;
   int threads;
   int smem;
+  int warps;    /* the tensor-core kernel's warps a block (kQMmaWarps or kQMmaWideWarps) */
+  int k_warps;  /* the GEMV's warps that share a row pair, splitting K (1 or 2) */
+  int64_t units; /* the work units the grid's blocks share (db_launch_info.units) */
 };
 int quant_gemv_run(const db_context *ctx, const db_linear_params *p, const QuantPlan &plan,
                    const LaunchSink *sink);

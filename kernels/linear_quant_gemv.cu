@@ -103,22 +103,35 @@ DB_DEVICE float vector_zero(const uint8_t *zeros, int row, int v, int groups, in
   return (float)((byte >> (4 * (row & 1))) & 0xFu);
 }
 
-template <class T, int F, int BT>
-__global__ __launch_bounds__(kQGemvThreads, kQGemvBlocksPerSm) void linear_quant_gemv_kernel(
-    const uint4 *__restrict__ x, const uint4 *__restrict__ w, const void *__restrict__ scales,
-    const uint8_t *__restrict__ zeros, T *__restrict__ y, int batch, int n, int k, int group) {
+// The kernel's body for KW warps a row pair (the two kernels below). A block's kQGemvWarps / KW
+// pair slots take the row pairs of units blockIdx.x, blockIdx.x + gridDim.x, ...; warp kw of a
+// pair takes the 32-vector columns kw, kw + KW, ... of its rows (a trip: kQGemvUnroll of them),
+// and the pair's KW sums are added in shared memory in kw order (deterministic). With KW > 1
+// every warp of a block runs the same units (a slot past the last pair recomputes a real pair
+// and stores nothing), since the sums need the block's barriers.
+template <class T, int F, int BT, int KW>
+DB_DEVICE void quant_gemv_body(const uint4 *__restrict__ x, const uint4 *__restrict__ w,
+                               const void *__restrict__ scales, const uint8_t *__restrict__ zeros,
+                               T *__restrict__ y, int batch, int n, int k, int group) {
   using Fmt = QuantFormat<F>;
-  constexpr int kStride = 32 * kQGemvUnroll;
-  const int lane = threadIdx.x & 31, warp = threadIdx.x >> 5;
+  constexpr int kStep = 32 * KW;                     // vectors from one of a lane's columns to the next
+  constexpr int kStride = kStep * kQGemvUnroll;      // vectors a lane's trip advances
+  constexpr int kPairs = kQGemvWarps / KW;           // row pairs a block's unit
+  static_assert(kQGemvWarps % KW == 0, "KW divides the block's warps");
+  const int lane = threadIdx.x & 31, warp = threadIdx.x >> 5, kw = warp % KW;
   const int vectors = k / Fmt::kPerVector;           // 16-byte vectors a W row
   const int x_vectors = k >> 3;                      // 16-byte vectors an X row
   const int groups = Fmt::kGrouped ? quant_groups(F, k, group) : 1;  // scales a row
   const int vectors_per_group = Fmt::kGrouped ? group / Fmt::kPerVector : 1;
   const int row_pairs = (n + 1) >> 1;
+  const int pair_end = KW == 1 ? row_pairs : (row_pairs + kPairs - 1) / kPairs * kPairs;
   DB_SHARED(uint4, stage, kQGemvWarps * kQGemvStageVectors);
+  DB_SHARED(float, pair_sums, KW == 1 ? 1 : kQGemvWarps * 2 * BT);
 
-  for (int pair = blockIdx.x * kQGemvWarps + warp; pair < row_pairs;
-       pair += gridDim.x * kQGemvWarps) {
+  for (int pair_slot = blockIdx.x * kPairs + warp / KW; pair_slot < pair_end;
+       pair_slot += gridDim.x * kPairs) {
+    const bool active = KW == 1 || pair_slot < row_pairs;
+    const int pair = active ? pair_slot : row_pairs - 1;
     const int row0 = pair * 2;
     const bool has_row1 = row0 + 1 < n;
     const int row1 = has_row1 ? row0 + 1 : row0;
@@ -144,7 +157,7 @@ __global__ __launch_bounds__(kQGemvThreads, kQGemvBlocksPerSm) void linear_quant
       auto issue = [&](int slot, int c) {
         DB_UNROLL
         for (int u = 0; u < kQGemvUnroll; ++u) {
-          const int v = c + 32 * u;
+          const int v = c + kStep * u;
           uint4 *d0 = slots + (slot * 2 * kQGemvUnroll + 2 * u) * 32 + lane, *d1 = d0 + 32;
           if (v < vectors) {
             db_cp_async_16(d0, w0 + v);
@@ -156,9 +169,9 @@ __global__ __launch_bounds__(kQGemvThreads, kQGemvBlocksPerSm) void linear_quant
         }
         db_cp_async_commit();
       };
-      issue(0, lane);
+      issue(0, lane + 32 * kw);
       int slot = 0;
-      for (int c = lane; c < vectors; c += kStride, slot ^= 1) {
+      for (int c = lane + 32 * kw; c < vectors; c += kStride, slot ^= 1) {
         if (c + kStride < vectors) issue(slot ^ 1, c + kStride);
         else db_cp_async_commit();  // an empty group: the wait below always leaves one
         db_cp_async_wait<1>();
@@ -173,8 +186,8 @@ __global__ __launch_bounds__(kQGemvThreads, kQGemvBlocksPerSm) void linear_quant
         // through a zero scale, and rereads the last vector's activations.
         DB_UNROLL
         for (int u = 0; u < kQGemvUnroll; ++u) {
-          const int v = db_min(c + 32 * u, vectors - 1);
-          const bool valid = c + 32 * u < vectors;
+          const int v = db_min(c + kStep * u, vectors - 1);
+          const bool valid = c + kStep * u < vectors;
           const float z0 = vector_zero<F>(zeros, row0, v, groups, vectors_per_group);
           const float z1 = vector_zero<F>(zeros, row1, v, groups, vectors_per_group);
           float s0 = 1.0f, s1 = 1.0f;
@@ -204,8 +217,31 @@ __global__ __launch_bounds__(kQGemvThreads, kQGemvBlocksPerSm) void linear_quant
         acc0[b] = db_warp_sum(acc0[b]);
         acc1[b] = db_warp_sum(acc1[b]);
       }
+      if (KW > 1) {
+        // The pair's KW sums, added in kw order by its warp 0.
+        float *const own = pair_sums + (size_t)warp * 2 * BT;
+        if (lane == 0) {
+          DB_UNROLL
+          for (int b = 0; b < BT; ++b) own[b] = acc0[b], own[BT + b] = acc1[b];
+        }
+        __syncthreads();
+        if (kw == 0) {
+          DB_UNROLL
+          for (int b = 0; b < BT; ++b) {
+            acc0[b] = own[b];
+            acc1[b] = own[BT + b];
+            DB_UNROLL
+            for (int q = 1; q < KW; ++q) {
+              acc0[b] += own[q * 2 * BT + b];
+              acc1[b] += own[q * 2 * BT + BT + b];
+            }
+          }
+        }
+        __syncthreads();  // read before the next batch tile's or unit's sums
+      }
       const float r0 = Fmt::kGrouped ? 1.0f : vector_scale<F>(scales, row0, 0, 1, 1);
       const float r1 = Fmt::kGrouped ? 1.0f : vector_scale<F>(scales, row1, 0, 1, 1);
+      if (!active || kw != 0) continue;
       DB_UNROLL
       for (int b = 0; b < BT; ++b) {
         if (!b_ok[b]) continue;
@@ -218,18 +254,37 @@ __global__ __launch_bounds__(kQGemvThreads, kQGemvBlocksPerSm) void linear_quant
 }
 
 template <class T, int F, int BT>
+__global__ __launch_bounds__(kQGemvThreads, kQGemvBlocksPerSm) void linear_quant_gemv_kernel(
+    const uint4 *__restrict__ x, const uint4 *__restrict__ w, const void *__restrict__ scales,
+    const uint8_t *__restrict__ zeros, T *__restrict__ y, int batch, int n, int k, int group) {
+  quant_gemv_body<T, F, BT, 1>(x, w, scales, zeros, y, batch, n, k, group);
+}
+
+// Two warps a row pair: where one a pair does not fill whole waves (quant_linear's plan).
+template <class T, int F, int BT>
+__global__ __launch_bounds__(kQGemvThreads, kQGemvBlocksPerSm) void linear_quant_gemv_split_kernel(
+    const uint4 *__restrict__ x, const uint4 *__restrict__ w, const void *__restrict__ scales,
+    const uint8_t *__restrict__ zeros, T *__restrict__ y, int batch, int n, int k, int group) {
+  quant_gemv_body<T, F, BT, 2>(x, w, scales, zeros, y, batch, n, k, group);
+}
+
+template <class T, int F, int BT>
 int quant_gemv_launch(const db_context *ctx, const db_linear_params *p, const QuantPlan &plan,
                       const LaunchSink *sink) {
-  (void)ctx;
+  const bool split = plan.k_warps == 2;
+  if (!split && plan.k_warps != 1)
+    return db_fail(DB_ERR_INTERNAL, "linear: no quantized GEMV for %d warps a row pair", plan.k_warps);
+  const char *kernel = split ? "linear_quant_gemv_split_kernel" : "linear_quant_gemv_kernel";
   if (sink) {
     char name[128];
-    std::snprintf(name, sizeof name, "(anonymous namespace)::linear_quant_gemv_kernel<%s, %d, %d>",
+    std::snprintf(name, sizeof name, "(anonymous namespace)::%s<%s, %d, %d>", kernel,
                   dtype_cxx_name<T>(), F, BT);
-    return sink_add(*sink, name, plan.grid, plan.threads, plan.smem);
+    return sink_add(*sink, name, plan.grid, plan.threads, plan.smem, plan.units);
   }
-  return DB_LAUNCH((linear_quant_gemv_kernel<T, F, BT>), plan.grid, dim3(plan.threads), 0,
-                   ctx->stream, reinterpret_cast<const uint4 *>(p->x),
-                   reinterpret_cast<const uint4 *>(p->w), reinterpret_cast<const void *>(p->scales),
+  return db_launch(kernel, split ? linear_quant_gemv_split_kernel<T, F, BT> : linear_quant_gemv_kernel<T, F, BT>,
+                   plan.grid, dim3(plan.threads), (size_t)plan.smem, ctx->stream,
+                   reinterpret_cast<const uint4 *>(p->x), reinterpret_cast<const uint4 *>(p->w),
+                   reinterpret_cast<const void *>(p->scales),
                    reinterpret_cast<const uint8_t *>(p->zeros), reinterpret_cast<T *>(p->y),
                    p->batch, p->n, p->k, plan.group);
 }

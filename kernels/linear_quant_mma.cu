@@ -35,15 +35,15 @@ using namespace db_lin;
 constexpr int kBM = kQMmaBM, kBK = kQMmaBK;
 constexpr int kRowBytes = kBK * 2;                        // 128: 8 chunks of 16 bytes
 constexpr int kDecodedBytes = kBM * kRowBytes;            // 2 KiB: a warp's decoded W tile
-constexpr int kWarps = kQMmaThreads / 32;
 
 DB_DEVICE int tile_offset(int row, int chunk) { return (row * 8 + (chunk ^ (row & 7))) * 16; }
 
 // The staging of one warp for format F and batch tile BN: a ring of kStages slots, each a
 // packed W tile (kBM rows x kBK elements in F's bytes) and an X tile (BN rows x kBK), then the
 // decoded W tile. kStages is as many slots as fit kQMmaWarpSmem: the X tile is BN / 8 (8-bit)
-// or BN / 4 (4-bit) times the packed W tile, so X, not W, is what bounds the ring.
-template <int F, int BN>
+// or BN / 4 (4-bit) times the packed W tile, so X, not W, is what bounds the ring. A block has
+// kWarps warps (4, or 8 where the plan needs the larger block for whole waves).
+template <int F, int BN, int kWarps>
 struct MmaStaging {
   static constexpr int kWBytes = kBM * kBK * (QuantFormat<F>::kFourBit ? 1 : 2) / 2;
   static constexpr int kXBytes = BN * kRowBytes;
@@ -113,16 +113,14 @@ DB_DEVICE float row_zero(const uint8_t *zeros, int row, int group_index, int gro
   return (float)((byte >> (4 * (row & 1))) & 0xFu);
 }
 
-// (kQMmaThreads, 2): the 2 blocks an SM the staging allows on sm_90 (at most 255 registers, no
-// limit in practice); without the second bound ptxas spilled 8-12 bytes in some instantiations
-// (int4-zp at BN 32 on sm_90, the 8-bit ones at BN 16 on sm_86 / sm_89) at 56-72 registers.
-template <class T, int F, int BN>
-__global__ __launch_bounds__(kQMmaThreads, 2) void linear_quant_mma_kernel(
-    const uint4 *__restrict__ x, const uint4 *__restrict__ w, const void *__restrict__ scales,
-    const uint8_t *__restrict__ zeros, T *__restrict__ y, int batch, int n, int k, int group,
-    int batch_tiles) {
+// The kernel's body, for the two block sizes' kernels below.
+template <class T, int F, int BN, int kWarps>
+DB_DEVICE void quant_mma_body(const uint4 *__restrict__ x, const uint4 *__restrict__ w,
+                              const void *__restrict__ scales, const uint8_t *__restrict__ zeros,
+                              T *__restrict__ y, int batch, int n, int k, int group,
+                              int batch_tiles) {
   using Fmt = QuantFormat<F>;
-  using S = MmaStaging<F, BN>;
+  using S = MmaStaging<F, BN, kWarps>;
   constexpr int kNI = BN / 8;                              // n8 tiles a warp
   constexpr int kVecPerRow = kBK / Fmt::kPerVector;        // W vectors of a row in a k tile
   constexpr int kVecPerLane = kBM * kVecPerRow / 32;
@@ -287,7 +285,7 @@ __global__ __launch_bounds__(kQMmaThreads, 2) void linear_quant_mma_kernel(
       sums[(warp * BN + ni * 8 + 2 * t + (i & 1)) * kBM + g + 8 * (i >> 1)] = acc[ni][i];
   }
   __syncthreads();
-  for (int idx = threadIdx.x; idx < BN * kBM; idx += kQMmaThreads) {
+  for (int idx = threadIdx.x; idx < BN * kBM; idx += kWarps * 32) {
     const int col = idx / kBM, r = idx % kBM, row = m0 + r, b = b0 + col;
     if (row >= n || b >= batch) continue;
     float v = 0.0f;
@@ -298,23 +296,61 @@ __global__ __launch_bounds__(kQMmaThreads, 2) void linear_quant_mma_kernel(
   }
 }
 
+// (128, 2): the 2 blocks an SM the staging allows on sm_90 (at most 255 registers, no limit in
+// practice); without the second bound ptxas spilled 8-12 bytes in some instantiations (int4-zp
+// at BN 32 on sm_90, the 8-bit ones at BN 16 on sm_86 / sm_89) at 56-72 registers.
 template <class T, int F, int BN>
+__global__ __launch_bounds__(kQMmaThreads, kQMmaBlocksPerSm) void linear_quant_mma_kernel(
+    const uint4 *__restrict__ x, const uint4 *__restrict__ w, const void *__restrict__ scales,
+    const uint8_t *__restrict__ zeros, T *__restrict__ y, int batch, int n, int k, int group,
+    int batch_tiles) {
+  quant_mma_body<T, F, BN, kQMmaWarps>(x, w, scales, zeros, y, batch, n, k, group, batch_tiles);
+}
+
+// The wide block (kQMmaWideWarps warps, 192 KiB: one an sm_90 SM, the same 255 registers a
+// thread at most), where the 4-warp grid would not fill whole waves.
+template <class T, int F, int BN>
+__global__ __launch_bounds__(kQMmaWideWarps * 32, kQMmaWideBlocksPerSm) void
+linear_quant_mma_wide_kernel(const uint4 *__restrict__ x, const uint4 *__restrict__ w,
+                             const void *__restrict__ scales, const uint8_t *__restrict__ zeros,
+                             T *__restrict__ y, int batch, int n, int k, int group,
+                             int batch_tiles) {
+  quant_mma_body<T, F, BN, kQMmaWideWarps>(x, w, scales, zeros, y, batch, n, k, group,
+                                           batch_tiles);
+}
+
+template <class T, int F, int BN, int W>
+struct QuantMmaKernel {
+  static auto kernel() { return linear_quant_mma_kernel<T, F, BN>; }
+  static constexpr const char *kName = "linear_quant_mma_kernel";
+};
+template <class T, int F, int BN>
+struct QuantMmaKernel<T, F, BN, kQMmaWideWarps> {
+  static auto kernel() { return linear_quant_mma_wide_kernel<T, F, BN>; }
+  static constexpr const char *kName = "linear_quant_mma_wide_kernel";
+};
+
+template <class T, int F, int BN, int W>
 int quant_mma_launch(const db_context *ctx, const db_linear_params *p, const QuantPlan &plan,
                      const LaunchSink *sink) {
-  constexpr int kSmem = MmaStaging<F, BN>::kBlockBytes;
+  using K = QuantMmaKernel<T, F, BN, W>;
+  constexpr int kSmem = MmaStaging<F, BN, W>::kBlockBytes;
+  if (plan.threads != W * 32)
+    return db_fail(DB_ERR_INTERNAL, "linear: quantized tensor-core plan of %d threads for %d warps",
+                   plan.threads, W);
   if (sink) {
     char name[128];
-    std::snprintf(name, sizeof name, "(anonymous namespace)::linear_quant_mma_kernel<%s, %d, %d>",
+    std::snprintf(name, sizeof name, "(anonymous namespace)::%s<%s, %d, %d>", K::kName,
                   dtype_cxx_name<T>(), F, BN);
-    return sink_add(*sink, name, plan.grid, plan.threads, kSmem);
+    return sink_add(*sink, name, plan.grid, plan.threads, kSmem, plan.units);
   }
   static std::atomic<uint64_t> smem_set{0};
-  DB_CHECK(allow_smem(linear_quant_mma_kernel<T, F, BN>, smem_set, ctx->device, kSmem,
+  DB_CHECK(allow_smem(K::kernel(), smem_set, ctx->device, kSmem,
                       "cudaFuncSetAttribute(linear_quant_mma_kernel, MaxDynamicSharedMemorySize)"));
   const int batch_tiles = (int)db_ceil_div((uint64_t)p->batch, BN);
-  return DB_LAUNCH((linear_quant_mma_kernel<T, F, BN>), plan.grid, dim3(plan.threads),
-                   (size_t)kSmem, ctx->stream, reinterpret_cast<const uint4 *>(p->x),
-                   reinterpret_cast<const uint4 *>(p->w), reinterpret_cast<const void *>(p->scales),
+  return db_launch(K::kName, K::kernel(), plan.grid, dim3(plan.threads), (size_t)kSmem, ctx->stream,
+                   reinterpret_cast<const uint4 *>(p->x), reinterpret_cast<const uint4 *>(p->w),
+                   reinterpret_cast<const void *>(p->scales),
                    reinterpret_cast<const uint8_t *>(p->zeros), reinterpret_cast<T *>(p->y),
                    p->batch, p->n, p->k, plan.group, batch_tiles);
 }
@@ -322,9 +358,17 @@ int quant_mma_launch(const db_context *ctx, const db_linear_params *p, const Qua
 template <class T, int F>
 int quant_mma_tile(const db_context *ctx, const db_linear_params *p, const QuantPlan &plan,
                    const LaunchSink *sink) {
+  const bool wide = plan.warps == kQMmaWideWarps;
+  if (!wide && plan.warps != kQMmaWarps)
+    return db_fail(DB_ERR_INTERNAL, "linear: no quantized tensor-core kernel of %d warps",
+                   plan.warps);
   switch (plan.batch_tile) {
-    case 16: return quant_mma_launch<T, F, 16>(ctx, p, plan, sink);
-    case 32: return quant_mma_launch<T, F, 32>(ctx, p, plan, sink);
+    case 16:
+      return wide ? quant_mma_launch<T, F, 16, kQMmaWideWarps>(ctx, p, plan, sink)
+                  : quant_mma_launch<T, F, 16, kQMmaWarps>(ctx, p, plan, sink);
+    case 32:
+      return wide ? quant_mma_launch<T, F, 32, kQMmaWideWarps>(ctx, p, plan, sink)
+                  : quant_mma_launch<T, F, 32, kQMmaWarps>(ctx, p, plan, sink);
   }
   return db_fail(DB_ERR_INTERNAL, "linear: no quantized tensor-core kernel for batch tile %d",
                  plan.batch_tile);

@@ -155,6 +155,9 @@ func run(args []string, stdout, stderr io.Writer) int {
 		if v.Rule == RuleFail {
 			rep.WavesOK = false
 			what := fmt.Sprintf("batch %d", v.Batch)
+			if v.Weight != cgo.WeightDense {
+				what += " " + v.Weight.String()
+			}
 			if v.Kind != "linear" {
 				what = fmt.Sprintf("batch %d ctx %d", v.Batch, v.Context)
 			}
@@ -285,6 +288,12 @@ func printWaves(w io.Writer, rep Report) {
 	fmt.Fprintln(tw, "model\tcall\tbatch\tshape\tkernel\tblocks\tunits\tthreads\tblocks/SM\twaves\tlast wave\tfill\trule")
 	for _, v := range rep.Waves {
 		shape := fmt.Sprintf("n=%d k=%d", v.N, v.K)
+		if v.Weight != cgo.WeightDense {
+			shape += " " + v.Weight.String()
+			if v.Weight.Grouped() {
+				shape += fmt.Sprintf(" g%d", v.Group)
+			}
+		}
 		if v.Kind != "linear" {
 			shape = fmt.Sprintf("ctx=%d splits=%d", v.Context, v.Splits)
 		}

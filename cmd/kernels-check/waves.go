@@ -29,7 +29,35 @@ type Call struct {
 	QHeads  int    `json:"q_heads,omitempty"`
 	KVHeads int    `json:"kv_heads,omitempty"`
 	HeadDim int    `json:"head_dim,omitempty"`
+	// Quantized linear calls: W's format (cgo.WeightDense for the activation dtype's) and its
+	// group size.
+	Weight cgo.WeightFormat `json:"weight_format,omitempty"`
+	Group  int              `json:"group_size,omitempty"`
 }
+
+// WeightBytes is the bytes of a linear call's W in its format, scales and zero points included
+// (bf16 for a dense one).
+func (c Call) WeightBytes() int64 {
+	if c.Weight == cgo.WeightDense {
+		return 2 * int64(c.N) * int64(c.K)
+	}
+	return int64(c.Weight.Layout(c.N, c.K, c.Group).Bytes())
+}
+
+// QuantWave is one quantized weight format the wave rule holds the quantized linear kernels to.
+type QuantWave struct {
+	Weight cgo.WeightFormat
+	Group  int
+}
+
+// QuantWaveFormats and QuantWaveBatches: the quantized linears of the wave models' decode steps
+// (every projection, lm_head included) in fp8 with per-channel scales, int4 with groups of 128
+// (GPTQ-style) and mxfp4, at batch 1 and 4 (the quantized GEMV), 16 (the tensor-core kernel's
+// batch tile of 16), 64 and 256 (its tile of 32).
+var (
+	QuantWaveFormats = []QuantWave{{cgo.WeightFP8, 0}, {cgo.WeightINT4, 128}, {cgo.WeightMXFP4, 32}}
+	QuantWaveBatches = []int{1, 4, 16, 64, 256}
+)
 
 // WaveModels and the batches and contexts the waves are planned at: the decode shapes of
 // Llama-3-8B and -70B from batch 1 to 1024; attention at short and long contexts.
@@ -66,6 +94,16 @@ func StepCalls() ([]Call, error) {
 				}
 			}
 		}
+		for _, q := range QuantWaveFormats {
+			for _, b := range QuantWaveBatches {
+				for _, k := range s.Kernels(b, 1) {
+					if k.Kind == model.KindLinear {
+						calls = append(calls, Call{Model: s.Name, Name: k.Name, Kind: k.Kind, Batch: k.M, N: k.N, K: k.K,
+							Weight: q.Weight, Group: q.Group})
+					}
+				}
+			}
+		}
 	}
 	return calls, nil
 }
@@ -97,14 +135,16 @@ type Wave struct {
 	Error    string  `json:"error,omitempty"`
 }
 
-// The wave rule. Every main launch of a linear call (launch 0: the GEMV, MMA or tiled kernel)
+// The wave rule. Every main launch of a linear call (launch 0: the GEMV, MMA or tiled kernel;
+// for quantized weights the quantized GEMV or tensor-core kernel)
 // must fill at least WholeWaves of the card, Fill = units / (ceil(units / blocks) x
 // ceil(blocks / slots) x slots) with slots = blocks per SM (ptxas's figures) x SMs: the share of
 // the launch's block-time that does work when every block takes as long as the busiest. 0.9
 // allows a tenth of the card idle in the last round, about what a launch's own start costs
 // (2-3 us) beside the 20-30 us of an 8B layer's linear at batch 1; a looser rule (two full
 // waves, say) passes 1.5 waves, which leave a quarter idle. Exempt:
-//   - calls whose weights are under SmallWeightBytes: at ~4.8 TB/s 8 MiB stream in 1.7 us,
+//   - calls whose weights (in their format: a quantized W with its scales and zero points) are
+//     under SmallWeightBytes: at ~4.8 TB/s 8 MiB stream in 1.7 us,
 //     less than a launch costs, so they are bound by latency, not by how they fill the SMs
 //     (routers, the smallest presets' projections);
 //   - the split-K / stream-K reduce (launch 1): it reads only the partials of the split tiles
@@ -157,7 +197,7 @@ func WaveRule(w Wave) string {
 		return RuleFail
 	case w.Launch > 0:
 		return "exempt: reduce"
-	case 2*int64(w.N)*int64(w.K) < SmallWeightBytes:
+	case w.WeightBytes() < SmallWeightBytes:
 		return "exempt: small W"
 	case w.Fill < WholeWaves:
 		return RuleFail
@@ -224,10 +264,17 @@ func PlanWaves(planner Planner, calls []Call, k *Kernels, limits SMLimits, sms i
 		)
 		switch c.Kind {
 		case model.KindLinear:
-			launches, err = planner.LinearLaunches(cgo.LinearParams{
+			p := cgo.LinearParams{
 				X: fakeAddress(0), W: fakeAddress(1), Y: fakeAddress(2),
 				Batch: c.Batch, N: c.N, K: c.K, DType: cgo.DTypeBF16, Variant: cgo.LinearAuto,
-			})
+			}
+			if c.Weight != cgo.WeightDense {
+				p.WeightFormat, p.GroupSize, p.Scales = c.Weight, c.Group, fakeAddress(3)
+				if c.Weight == cgo.WeightINT4ZeroPt {
+					p.Zeros = fakeAddress(4)
+				}
+			}
+			launches, err = planner.LinearLaunches(p)
 		case model.KindAttention:
 			launches, err = planner.AttentionLaunches(cgo.AttentionParams{
 				Q: fakeAddress(0), Out: fakeAddress(1), ContextLens: fakeAddress(2),
@@ -264,7 +311,8 @@ func waveOf(c Call, i int, l cgo.LaunchInfo, k *Kernels, limits SMLimits, sms in
 		return w
 	}
 	w.Registers = res.Registers
-	occ, err := limits.Occupancy(res.Registers, l.BlockThreads, l.SmemBytes)
+	// Static shared memory (ptxas's) and the launch's dynamic shared memory both bound residency.
+	occ, err := limits.Occupancy(res.Registers, l.BlockThreads, res.SmemBytes+l.SmemBytes)
 	if err != nil {
 		w.Error = err.Error()
 		return w

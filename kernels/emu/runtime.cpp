@@ -64,13 +64,15 @@ struct db_emu_event {
 namespace db_emu {
 namespace {
 
-// Plausible numbers for a small Ampere-class part: the kernels' launch heuristics read them.
-// The SM count is DB_EMU_SM_COUNT (default kSmCount) so that a test can plan as a 132-SM H200.
+// Plausible numbers for a small part: the kernels' launch heuristics read them. The SM count is
+// DB_EMU_SM_COUNT (default kSmCount) so that a test can plan as a 132-SM H200; shared memory is
+// sm_90's (227 KiB a block opted in, 228 an SM), as the occupancy answers are (db_occupancy), so
+// that a kernel the planners give sm_90's larger blocks runs here too.
 constexpr int kSmCount = 8;
 constexpr int kL2Bytes = 4 << 20;
 constexpr int kSmemPerBlock = 48 << 10;
-constexpr int kSmemPerBlockOptin = 99 << 10;
-constexpr int kSmemPerSm = 100 << 10;
+constexpr int kSmemPerBlockOptin = 227 << 10;
+constexpr int kSmemPerSm = 228 << 10;
 constexpr size_t kMemTotal = size_t(16) << 30;  // allocations past it fail, as on a card
 
 struct Mapping {
