@@ -811,7 +811,9 @@ func (f *Forward) StepRouted(tokens []int32, routes map[int][]int32) (logits, bo
 			a, r = f.rmsnorm(*pending, &r, w.attnNorm, h)
 		}
 		if w.mla != nil {
-			if pending, r, err = f.mlaLayer(l, a, r, pos, routes); err != nil {
+			var m vec
+			m, r = f.rmsnorm(f.mlaAttention(l, a, pos), &r, w.mlpNorm, h)
+			if pending, err = f.mlpBlock(l, m, routes); err != nil {
 				return nil, nil, err
 			}
 			continue
@@ -853,21 +855,9 @@ func (f *Forward) StepRouted(tokens []int32, routes map[int][]int32) (logits, bo
 		}
 		var m vec
 		m, r = f.rmsnorm(y, &r, w.mlpNorm, h)
-		var mlpOut vec
-		if w.spec.MoE {
-			if mlpOut, err = f.moe(l, m, routes[l]); err != nil {
-				return nil, nil, err
-			}
-			if w.spec.FFN > 0 {
-				mlpOut = f.add(mlpOut, f.mlp(m, w.gateUp, w.gateUpBias, w.down, w.dBias, w.spec.FFN))
-			}
-		} else {
-			mlpOut = f.mlp(m, w.gateUp, w.gateUpBias, w.down, w.dBias, w.spec.FFN)
+		if pending, err = f.mlpBlock(l, m, routes); err != nil {
+			return nil, nil, err
 		}
-		if w.postMLPNorm != nil {
-			mlpOut, _ = f.rmsnorm(mlpOut, nil, w.postMLPNorm, h)
-		}
-		pending = &mlpOut
 	}
 	var fin vec
 	if pending == nil {
@@ -885,6 +875,29 @@ func (f *Forward) StepRouted(tokens []int32, routes map[int][]int32) (logits, bo
 		}
 	}
 	return logits, bounds, nil
+}
+
+// mlpBlock is the MLP half of layer l on its normed input m: the dense MLP, or the mixture of
+// experts (routed as forced, or by the router) with its shared experts, then Gemma's post-MLP
+// norm. It returns the MLP output, which the next norm adds to the residual.
+func (f *Forward) mlpBlock(l int, m vec, routes map[int][]int32) (*vec, error) {
+	w := f.layers[l]
+	var mlpOut vec
+	if w.spec.MoE {
+		var err error
+		if mlpOut, err = f.moe(l, m, routes[l]); err != nil {
+			return nil, err
+		}
+		if w.spec.FFN > 0 {
+			mlpOut = f.add(mlpOut, f.mlp(m, w.gateUp, w.gateUpBias, w.down, w.dBias, w.spec.FFN))
+		}
+	} else {
+		mlpOut = f.mlp(m, w.gateUp, w.gateUpBias, w.down, w.dBias, w.spec.FFN)
+	}
+	if w.postMLPNorm != nil {
+		mlpOut, _ = f.rmsnorm(mlpOut, nil, w.postMLPNorm, f.hidden)
+	}
+	return &mlpOut, nil
 }
 
 // Greedy gives each row's argmax, the lowest index on a tie, as db_argmax picks it.

@@ -158,25 +158,3 @@ func (f *Forward) attnScale() float64 {
 	}
 	return 1 / math.Sqrt(float64(f.headDim))
 }
-
-// mlaLayer is the rest of an MLA layer after its attention norm a, as StepRouted runs the
-// other layers: the attention, the fused residual norm, the MLP or the mixture of experts. It
-// returns the MLP output (added to the residual by the next norm) and the new residual.
-func (f *Forward) mlaLayer(l int, a, r vec, pos int, routes map[int][]int32) (*vec, vec, error) {
-	w := f.layers[l]
-	y := f.mlaAttention(l, a, pos)
-	m, r := f.rmsnorm(y, &r, w.mlpNorm, f.hidden)
-	var mlpOut vec
-	if w.spec.MoE {
-		var err error
-		if mlpOut, err = f.moe(l, m, routes[l]); err != nil {
-			return nil, r, err
-		}
-		if w.spec.FFN > 0 {
-			mlpOut = f.add(mlpOut, f.mlp(m, w.gateUp, w.gateUpBias, w.down, w.dBias, w.spec.FFN))
-		}
-	} else {
-		mlpOut = f.mlp(m, w.gateUp, w.gateUpBias, w.down, w.dBias, w.spec.FFN)
-	}
-	return &mlpOut, r, nil
-}

@@ -142,28 +142,3 @@ func (p *Program) mlaAttention(l int, emit func(int, string, Op),
 		XRowStride: heads * cgo.MLAVDim, XGroupStride: cgo.MLAVDim, YRowStride: heads * vd, YGroupStride: vd}})
 	linear(l, "o_proj", v, w(l, ref.TensorO), attnProj, B, H, heads*vd)
 }
-
-// mlaLayer emits the rest of an MLA layer after its attention norm: the attention, then the
-// MLP or mixture of experts on the fused residual norm, as the layer loop of Ops does for the
-// other models (an MLA model has no Gemma norms: mlaFeature's shapes hold two a layer).
-func (p *Program) mlaLayer(l int, ly model.Layer, emit func(int, string, Op),
-	linear func(int, string, uint64, uint64, uint64, int, int, int),
-	bias func(int, string, uint64, uint64, int, int),
-	norm func(int, string, uint64, uint64, uint64, uint64, int, int),
-	mlp func(int, string, uint64, uint64, int, string, string, string, string),
-	w func(int, string) uint64, addr func(string) uint64) {
-	s := p.Model
-	B, H := p.Batch, s.Hidden
-	normed, attnProj, residual, mlpOut := addr(bufNormed), addr(bufAttnProj), addr(bufResidual), addr(bufMLPOut)
-	p.mlaAttention(l, emit, linear, norm, w, addr)
-	norm(l, "mlp_norm", attnProj, residual, w(l, ref.TensorMLPNorm), normed, B, H)
-	if ly.MoE {
-		p.moe(l, ly.FFN, emit, linear, bias, norm, mlp, w, addr)
-		return
-	}
-	upBias, downBias := "", ""
-	if s.MLPBias {
-		upBias, downBias = ref.TensorGateUpBias, ref.TensorDownBias
-	}
-	mlp(l, "", normed, mlpOut, ly.FFN, ref.TensorGateUp, ref.TensorDown, upBias, downBias)
-}

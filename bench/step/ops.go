@@ -4,6 +4,7 @@ import (
 	"fmt"
 	"math"
 
+	"github.com/decodebench/decodebench/bench/model"
 	"github.com/decodebench/decodebench/bench/ref"
 	"github.com/decodebench/decodebench/cgo"
 )
@@ -323,6 +324,23 @@ func (p *Program) Ops(addr func(name string) uint64) []Op {
 		rope.RotaryDim = s.RotaryDim
 	}
 	capacity := p.Capacity()
+	// The MLP half of a layer, after its attention wrote attnProj: the fused residual norm, the
+	// dense MLP or the mixture of experts, and Gemma's post-MLP norm.
+	mlpHalf := func(l int, ly model.Layer) {
+		norm(l, "mlp_norm", attnProj, residual, w(l, ref.TensorMLPNorm), normed, B, H)
+		if !ly.MoE {
+			upBias, downBias := "", ""
+			if s.MLPBias {
+				upBias, downBias = ref.TensorGateUpBias, ref.TensorDownBias
+			}
+			mlp(l, "", normed, mlpOut, ly.FFN, ref.TensorGateUp, ref.TensorDown, upBias, downBias)
+		} else {
+			p.moe(l, ly.FFN, emit, linear, bias, norm, mlp, w, addr)
+		}
+		if s.NormsPerLayer() == 4 {
+			norm(l, "post_mlp_norm", mlpOut, 0, w(l, ref.TensorPostMLPNorm), mlpOut, B, H)
+		}
+	}
 	for l := 0; l < s.Layers; l++ {
 		ly := s.Layer(l)
 		if l == 0 {
@@ -331,7 +349,8 @@ func (p *Program) Ops(addr func(name string) uint64) []Op {
 			norm(l, "attn_norm", mlpOut, residual, w(l, ref.TensorAttnNorm), normed, B, H)
 		}
 		if s.IsMLA() {
-			p.mlaLayer(l, ly, emit, linear, bias, norm, mlp, w, addr)
+			p.mlaAttention(l, emit, linear, norm, w, addr) // into attnProj, as the GQA block below
+			mlpHalf(l, ly)
 			continue
 		}
 		wqkv := w(l, ref.TensorQKV)
@@ -398,19 +417,7 @@ func (p *Program) Ops(addr func(name string) uint64) []Op {
 		if s.NormsPerLayer() == 4 {
 			norm(l, "post_attn_norm", attnProj, 0, w(l, ref.TensorPostAttnNorm), attnProj, B, H)
 		}
-		norm(l, "mlp_norm", attnProj, residual, w(l, ref.TensorMLPNorm), normed, B, H)
-		if !ly.MoE {
-			upBias, downBias := "", ""
-			if s.MLPBias {
-				upBias, downBias = ref.TensorGateUpBias, ref.TensorDownBias
-			}
-			mlp(l, "", normed, mlpOut, ly.FFN, ref.TensorGateUp, ref.TensorDown, upBias, downBias)
-		} else {
-			p.moe(l, ly.FFN, emit, linear, bias, norm, mlp, w, addr)
-		}
-		if s.NormsPerLayer() == 4 {
-			norm(l, "post_mlp_norm", mlpOut, 0, w(l, ref.TensorPostMLPNorm), mlpOut, B, H)
-		}
+		mlpHalf(l, ly)
 	}
 	final := addr(bufFinal)
 	norm(-1, "final_norm", mlpOut, residual, w(-1, ref.TensorFinalNorm), final, B, H)
