@@ -7,7 +7,10 @@ LIBDIR  := lib
 # go-nvml's nvml.h declares deprecated functions; silence their warnings in every cgo build.
 export CGO_CFLAGS ?= -O2 -g -Wno-deprecated-declarations
 
-.PHONY: all build kernels emu test run clean
+.PHONY: all build kernels emu test test-full run clean
+
+# Cores for the parallel builds (the emulated library's objects compile one a core).
+NPROC ?= $(shell nproc 2>/dev/null || echo 2)
 
 all: build emu
 
@@ -22,13 +25,29 @@ $(BIN): FORCE
 FORCE:
 
 # ---- kernels (owned by kernels/: see kernels/README section in README.md) ----
-kernels: $(LIBDIR)/libdecodebench_cuda.so
-emu: $(LIBDIR)/libdecodebench_emu.so
+# Both libraries build one object a core whatever -j the caller gave (a sub-make with -j$(NPROC)).
+kernels:
+	@$(MAKE) --no-print-directory -j$(NPROC) $(LIBDIR)/libdecodebench_cuda.so
+emu:
+	@$(MAKE) --no-print-directory -j$(NPROC) $(LIBDIR)/libdecodebench_emu.so
 
 include kernels/kernels.mk
 
-test: emu emu-test emu-hazard-test
-	DECODEBENCH_KERNELS=$(CURDIR)/$(LIBDIR)/libdecodebench_emu.so DECODEBENCH_REQUIRE_EMU=1 $(GO) test ./...
+# Two tiers (internal/testtier). make test: the fast tier, what a newcomer runs (under 5 minutes on
+# a fresh clone of a 2-core machine, compile included): the emulated library built in parallel, the
+# emulator's C++ tests, then `go test -short`. make test-full (CI): every test, the slow tier
+# included, and the kernel tests again under the emulator's hazard modes (emu-hazard-test).
+TEST_ENV := DECODEBENCH_KERNELS=$(CURDIR)/$(LIBDIR)/libdecodebench_emu.so DECODEBENCH_REQUIRE_EMU=1
+
+test: emu
+	@$(MAKE) --no-print-directory -j$(NPROC) emu-test-bins
+	@$(MAKE) --no-print-directory emu-test
+	$(TEST_ENV) $(GO) test -short ./...
+
+test-full: emu
+	@$(MAKE) --no-print-directory -j$(NPROC) emu-test-bins emu-test-full-bins
+	@$(MAKE) --no-print-directory emu-test emu-test-full emu-hazard-test
+	$(TEST_ENV) $(GO) test ./...
 
 # On a GPU box: the default sweep (Llama-3-8B, batch 1-1024, contexts 1k-32k, trimmed by --budget
 # to 9 minutes) into out/sweep-<date>-<time>, each configuration both composed from its kernels and

@@ -7,6 +7,7 @@ import (
 
 	"github.com/decodebench/decodebench/cgo"
 	"github.com/decodebench/decodebench/cgo/cgotest"
+	"github.com/decodebench/decodebench/internal/testtier"
 )
 
 // The whole-wave plans against the float64 reference: stream-K in the tiled kernel, two and
@@ -15,6 +16,7 @@ import (
 // the planners take other paths. Each way of sharing the work must have been planned somewhere
 // in the list, so that a change of the planners cannot leave one untested.
 func TestLinearWholeWavePlans(t *testing.T) {
+	testtier.Slow(t, "plans every preset's linear launches on a 132-SM emulated card")
 	lib := cgotest.Emu(t)
 	type shape struct {
 		dt          cgo.DType

@@ -62,14 +62,21 @@ $(LIBDIR)/libdecodebench_emu.so: $(EMU_OBJS) kernels/exports.map
 # ---- tests (fast: well under a minute under emulation) ----
 # emu_test links the objects, so its own test kernels can use common.cuh's internals;
 # linear_test uses only decodebench.h, through the library, as the Go side does.
-# emu_test_ucontext runs the same tests on the portable ucontext switch (aarch64 hosts use it).
-.PHONY: emu-test
-emu-test: $(KERNELS_BUILD)/emu/emu_test $(KERNELS_BUILD)/emu/emu_test_ucontext \
-          $(KERNELS_BUILD)/emu/linear_test $(KERNELS_BUILD)/emu/attention_plan_test
+# emu_test_ucontext runs the same tests on the portable ucontext switch (aarch64 hosts use it):
+# make test-full's tier (emu-test-full), since it repeats emu_test on another context switch.
+# The -bins targets only build, so that make test can build them in parallel (-j) and run after.
+EMU_TEST_BINS      := $(KERNELS_BUILD)/emu/emu_test $(KERNELS_BUILD)/emu/linear_test \
+                      $(KERNELS_BUILD)/emu/attention_plan_test
+EMU_TEST_FULL_BINS := $(KERNELS_BUILD)/emu/emu_test_ucontext
+.PHONY: emu-test emu-test-full emu-test-bins emu-test-full-bins
+emu-test-bins: $(EMU_TEST_BINS)
+emu-test-full-bins: $(EMU_TEST_FULL_BINS)
+emu-test: $(EMU_TEST_BINS)
 	$(KERNELS_BUILD)/emu/emu_test
-	$(KERNELS_BUILD)/emu/emu_test_ucontext
 	$(KERNELS_BUILD)/emu/linear_test
 	$(KERNELS_BUILD)/emu/attention_plan_test
+emu-test-full: $(EMU_TEST_FULL_BINS)
+	$(KERNELS_BUILD)/emu/emu_test_ucontext
 
 # The same C++ tests and the Go kernel tests' correctness subset again under the emulator's hazard
 # modes (emu.h): thread order reversed, then shuffled, then blocks interleaved (several in flight,

@@ -7,6 +7,7 @@ import (
 	"testing"
 
 	"github.com/decodebench/decodebench/bench/model"
+	"github.com/decodebench/decodebench/internal/testtier"
 )
 
 // handShape is the hand-checked model: one layer, hidden 8, vocab 11, two query heads over one
@@ -646,6 +647,7 @@ func adversarial(f *Forward, seed uint64) {
 // stay within the reference's bounds (those of sequences whose routing was decided), its greedy
 // tokens agree where Decided says they must, and the bounds are tight enough to mean something.
 func TestForwardBoundsHold(t *testing.T) {
+	testtier.Slow(t, "float64 forward passes against perturbed ones over every tiny model")
 	for _, m := range TinyModels() {
 		for _, d := range []DType{BF16, FP16} {
 			s := m.Shape

@@ -15,6 +15,7 @@ import (
 	"github.com/decodebench/decodebench/bench/ref"
 	"github.com/decodebench/decodebench/cgo"
 	"github.com/decodebench/decodebench/cgo/cgotest"
+	"github.com/decodebench/decodebench/internal/testtier"
 )
 
 func gptq(group int) *model.Quantization {
@@ -262,6 +263,7 @@ func tinyModel(t *testing.T, family string) model.Shape {
 // model with mxfp4 experts and its attention kept bf16, as gpt-oss ships, at batch 1 and 3, and
 // the other formats on the tiny Mixtral-like model (4 experts of 128: fp8-block's tiles fit).
 func TestQuantExpertsMatchForwardPass(t *testing.T) {
+	testtier.Slow(t, "whole quantized-expert steps in every format")
 	dev := cgotest.EmuDevice(t)
 	gptoss := tinyModel(t, "gpt_oss")
 	moe := TinyMoE()

@@ -12,6 +12,7 @@ import (
 	"github.com/decodebench/decodebench/bench/gpuinfo/fakenvml"
 	"github.com/decodebench/decodebench/bench/sweep"
 	"github.com/decodebench/decodebench/cgo/cgotest"
+	"github.com/decodebench/decodebench/internal/testtier"
 )
 
 // identicalGPUs are n simulated cards that all carry the name the fake CUDA library gives its
@@ -29,6 +30,7 @@ func identicalGPUs(n int) []*fakenvml.GPU {
 // Under Slurm's CUDA_VISIBLE_DEVICES=3 the job's only CUDA device is GPU 3: the sweep records
 // GPU 3's UUID and bus id, not GPU 0's.
 func TestSweepDeviceUnderCUDAVisibleDevices(t *testing.T) {
+	testtier.Slow(t, "whole sweeps under several device masks")
 	sweepHermetic(t, cgotest.FakeLibrary(t, "libdecodebench_cuda.so", `FAKE_BACKEND="cuda"`, "FAKE_DEVICES=1"))
 	for _, name := range []string{"CUDA_VISIBLE_DEVICES", "CUDA_DEVICE_ORDER"} {
 		t.Setenv(name, "")

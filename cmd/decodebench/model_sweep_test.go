@@ -8,6 +8,7 @@ import (
 
 	"github.com/decodebench/decodebench/bench/measure"
 	"github.com/decodebench/decodebench/cgo/cgotest"
+	"github.com/decodebench/decodebench/internal/testtier"
 )
 
 // Tiny Qwen3-MoE-, gpt-oss- and DeepSeek-like configs through the emulated sweep: the
@@ -17,6 +18,7 @@ import (
 // library lacks, so that sweep, of which nothing can run, is refused before any device work
 // (exit 2) with a reason naming each.
 func TestSweepNewModelTypesOnTheEmulator(t *testing.T) {
+	testtier.Slow(t, "a sweep per new model type")
 	emu := cgotest.EmuPath(t)
 	sweepHermetic(t, emu)
 	configs := map[string]string{

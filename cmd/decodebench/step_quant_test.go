@@ -9,6 +9,7 @@ import (
 
 	"github.com/decodebench/decodebench/bench/measure"
 	"github.com/decodebench/decodebench/bench/step"
+	"github.com/decodebench/decodebench/internal/testtier"
 )
 
 // quantConfig writes the tiny llama's config.json with a quantization_config into dir.
@@ -58,9 +59,9 @@ func stepRecord(t *testing.T, args ...string) step.Record {
 }
 
 // TestStepQuantized: the step runs the formats that --weight-dtype and --kv-dtype name today
-// and those a config's quantization_config sets, and its record says the format and the bytes;
-// what it cannot run is a usage error naming it.
+// and those a config's quantization_config sets, and its record says the format and the bytes.
 func TestStepQuantized(t *testing.T) {
+	testtier.Slow(t, "a whole emulated step per format")
 	tiny := tinyStepConfig(t)
 	emuEnv(t)
 	dir := t.TempDir()
@@ -94,6 +95,13 @@ func TestStepQuantized(t *testing.T) {
 			}
 		})
 	}
+}
+
+// TestStepQuantizedRefusals: what the step cannot run in a format is a usage error naming it.
+func TestStepQuantizedRefusals(t *testing.T) {
+	tiny := tinyStepConfig(t)
+	emuEnv(t)
+	dir := t.TempDir()
 	for _, tc := range []struct {
 		name string
 		args []string

@@ -20,6 +20,7 @@ import (
 
 	"github.com/decodebench/decodebench/bench/sweep"
 	"github.com/decodebench/decodebench/cgo/cgotest"
+	"github.com/decodebench/decodebench/internal/testtier"
 )
 
 // The fault-injection suite of the sweep: the fake kernels library (cgo/testdata/fakekernels.c)
@@ -165,6 +166,7 @@ func resumeArgs(extra ...string) []string {
 // included), with the dead session marked and its stale lock taken over. Every resume ends
 // with the 6 configurations recorded once each.
 func TestSweepSignalAtEachPhase(t *testing.T) {
+	testtier.Slow(t, "a sweep interrupted at each of its phases")
 	tests := []struct {
 		phase     string
 		signal    syscall.Signal

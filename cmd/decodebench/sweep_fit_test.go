@@ -9,6 +9,7 @@ import (
 	"github.com/decodebench/decodebench/bench/model"
 	"github.com/decodebench/decodebench/bench/sweep"
 	"github.com/decodebench/decodebench/cgo/cgotest"
+	"github.com/decodebench/decodebench/internal/testtier"
 )
 
 // A sweep of which nothing fits the emulator's memory is refused before the probes (no run
@@ -68,6 +69,7 @@ func TestSmallerPresetsFit(t *testing.T) {
 // The README's quick emulated run works as written: its command, taken from the README,
 // measures every configuration ok on the emulator and ends with the headline.
 func TestReadmeQuickRun(t *testing.T) {
+	testtier.Slow(t, "the README's quick sweep, end to end")
 	readme, err := os.ReadFile("../../README.md")
 	if err != nil {
 		t.Fatal(err)

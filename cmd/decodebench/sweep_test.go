@@ -21,6 +21,7 @@ import (
 	"github.com/decodebench/decodebench/bench/sweep/report"
 	"github.com/decodebench/decodebench/bench/telemetry"
 	"github.com/decodebench/decodebench/cgo/cgotest"
+	"github.com/decodebench/decodebench/internal/testtier"
 )
 
 // tinySweep is a model and timing small enough for the emulator to sweep in about a second.
@@ -311,6 +312,7 @@ func TestSweepBudgetThatDropsEverything(t *testing.T) {
 // Ctrl-C in the middle: the measured configurations are on disk with a report, exit 130; the
 // resume measures the rest and repeats nothing.
 func TestSweepInterruptAndResume(t *testing.T) {
+	testtier.Slow(t, "a sweep interrupted and resumed")
 	sweepHermetic(t, cgotest.EmuPath(t))
 	dir, _ := os.Getwd()
 	// Each measurement samples for 150 ms, so the sweep lasts seconds: time to interrupt it.

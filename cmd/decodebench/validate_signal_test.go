@@ -19,6 +19,7 @@ import (
 	"github.com/decodebench/decodebench/bench/measure"
 	"github.com/decodebench/decodebench/bench/timing"
 	"github.com/decodebench/decodebench/bench/validate"
+	"github.com/decodebench/decodebench/internal/testtier"
 )
 
 // The helper process holds validate in one phase, named by DECODEBENCH_TEST_HOLD, until the
@@ -165,6 +166,7 @@ func leftovers(t *testing.T, dir string) []string {
 // SIGINT or SIGTERM at every phase of validate: a report that says INTERRUPTED, exit 130, and
 // no card failed for it; once the verdict is reached, a signal only waits for the report.
 func TestValidateInterruptedAtEveryPhase(t *testing.T) {
+	testtier.Slow(t, "validate interrupted at each of its phases")
 	useEmu(t)
 	validateEnv(t)
 	base := []string{"--backend", "emu", "--suite", "tiny", "--json", "out/r.json", "--hostname", "node-7", "--idle-wait", "2m"}

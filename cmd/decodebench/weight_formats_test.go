@@ -9,6 +9,7 @@ import (
 
 	"github.com/decodebench/decodebench/bench/sweep"
 	"github.com/decodebench/decodebench/cgo/cgotest"
+	"github.com/decodebench/decodebench/internal/testtier"
 )
 
 // withQuantization writes Meta-Llama-3-8B's config.json with a quantization_config added.
@@ -181,6 +182,7 @@ func TestPredictWeightFormats(t *testing.T) {
 // sweep --weight-dtype with a list measures each format as its own model, records it, charts
 // the formats side by side, and a resume finds every format's records.
 func TestSweepWeightFormats(t *testing.T) {
+	testtier.Slow(t, "a sweep per weight format")
 	sweepHermetic(t, cgotest.EmuPath(t))
 	args := tinySweep("run", "--batch", "1,2", "--context", "64", "--weight-dtype", "bf16,int4-zp", "--group-size", "64", "--step", "composed")
 	if out, code, msg := runSweepCLI(t, args...); code != 0 {

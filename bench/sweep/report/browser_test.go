@@ -17,6 +17,7 @@ import (
 	"github.com/decodebench/decodebench/bench/model"
 	"github.com/decodebench/decodebench/bench/plan"
 	"github.com/decodebench/decodebench/bench/roofline"
+	"github.com/decodebench/decodebench/internal/testtier"
 	"github.com/decodebench/decodebench/plots"
 )
 
@@ -129,6 +130,7 @@ func probeLayout(t *testing.T, browser, page string) layout {
 // (both weights loaded from the page, whatever fonts this machine has) and inside its box.
 // A screenshot is taken (kept in DECODEBENCH_SCREENSHOT_DIR when set).
 func TestReportRendersInChromium(t *testing.T) {
+	testtier.Slow(t, "renders in headless Chromium")
 	browser := chromium(t)
 	dir := t.TempDir()
 	run := h200Run(t)
@@ -185,6 +187,7 @@ func TestReportRendersInChromium(t *testing.T) {
 
 // The plan's frontier chart renders in a real browser with every text inside its box.
 func TestPlanChartRendersInChromium(t *testing.T) {
+	testtier.Slow(t, "renders in headless Chromium")
 	browser := chromium(t)
 	shape, err := model.Lookup("llama3-8b")
 	if err != nil {
@@ -225,6 +228,7 @@ func TestPlanChartRendersInChromium(t *testing.T) {
 // The per-format charts of a run in several weight formats render in a real browser with
 // every text inside its box (the longer legends and titles included).
 func TestFormatChartsRenderInChromium(t *testing.T) {
+	testtier.Slow(t, "renders in headless Chromium")
 	browser := chromium(t)
 	dir := t.TempDir()
 	formatsRun(t).write(t, dir)
