@@ -24,52 +24,6 @@ func (s Shape) attnOut() int64 {
 	return int64(s.QHeads * s.HeadDim)
 }
 
-// attnMatrices lists one layer's attention projections. Multi-head latent attention holds
-// them in the absorbed form a decode step uses: the query's down and up projections (q_a,
-// q_b; or q when QLoRARank is 0), the latent's down projection kv_a (latent and rotary key),
-// then kv_b split per head into W_UK (nope x latent, absorbed into the query) and W_UV
-// (value x latent, absorbed into the output), and o. The parameters are the checkpoint's.
-func (s Shape) attnMatrices() []matrix {
-	h := s.Hidden
-	if !s.IsMLA() {
-		return []matrix{{n: int(s.qkvOut()), k: h, count: 1, attn: true}, {n: h, k: int(s.attnOut()), count: 1, attn: true}}
-	}
-	qOut := s.QHeads * s.HeadDim
-	var m []matrix
-	if s.QLoRARank > 0 {
-		m = append(m, matrix{s.QLoRARank, h, 1, true}, matrix{qOut, s.QLoRARank, 1, true})
-	} else {
-		m = append(m, matrix{qOut, h, 1, true})
-	}
-	return append(m,
-		matrix{s.KVLoRARank + s.RoPEHeadDim, h, 1, true},
-		matrix{s.QKNopeHeadDim(), s.KVLoRARank, s.QHeads, true},
-		matrix{s.VHeadDim, s.KVLoRARank, s.QHeads, true},
-		matrix{h, int(s.attnOut()), 1, true})
-}
-
-// attnSmallParams counts one layer's attention parameters besides the matrices: biases,
-// QK-norm weights, sinks, and MLA's norms of the query and latent.
-func (s Shape) attnSmallParams() int64 {
-	var n int64
-	if s.AttnBias {
-		n += s.qkvOut()
-	}
-	if s.OProjBias {
-		n += int64(s.Hidden)
-	}
-	if s.QKNorm == "rms" {
-		n += 2 * int64(s.HeadDim)
-	}
-	if s.AttentionSinks {
-		n += int64(s.QHeads)
-	}
-	if s.IsMLA() {
-		n += int64(s.QLoRARank + s.KVLoRARank)
-	}
-	return n
-}
-
 // mlpMatrices lists one MLP of width ffn: gate and up (or up) and down.
 func (s Shape) mlpMatrices(ffn int) []matrix {
 	if ffn == 0 {
@@ -150,17 +104,16 @@ func (s Shape) finalNormParams() int64 {
 	return int64(s.Hidden)
 }
 
-// layerParts sums a quantity over the parts every layer reads in full each step: attention,
-// the dense MLP of the dense layers, and of the MoE layers their shared experts and router.
-// matrices gives the value of a matrix list, small that of count plain parameters.
+// layerParts sums a quantity over the parts every layer reads in full each step: its mixer,
+// its norms, and its feed-forward's dense MLP or shared experts and router (the routed experts
+// are counted apart). matrices gives the value of a matrix list, small that of count plain
+// parameters.
 func (s Shape) layerParts(matrices func([]matrix) float64, small func(int64) float64) float64 {
-	layers := float64(s.Layers)
-	denseLayers, denseFFN := s.denseMLP()
-	moeLayers := float64(s.MoELayers())
-	shared := s.sharedFFN()
-	return layers*(matrices(s.attnMatrices())+small(s.attnSmallParams()+s.normParams())) +
-		float64(denseLayers)*(matrices(s.mlpMatrices(denseFFN))+small(s.mlpBiases(denseFFN))) +
-		moeLayers*(matrices(s.mlpMatrices(shared))+small(s.mlpBiases(shared)+s.routerParams()))
+	return s.sumLayers(func(l Layer) float64 {
+		m := mixerOf(l)
+		return matrices(m.matrices(s, l)) + small(m.smallParams(s, l)+s.normParams()) +
+			matrices(s.ffnMatrices(l)) + small(s.ffnSmallParams(l))
+	})
 }
 
 // paramsBesidesExperts counts every layer's parameters except the routed experts.
@@ -269,40 +222,35 @@ func (s Shape) WeightBytesPerStep(batch int) float64 {
 	return s.weightBytes(s.ExpectedDistinctExperts(batch), float64(min(batch, s.Vocab)))
 }
 
-// KVElementsPerLayerToken is what one layer caches per token: a key and a value
-// vector per KV head, or for multi-head latent attention the latent and the
-// shared rotary key (DeepSeek-V3: 512 + 64).
+// KVElementsPerLayerToken is what one attention layer caches per token: a key and a value
+// vector per KV head, or for multi-head latent attention the latent and the shared rotary key
+// (DeepSeek-V3: 512 + 64).
 func (s Shape) KVElementsPerLayerToken() int {
-	if s.IsMLA() {
-		return s.KVLoRARank + s.RoPEHeadDim
-	}
-	return 2 * s.KVHeads * s.HeadDim
+	return mixerOf(s.Layer(0)).kvElementsPerToken(s, s.Layer(0))
 }
 
-// KVBytesPerToken is the KV cache one token of context occupies in every layer:
-// Layers * KVElementsPerLayerToken * KVDType bytes (DeepSeek-V3 in bf16:
-// 61 x 576 x 2 = 70,272).
+// KVBytesPerToken is the KV cache one token of context occupies over the layers: the sum of
+// what each layer caches per token, in KVDType (DeepSeek-V3 in bf16: 61 x 576 x 2 = 70,272).
 func (s Shape) KVBytesPerToken() float64 {
-	return float64(s.Layers) * float64(s.KVElementsPerLayerToken()) * s.KVDType.Bytes()
+	return s.sumLayers(func(l Layer) float64 {
+		return float64(mixerOf(l).kvElementsPerToken(s, l))
+	}) * s.KVDType.Bytes()
 }
 
-// KVBytesPerSequence is the KV cache of one sequence of context tokens that a
-// decode step reads (and a server must keep): every token in the full-attention
-// layers, the last SlidingWindow tokens in the sliding-window layers, the
-// current chunk in the chunked layers. Without such layers it is context *
-// KVBytesPerToken.
+// KVBytesPerSequence is the KV cache of one sequence of context tokens that a decode step
+// reads (and a server must keep): every token in the full-attention layers, the last
+// SlidingWindow tokens in the sliding-window layers, the current chunk in the chunked layers.
+// Without such layers it is context * KVBytesPerToken.
 func (s Shape) KVBytesPerSequence(context int) float64 {
-	perLayerToken := float64(s.KVElementsPerLayerToken()) * s.KVDType.Bytes()
-	return perLayerToken * s.attendedLayerTokens(context)
+	return s.sumLayers(func(l Layer) float64 {
+		m := mixerOf(l)
+		return float64(m.kvElementsPerToken(s, l)) * float64(m.attendedTokens(s, l, context))
+	}) * s.KVDType.Bytes()
 }
 
 // attendedLayerTokens sums, over the layers, the tokens each attends to at this context.
 func (s Shape) attendedLayerTokens(context int) float64 {
-	var n float64
-	for _, g := range s.spans(context) {
-		n += float64(g.layers) * float64(g.context)
-	}
-	return n
+	return s.sumLayers(func(l Layer) float64 { return float64(mixerOf(l).attendedTokens(s, l, context)) })
 }
 
 // span is a group of layers that attend to the same number of tokens.
@@ -344,28 +292,25 @@ func (s Shape) spans(context int) []span {
 	return out
 }
 
-// linearMACsPerToken counts the multiply-adds of one token's trip through every
-// linear layer: projections (MLA's in the absorbed form), dense MLP or shared
-// experts, router, its ExpertsPerToken experts and the LM head. The embedding
-// lookup does none.
+// linearMACsPerToken counts the multiply-adds of one token's trip through every linear layer:
+// each layer's mixer projections (MLA's in the absorbed form) and dense MLP or shared experts,
+// router and its ExpertsPerToken experts, then the LM head. The embedding lookup does none.
 func (s Shape) linearMACsPerToken() float64 {
-	denseLayers, denseFFN := s.denseMLP()
-	moe := sumParams(s.mlpMatrices(s.sharedFFN())) + int64(s.Hidden)*int64(s.Experts) +
-		int64(s.ExpertsPerToken)*sumParams(s.mlpMatrices(s.ExpertFFN))
-	return float64(s.Layers)*float64(sumParams(s.attnMatrices())) +
-		float64(denseLayers)*float64(sumParams(s.mlpMatrices(denseFFN))) +
-		float64(s.MoELayers())*float64(moe) + float64(s.embeddingParams())
+	return s.sumLayers(func(l Layer) float64 {
+		macs := sumParams(mixerOf(l).matrices(s, l)) + sumParams(s.ffnMatrices(l))
+		if l.FFNKind() == FFNMoE {
+			macs += int64(s.Hidden)*int64(s.Experts) + int64(s.ExpertsPerToken)*sumParams(s.mlpMatrices(s.ExpertFFN))
+		}
+		return float64(macs)
+	}) + float64(s.embeddingParams())
 }
 
-// attentionFLOPsPerToken is one sequence's attention FLOPs per attended token in
-// one layer: QK^T and PV, 2 * QHeads * (QK width + V width). For grouped-query
-// attention 4 * QHeads * HeadDim; for MLA's absorbed form, QK over the latent
-// and rotary key (576 for DeepSeek-V3) and PV over the latent (512).
+// attentionFLOPsPerToken is one sequence's attention FLOPs per attended token in one
+// attention layer: QK^T and PV, 2 * QHeads * (QK width + V width). For grouped-query
+// attention 4 * QHeads * HeadDim; for MLA's absorbed form, QK over the latent and rotary key
+// (576 for DeepSeek-V3) and PV over the latent (512).
 func (s Shape) attentionFLOPsPerToken() float64 {
-	if s.IsMLA() {
-		return 2 * float64(s.QHeads) * float64(2*s.KVLoRARank+s.RoPEHeadDim)
-	}
-	return 4 * float64(s.QHeads) * float64(s.HeadDim)
+	return mixerOf(s.Layer(0)).flopsPerAttendedToken(s, s.Layer(0))
 }
 
 // FLOPsPerStep counts one decode step's matrix FLOPs: 2 per multiply-add of
@@ -374,6 +319,8 @@ func (s Shape) attentionFLOPsPerToken() float64 {
 // activations, rotary embeddings and softmax are elementwise and left out.
 func (s Shape) FLOPsPerStep(batch, context int) float64 {
 	batch, context = max(batch, 0), max(context, 0)
-	return 2*float64(batch)*s.linearMACsPerToken() +
-		float64(batch)*s.attentionFLOPsPerToken()*s.attendedLayerTokens(context)
+	return 2*float64(batch)*s.linearMACsPerToken() + float64(batch)*s.sumLayers(func(l Layer) float64 {
+		m := mixerOf(l)
+		return m.flopsPerAttendedToken(s, l) * float64(m.attendedTokens(s, l, context))
+	})
 }

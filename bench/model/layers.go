@@ -9,6 +9,7 @@ package model
 // each stretch, as the configs' layer_types have them.
 type Layer struct {
 	Index  int
+	Mixer  MixerKind // what mixes the tokens (stack.go)
 	Window int  // > 0: attends to the last Window tokens only
 	Chunk  int  // > 0: attends to the tokens of its own chunk only
 	RoPE   bool // rotary embedding on q and k
@@ -26,7 +27,10 @@ func spread(l, k, n int) bool {
 
 // Layer describes layer l (0-based, < Layers).
 func (s Shape) Layer(l int) Layer {
-	ly := Layer{Index: l, RoPE: true}
+	ly := Layer{Index: l, Mixer: MixerAttention, RoPE: true}
+	if s.IsMLA() {
+		ly.Mixer = MixerMLA
+	}
 	if s.SlidingLayers > 0 && !spread(l, s.Layers-s.SlidingLayers, s.Layers) {
 		ly.Window = s.SlidingWindow
 	}

@@ -53,3 +53,31 @@ func TestLayerPlacement(t *testing.T) {
 		}
 	}
 }
+
+// TestStackGroupsEveryLayer: the stack's groups cover every layer once, each group's layers are
+// alike but for their index, and the per-layer sums of the kinds equal the spans the attention
+// kernels are listed by, on every preset.
+func TestStackGroupsEveryLayer(t *testing.T) {
+	for _, s := range Presets() {
+		name := s.Name
+		n := 0
+		for _, g := range s.Stack() {
+			n += g.Count
+			if _, ok := mixers[g.Layer.Mixer]; !ok {
+				t.Errorf("%s: layer %d has unregistered mixer %q", name, g.Layer.Index, g.Layer.Mixer)
+			}
+		}
+		if n != s.Layers {
+			t.Errorf("%s: the stack holds %d layers, want %d", name, n, s.Layers)
+		}
+		for _, context := range []int{0, 1, 100, 4096, 8193, 131072} {
+			var spans float64
+			for _, g := range s.spans(context) {
+				spans += float64(g.layers) * float64(g.context)
+			}
+			if got := s.attendedLayerTokens(context); got != spans {
+				t.Errorf("%s at context %d: layers attend to %g tokens, the kernels' spans to %g", name, context, got, spans)
+			}
+		}
+	}
+}
