@@ -10,11 +10,11 @@ package model
 type Layer struct {
 	Index  int
 	Mixer  MixerKind // what mixes the tokens (stack.go)
-	Window int  // > 0: attends to the last Window tokens only
-	Chunk  int  // > 0: attends to the tokens of its own chunk only
-	RoPE   bool // rotary embedding on q and k
-	MoE    bool // routes to experts (with SharedFFN-wide shared experts beside them)
-	FFN    int  // the dense MLP's width (MoE false), or the shared experts' (MoE true; 0: none)
+	Window int       // > 0: attends to the last Window tokens only
+	Chunk  int       // > 0: attends to the tokens of its own chunk only
+	RoPE   bool      // rotary embedding on q and k
+	MoE    bool      // routes to experts (with SharedFFN-wide shared experts beside them)
+	FFN    int       // the dense MLP's width (MoE false), or the shared experts' (MoE true; 0: none)
 }
 
 // spread reports whether layer l is among k of n layers spread evenly through the stack.
