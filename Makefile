@@ -42,12 +42,12 @@ TEST_ENV := DECODEBENCH_KERNELS=$(CURDIR)/$(LIBDIR)/libdecodebench_emu.so DECODE
 test: emu
 	@$(MAKE) --no-print-directory -j$(NPROC) emu-test-bins
 	@$(MAKE) --no-print-directory emu-test
-	$(TEST_ENV) $(GO) test -short ./...
+	$(TEST_ENV) $(GO) test -short -timeout 20m ./...
 
 test-full: emu
 	@$(MAKE) --no-print-directory -j$(NPROC) emu-test-bins emu-test-full-bins
 	@$(MAKE) --no-print-directory emu-test emu-test-full emu-hazard-test
-	$(TEST_ENV) $(GO) test ./...
+	$(TEST_ENV) $(GO) test -timeout 30m ./...
 
 # On a GPU box: the default sweep (Llama-3-8B, batch 1-1024, contexts 1k-32k, trimmed by --budget
 # to 9 minutes) into out/sweep-<date>-<time>, each configuration both composed from its kernels and

@@ -1,6 +1,9 @@
 package model
 
-import "math"
+import (
+	"math"
+	"strings"
+)
 
 // Parameter counts, per-step bytes and FLOPs. A Shape that fails Validate
 // gives meaningless numbers; batch and context below 0 count as 0.
@@ -14,7 +17,14 @@ type matrix struct {
 func (m matrix) params() int64 { return int64(m.count) * int64(m.n) * int64(m.k) }
 
 // qkvOut is the output width of the fused QKV projection (grouped-query attention).
-func (s Shape) qkvOut() int64 { return int64((s.QHeads + 2*s.KVHeads) * s.HeadDim) }
+// With an output gate the query projection is twice as wide (query and gate).
+func (s Shape) qkvOut() int64 {
+	q := s.QHeads
+	if s.AttnOutputGate {
+		q *= 2
+	}
+	return int64((q + 2*s.KVHeads) * s.HeadDim)
+}
 
 // attnOut is the width attention hands to the output projection.
 func (s Shape) attnOut() int64 {
@@ -69,14 +79,30 @@ func (s Shape) expertParams() int64 {
 	if !s.IsMoE() {
 		return 0
 	}
-	return sumParams(s.mlpMatrices(s.ExpertFFN)) + s.mlpBiases(s.ExpertFFN)
+	return sumParams(s.expertMatrices()) + s.mlpBiases(s.ExpertFFN)
+}
+
+// expertMatrices lists one routed expert's MLP: from the hidden state, or from the latent of
+// MoELatent where the experts work in one.
+func (s Shape) expertMatrices() []matrix {
+	ms := s.mlpMatrices(s.ExpertFFN)
+	if s.MoELatent > 0 {
+		for i := range ms {
+			if ms[i].k == s.Hidden {
+				ms[i].k = s.MoELatent
+			} else {
+				ms[i].n = s.MoELatent
+			}
+		}
+	}
+	return ms
 }
 
 func (s Shape) expertBytes() float64 {
 	if !s.IsMoE() {
 		return 0
 	}
-	return s.sumBytes(s.mlpMatrices(s.ExpertFFN)) + float64(s.mlpBiases(s.ExpertFFN))*s.WeightDType.Bytes()
+	return s.sumBytes(s.expertMatrices()) + float64(s.mlpBiases(s.ExpertFFN))*s.WeightDType.Bytes()
 }
 
 // routerParams counts one MoE layer's router, a Hidden x Experts linear (and its bias).
@@ -226,7 +252,26 @@ func (s Shape) WeightBytesPerStep(batch int) float64 {
 // vector per KV head, or for multi-head latent attention the latent and the shared rotary key
 // (DeepSeek-V3: 512 + 64).
 func (s Shape) KVElementsPerLayerToken() int {
-	return mixerOf(s.Layer(0)).kvElementsPerToken(s, s.Layer(0))
+	l := s.attentionLayer()
+	return mixerOf(l).kvElementsPerToken(s, l)
+}
+
+// attentionLayers counts the layers whose mixer attends to the cache.
+func (s Shape) attentionLayers() int {
+	if s.Pattern != "" {
+		return strings.Count(s.Pattern, "*")
+	}
+	return s.Layers - s.LinearLayers
+}
+
+// attentionLayer is the first layer whose mixer attends to the cache (layer 0 when none does).
+func (s Shape) attentionLayer() Layer {
+	for i := 0; i < s.Layers; i++ {
+		if l := s.Layer(i); l.Mixer == MixerAttention || l.Mixer == MixerMLA {
+			return l
+		}
+	}
+	return s.Layer(0)
 }
 
 // KVBytesPerToken is the KV cache one token of context occupies over the layers: the sum of
@@ -266,7 +311,7 @@ type span struct {
 // context joins the full one; empty groups are left out.
 func (s Shape) spans(context int) []span {
 	context = max(context, 0)
-	full := span{"attention", s.Layers - s.SlidingLayers - s.ChunkedLayers, context}
+	full := span{"attention", s.attentionLayers() - s.SlidingLayers - s.ChunkedLayers, context}
 	var out []span
 	if s.SlidingLayers > 0 && s.SlidingWindow > 0 {
 		if c := min(context, s.SlidingWindow); c < context {
@@ -299,7 +344,10 @@ func (s Shape) linearMACsPerToken() float64 {
 	return s.sumLayers(func(l Layer) float64 {
 		macs := sumParams(mixerOf(l).matrices(s, l)) + sumParams(s.ffnMatrices(l))
 		if l.FFNKind() == FFNMoE {
-			macs += int64(s.Hidden)*int64(s.Experts) + int64(s.ExpertsPerToken)*sumParams(s.mlpMatrices(s.ExpertFFN))
+			macs += int64(s.Hidden)*int64(s.Experts) + int64(s.ExpertsPerToken)*sumParams(s.expertMatrices())
+			if s.SharedExpertGate {
+				macs += int64(s.Hidden)
+			}
 		}
 		return float64(macs)
 	}) + float64(s.embeddingParams())
@@ -310,7 +358,8 @@ func (s Shape) linearMACsPerToken() float64 {
 // attention 4 * QHeads * HeadDim; for MLA's absorbed form, QK over the latent and rotary key
 // (576 for DeepSeek-V3) and PV over the latent (512).
 func (s Shape) attentionFLOPsPerToken() float64 {
-	return mixerOf(s.Layer(0)).flopsPerAttendedToken(s, s.Layer(0))
+	l := s.attentionLayer()
+	return mixerOf(l).flopsPerAttendedToken(s, l)
 }
 
 // FLOPsPerStep counts one decode step's matrix FLOPs: 2 per multiply-add of
@@ -319,7 +368,7 @@ func (s Shape) attentionFLOPsPerToken() float64 {
 // activations, rotary embeddings and softmax are elementwise and left out.
 func (s Shape) FLOPsPerStep(batch, context int) float64 {
 	batch, context = max(batch, 0), max(context, 0)
-	return 2*float64(batch)*s.linearMACsPerToken() + float64(batch)*s.sumLayers(func(l Layer) float64 {
+	return float64(batch)*(2*s.linearMACsPerToken()+s.mixerFLOPsPerToken()) + float64(batch)*s.sumLayers(func(l Layer) float64 {
 		m := mixerOf(l)
 		return m.flopsPerAttendedToken(s, l) * float64(m.attendedTokens(s, l, context))
 	})

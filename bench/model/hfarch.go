@@ -67,12 +67,12 @@ func (c hfConfig) refuseUnmodelled(arch hfArch, modelType string) error {
 		key, feature string
 		refused      bool
 	}{
-		{"full_attention_interval", "linear-attention layers", true},
-		{"linear_num_value_heads", "linear-attention layers", true},
+		{"full_attention_interval", "linear-attention layers", !arch.gdn},
+		{"linear_num_value_heads", "linear-attention layers", !arch.gdn},
 		{"kv_lora_rank", "multi-head latent attention", !arch.mla},
-		{"shared_expert_intermediate_size", "a shared expert", true},
-		{"n_shared_experts", "shared experts", arch.moe != moeDeepSeek},
-		{"n_routed_experts", "a mixture of experts", arch.moe != moeDeepSeek},
+		{"shared_expert_intermediate_size", "a shared expert", !(arch.gdn && arch.moe == moeQwen3)},
+		{"n_shared_experts", "shared experts", arch.moe != moeDeepSeek && !arch.pattern},
+		{"n_routed_experts", "a mixture of experts", arch.moe != moeDeepSeek && !arch.pattern},
 		{"num_local_experts", "a mixture of experts", arch.moe != moeMixtral && arch.moe != moeLlama4 && arch.moe != moeGptOss},
 		{"num_experts", "a mixture of experts", arch.moe != moeQwen3 && arch.moe != moeGptOss},
 		{"num_nextn_predict_layers", "multi-token-prediction layers", !arch.mtp},
@@ -84,7 +84,7 @@ func (c hfConfig) refuseUnmodelled(arch hfArch, modelType string) error {
 		{"use_qk_norm", "QK-norm", arch.qkNorm == "" && modelType != "glm4_moe" && modelType != "llama4_text"},
 		// Each family's way of saying which layers route and how wide the experts are; in another
 		// family's config they would be dropped and every layer counted alike.
-		{"moe_intermediate_size", "experts narrower than intermediate_size", arch.moe != moeQwen3 && arch.moe != moeDeepSeek},
+		{"moe_intermediate_size", "experts narrower than intermediate_size", arch.moe != moeQwen3 && arch.moe != moeDeepSeek && !arch.pattern},
 		{"first_k_dense_replace", "dense first layers", arch.moe != moeDeepSeek},
 		{"moe_layer_freq", "dense layers between MoE layers", arch.moe != moeDeepSeek},
 		{"decoder_sparse_step", "dense layers between MoE layers", arch.moe != moeQwen3},
@@ -302,6 +302,9 @@ func (c hfConfig) experts(arch hfArch, s *Shape) error {
 			return err
 		}
 		if s.DenseLayers > 0 {
+			if denseFFN == 0 {
+				return c.errorf("intermediate_size is missing: the dense layers of mlp_only_layers need their MLP width")
+			}
 			s.DenseFFN = denseFFN
 		}
 	case moeDeepSeek:

@@ -11,6 +11,8 @@ import (
 	"sort"
 	"strconv"
 	"strings"
+
+	"github.com/decodebench/decodebench/bench/internal/textdist"
 )
 
 // hfArch is what one Hugging Face model_type implies beyond the fields its
@@ -42,6 +44,10 @@ type hfArch struct {
 	// does; layerTypes: a layer_types list, where given, says it instead.
 	window     windowRule
 	layerTypes bool
+	// gdn: Gated DeltaNet layers between gated attention layers (hfhybrid.go).
+	gdn bool
+	// pattern: hybrid_override_pattern says what each layer is (nemotron_h; hfhybrid.go).
+	pattern bool
 	// mtp: the checkpoint may hold num_nextn_predict_layers multi-token-prediction layers,
 	// which a plain decode step does not run and the shape leaves out.
 	mtp bool
@@ -95,14 +101,21 @@ var hfArchs = map[string]hfArch{
 		window: windowGptOss, layerTypes: true},
 	"phimoe":   {readsBiasFlags: true, normBias: true, moe: moeMixtral, window: windowAllLayers},
 	"glm4_moe": {headDimDefault: 128, qkvBiasFlag: true, moe: moeDeepSeek, mtp: true},
+
+	"nemotron_h":       {headDimDefault: 128, mtp: true, pattern: true},
+	"qwen3_next":       {headDimDefault: 256, readsBiasFlags: true, qkNorm: "rms", moe: moeQwen3, gdn: true},
+	"qwen3_5_text":     {headDimDefault: 256, readsBiasFlags: true, qkNorm: "rms", gdn: true},
+	"qwen3_5_moe_text": {headDimDefault: 256, readsBiasFlags: true, qkNorm: "rms", moe: moeQwen3, gdn: true},
 }
 
 // hfWrappers are the multimodal model_types whose language model is their text_config, with
 // the model_type a text_config without one has (transformers' sub-config default).
 var hfWrappers = map[string]string{
-	"llama4":   "llama4_text",
-	"gemma3":   "gemma3_text",
-	"mistral3": "mistral",
+	"llama4":      "llama4_text",
+	"gemma3":      "gemma3_text",
+	"mistral3":    "mistral",
+	"qwen3_5":     "qwen3_5_text",
+	"qwen3_5_moe": "qwen3_5_moe_text",
 }
 
 // LoadHFConfig reads a Hugging Face config.json; a directory means the
@@ -131,6 +144,7 @@ func LoadHFConfig(path string) (Shape, error) {
 // left out (Shape.LeftOut says so).
 func ParseHFConfig(data []byte, source string) (Shape, error) {
 	c := hfConfig{source: source}
+	data = pythonJSON(data)
 	if err := json.Unmarshal(data, &c.fields); err != nil || c.fields == nil {
 		return Shape{}, fmt.Errorf("model config %s: not a JSON object: %s; want a Hugging Face config.json, {\"model_type\": ..., \"hidden_size\": ...}", source, notObject(data, err))
 	}
@@ -155,9 +169,9 @@ func ParseHFConfig(data []byte, source string) (Shape, error) {
 		case modelType == "":
 			return Shape{}, c.errorf("model_type is missing: accepted are %s", supportedModelTypes())
 		case c.has("text_config"):
-			return Shape{}, c.errorf("model_type %q is not supported, nor is its text_config read: accepted are %s", modelType, supportedModelTypes())
+			return Shape{}, c.errorf("model_type %q is not supported, nor is its text_config read: %s", modelType, nearestModelTypes(modelType))
 		}
-		return Shape{}, c.errorf("model_type %q is not supported: accepted are %s", modelType, supportedModelTypes())
+		return Shape{}, c.errorf("model_type %q is not supported: %s", modelType, nearestModelTypes(modelType))
 	}
 	s := Shape{Name: hfName(outer, source), Family: modelType, GatedMLP: true, TP: 1, Source: source, LeftOut: leftOut}
 	if err := c.refuseUnmodelled(arch, modelType); err != nil {
@@ -173,6 +187,11 @@ func ParseHFConfig(data []byte, source string) (Shape, error) {
 		{"num_attention_heads", &s.QHeads, 0}, {"vocab_size", &s.Vocab, arch.vocabDefault},
 	}
 	for _, f := range ints {
+		// Qwen3.5-MoE states no intermediate_size: its layers are all experts (a dense layer of
+		// mlp_only_layers then asks for it, in experts).
+		if f.key == "intermediate_size" && arch.gdn && arch.moe != moeNone && !c.has(f.key) {
+			continue
+		}
 		if *f.dst, err = c.positiveInt(f.key, f.def, f.def == 0); err != nil {
 			return Shape{}, err
 		}
@@ -199,6 +218,11 @@ func ParseHFConfig(data []byte, source string) (Shape, error) {
 		}
 		headDim = s.Hidden / s.QHeads
 	}
+	if arch.pattern && !c.has("head_dim") && c.has("attention_head_dim") { // Nemotron-H's older name
+		if headDim, err = c.positiveInt("attention_head_dim", 0, true); err != nil {
+			return Shape{}, err
+		}
+	}
 	if s.HeadDim, err = c.positiveInt("head_dim", headDim, false); err != nil {
 		return Shape{}, err
 	}
@@ -211,7 +235,19 @@ func ParseHFConfig(data []byte, source string) (Shape, error) {
 	if err := c.experts(arch, &s); err != nil {
 		return Shape{}, err
 	}
-	if err := c.spans(arch, &s); err != nil {
+	switch {
+	case arch.gdn:
+		err = c.gatedDeltaNet(&s)
+	case arch.pattern:
+		// Mamba-2 blocks' widths and the experts are read with the pattern; the weight dtype,
+		// read below, is also the state's default.
+		if s.WeightDType, err = c.weightDType(); err == nil {
+			err = c.nemotronH(arch, &s)
+		}
+	default:
+		err = c.spans(arch, &s)
+	}
+	if err != nil {
 		return Shape{}, err
 	}
 	if arch.mtp {
@@ -278,6 +314,30 @@ func notObject(data []byte, err error) string {
 		return "it holds null"
 	}
 	return err.Error()
+}
+
+// nearestModelTypes names the three supported model types nearest to name (by edit distance)
+// and where the whole list is: one line, whatever the number of types.
+func nearestModelTypes(name string) string {
+	types := SupportedModelTypes()
+	sort.SliceStable(types, func(i, j int) bool {
+		return textdist.Levenshtein(name, types[i]) < textdist.Levenshtein(name, types[j])
+	})
+	return fmt.Sprintf("the nearest supported are %s (all %d: decodebench model show --help)", joinAnd(types[:min(3, len(types))]), len(types))
+}
+
+// SupportedModelTypes lists the model_type values a config.json may have, sorted; a multimodal
+// wrapper whose text_config is read is named with "(its text_config)".
+func SupportedModelTypes() []string {
+	names := make([]string, 0, len(hfArchs)+len(hfWrappers))
+	for name := range hfArchs {
+		names = append(names, name)
+	}
+	for name := range hfWrappers {
+		names = append(names, name+" (its text_config)")
+	}
+	sort.Strings(names)
+	return names
 }
 
 func supportedModelTypes() string {

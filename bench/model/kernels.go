@@ -63,6 +63,12 @@ const (
 	KindLinearGrouped = "linear_grouped" // Groups independent products in one call
 	KindAttention     = "attention"
 	KindAttentionMLA  = "attention_mla" // every query head over one latent cache
+	// KindGatedDeltaNet is one Gated DeltaNet layer's step between its projections: the
+	// convolution update, the delta rule over each value head's state, the gated norm.
+	KindGatedDeltaNet = "gated_deltanet"
+	// KindMamba2 is one Mamba-2 layer's step between its projections: the convolution update,
+	// the selective-state update of each head, the gated norm.
+	KindMamba2 = "mamba2"
 )
 
 // Variant names what a call needs beyond a plain linear of the activation dtype
@@ -72,6 +78,10 @@ const (
 // the variant says so by this name.
 func (k Kernel) Variant() string {
 	switch {
+	case k.Kind == KindGatedDeltaNet:
+		return "Gated DeltaNet step (convolution update, gated delta rule, gated norm)"
+	case k.Kind == KindMamba2:
+		return "Mamba-2 step (convolution update, selective-state update, gated norm)"
 	case k.Kind == KindAttentionMLA:
 		return fmt.Sprintf("MLA attention (QK width %d, V width %d)", k.HeadDim, k.VHeadDim)
 	case k.Kind == KindAttention && k.Sinks:
@@ -101,9 +111,15 @@ func (s Shape) ActivationDType() DType {
 // the LM head last. A batch below 1 counts as 1.
 func (s Shape) Kernels(batch, context int) []Kernel {
 	batch, context = max(batch, 1), max(context, 0)
-	layers := float64(s.Layers)
+	layers := float64(s.attentionLayers())
 	h := s.Hidden
 	var kernels []Kernel
+	if s.LinearLayers > 0 {
+		kernels = append(kernels, s.gatedDeltaNet(batch)...)
+	}
+	if s.Mamba != nil {
+		kernels = append(kernels, s.mamba2(batch)...)
+	}
 	if s.IsMLA() {
 		qOut := s.QHeads * s.HeadDim
 		if s.QLoRARank > 0 {
@@ -143,12 +159,82 @@ func (s Shape) Kernels(batch, context int) []Kernel {
 		tokens := float64(batch*s.ExpertsPerToken) / distinct
 		m := max(1, int(math.Ceil(tokens-1e-9)))
 		kernels = append(kernels, s.linear("router", moeLayers, batch, s.Experts, h, s.RouterBias, false))
+		if s.SharedExpertGate {
+			kernels = append(kernels, s.linear("shared_expert_gate", moeLayers, batch, 1, h, false, false))
+		}
 		kernels = append(kernels, s.mlp("shared_expert_", moeLayers, batch, s.sharedFFN())...)
-		kernels = append(kernels, s.mlp("expert_", moeLayers*distinct, m, s.ExpertFFN)...)
+		if s.MoELatent > 0 {
+			kernels = append(kernels, s.linear("latent_down_proj", moeLayers, batch, s.MoELatent, h, false, false))
+		}
+		experts := s.mlp("expert_", moeLayers*distinct, m, s.ExpertFFN)
+		if s.MoELatent > 0 {
+			experts = []Kernel{}
+			for i, mat := range s.expertMatrices() {
+				name := []string{"expert_up", "expert_down"}[i]
+				if s.GatedMLP && i == 0 {
+					name, mat.n = "expert_gate_up", 2*mat.n
+				}
+				experts = append(experts, s.linear(name, moeLayers*distinct, m, mat.n, mat.k, s.MLPBias, false))
+			}
+		}
+		kernels = append(kernels, experts...)
+		if s.MoELatent > 0 {
+			kernels = append(kernels, s.linear("latent_up_proj", moeLayers, batch, h, s.MoELatent, false, false))
+		}
 	}
 	denseLayers, denseFFN := s.denseMLP()
 	kernels = append(kernels, s.mlp("", float64(denseLayers), batch, denseFFN)...)
 	return append(kernels, s.linear("lm_head", 1, batch, s.Vocab, h, s.LMHeadBias, false))
+}
+
+// gatedDeltaNet lists the Gated DeltaNet layers' calls: the input projection (q, k, v, z, b
+// and a), the recurrent step, which reads and writes each sequence's state, and the output
+// projection.
+func (s Shape) gatedDeltaNet(batch int) []Kernel {
+	g, repeat := s.LinearAttention, float64(s.LinearLayers)
+	l := s.Layer(0)
+	for i := 0; i < s.Layers && l.Mixer != MixerGatedDeltaNet; i++ {
+		l = s.Layer(i)
+	}
+	m, b := gdnMixer{}, float64(batch)
+	act := s.ActivationDType().Bytes()
+	step := Kernel{Name: "gated_deltanet", Kind: KindGatedDeltaNet, Repeat: repeat, Batch: batch,
+		QHeads: g.ValueHeads, KVHeads: g.KeyHeads, HeadDim: g.KeyHeadDim, VHeadDim: g.ValueHeadDim,
+		// the state in and out, q k v z b a in, the output out
+		Bytes: b * (2*m.stateBytesPerSequence(s, l) + float64(g.convDim()+g.valueDim()+2*g.ValueHeads+g.valueDim())*act),
+		FLOPs: b * m.flopsPerToken(s, l)}
+	mats := m.matrices(s, l)
+	return []Kernel{
+		s.linear("linear_attn_in_proj", repeat, batch, mats[0].n, mats[0].k, false, true),
+		step,
+		s.linear("linear_attn_out_proj", repeat, batch, mats[1].n, mats[1].k, false, true),
+	}
+}
+
+// mamba2 lists the Mamba-2 layers' calls: the input projection (z, x, B, C, dt), the
+// recurrent step, which reads and writes each sequence's state, and the output projection.
+func (s Shape) mamba2(batch int) []Kernel {
+	mb, layer := s.Mamba, s.Layer(0)
+	repeat := 0
+	for i := 0; i < s.Layers; i++ {
+		if l := s.Layer(i); l.Mixer == MixerMamba2 {
+			layer = l
+			repeat++
+		}
+	}
+	m, b := mamba2Mixer{}, float64(batch)
+	act := s.ActivationDType().Bytes()
+	step := Kernel{Name: "mamba2", Kind: KindMamba2, Repeat: float64(repeat), Batch: batch,
+		QHeads: mb.Heads, KVHeads: mb.Groups, HeadDim: mb.HeadDim, VHeadDim: mb.StateSize,
+		// the state in and out; z, x, B, C and dt in; the output out
+		Bytes: b * (2*m.stateBytesPerSequence(s, layer) + float64(mb.inner()+mb.convDim()+mb.Heads+mb.inner())*act),
+		FLOPs: b * m.flopsPerToken(s, layer)}
+	mats := m.matrices(s, layer)
+	return []Kernel{
+		s.linear("mamba_in_proj", float64(repeat), batch, mats[0].n, mats[0].k, mb.ProjBias, true),
+		step,
+		s.linear("mamba_out_proj", float64(repeat), batch, mats[1].n, mats[1].k, mb.ProjBias, true),
+	}
 }
 
 // mlp lists an MLP's two linears, "<prefix>gate_up(_proj)" (or up) and
@@ -176,7 +262,7 @@ func (s Shape) mlp(prefix string, repeat float64, m, ffn int) []Kernel {
 // attention projection. The LM head and the router are never quantized.
 func (s Shape) linear(name string, repeat float64, m, n, k int, bias, attn bool) Kernel {
 	weights, format := s.matrixBytes(n, k, attn), s.matrixFormat(attn)
-	if name == "lm_head" || name == "router" {
+	if name == "lm_head" || name == "router" || name == "shared_expert_gate" {
 		weights, format = float64(n)*float64(k)*s.WeightDType.Bytes(), ""
 	}
 	if bias {

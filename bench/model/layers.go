@@ -28,8 +28,14 @@ func spread(l, k, n int) bool {
 // Layer describes layer l (0-based, < Layers).
 func (s Shape) Layer(l int) Layer {
 	ly := Layer{Index: l, Mixer: MixerAttention, RoPE: true}
-	if s.IsMLA() {
+	if s.Pattern != "" {
+		return s.patternLayer(l)
+	}
+	switch {
+	case s.IsMLA():
 		ly.Mixer = MixerMLA
+	case s.LinearLayers > 0 && !spread(l, s.Layers-s.LinearLayers, s.Layers):
+		ly.Mixer = MixerGatedDeltaNet
 	}
 	if s.SlidingLayers > 0 && !spread(l, s.Layers-s.SlidingLayers, s.Layers) {
 		ly.Window = s.SlidingWindow

@@ -58,7 +58,15 @@ func TestLayerPlacement(t *testing.T) {
 // alike but for their index, and the per-layer sums of the kinds equal the spans the attention
 // kernels are listed by, on every preset.
 func TestStackGroupsEveryLayer(t *testing.T) {
-	for _, s := range Presets() {
+	shapes := Presets()
+	for _, file := range []string{"qwen3-next-80b-a3b.json", "qwen3.5-27b.json"} {
+		s, err := LoadHFConfig(sharedModel(t, file))
+		if err != nil {
+			t.Fatal(err)
+		}
+		shapes = append(shapes, s)
+	}
+	for _, s := range shapes {
 		name := s.Name
 		n := 0
 		for _, g := range s.Stack() {

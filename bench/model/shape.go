@@ -93,6 +93,30 @@ type Shape struct {
 	RoPEHeadDim int `json:"rope_head_dim,omitempty"`
 	VHeadDim    int `json:"v_head_dim,omitempty"`
 
+	// Gated DeltaNet hybrids (Qwen3-Next, Qwen3.5): LinearLayers of the Layers are Gated
+	// DeltaNet layers of the LinearAttention shape (recurrent.go), the others attention; the
+	// attention layers are spread evenly through the stack, each ending a stretch (Qwen's every
+	// full_attention_interval-th layer).
+	LinearLayers    int            `json:"linear_layers,omitempty"`
+	LinearAttention *GatedDeltaNet `json:"linear_attention,omitempty"`
+	// AttnOutputGate: the query projection is twice as wide, its second half a per-element
+	// sigmoid gate on the attention output (Qwen3-Next's and Qwen3.5's gated attention).
+	AttnOutputGate bool `json:"attn_output_gate,omitempty"`
+	// SharedExpertGate: a Hidden x 1 linear whose sigmoid scales the shared expert's output in
+	// each MoE layer (Qwen3-Next, Qwen3.5-MoE).
+	SharedExpertGate bool `json:"shared_expert_gate,omitempty"`
+
+	// Pattern, when set, says what each layer is, one character a layer (Nemotron-H's
+	// hybrid_override_pattern): M a Mamba-2 mixer of the Mamba shape, * attention, - a dense MLP
+	// of FFN (DenseFFN in a mixture of experts), E a mixture of experts with FFN-wide shared
+	// experts. Each such layer is a mixer or a feed-forward, never both, with one norm.
+	Pattern string  `json:"pattern,omitempty"`
+	Mamba   *Mamba2 `json:"mamba,omitempty"`
+	// MoELatent > 0: the routed experts work in a latent of this width, one down projection
+	// from Hidden before them and one up projection after them in each MoE layer (Nemotron 3's
+	// moe_latent_size); the shared experts work on the hidden state.
+	MoELatent int `json:"moe_latent,omitempty"`
+
 	WeightDType DType `json:"weight_dtype"`
 	KVDType     DType `json:"kv_dtype"`
 	// KVScales is an fp8 KV cache's scales (quantization_config.kv_cache_scheme's strategy):
@@ -120,7 +144,8 @@ type Shape struct {
 // Families lists the accepted values of Shape.Family.
 func Families() []string {
 	return []string{"llama", "mistral", "mixtral", "qwen2", "gemma", "gemma2", "phi3",
-		"qwen3", "qwen3_moe", "llama4_text", "gemma3_text", "deepseek_v3", "kimi_k2", "gpt_oss", "phimoe", "glm4_moe", "custom"}
+		"qwen3", "qwen3_moe", "llama4_text", "gemma3_text", "deepseek_v3", "kimi_k2", "gpt_oss", "phimoe", "glm4_moe",
+		"qwen3_next", "qwen3_5_text", "qwen3_5_moe_text", "nemotron_h", "custom"}
 }
 
 // IsMLA reports whether attention is multi-head latent attention.
@@ -131,15 +156,21 @@ func (s Shape) QKNopeHeadDim() int { return s.HeadDim - s.RoPEHeadDim }
 
 // MoELayers is how many layers route to experts: Layers - DenseLayers, 0 for a dense model.
 func (s Shape) MoELayers() int {
-	if !s.IsMoE() {
+	switch {
+	case !s.IsMoE():
 		return 0
+	case s.Pattern != "":
+		return strings.Count(s.Pattern, "E")
 	}
 	return s.Layers - s.DenseLayers
 }
 
 // denseMLP is how many layers have a dense MLP (not shared experts) and its width.
 func (s Shape) denseMLP() (layers, width int) {
-	if !s.IsMoE() {
+	switch {
+	case s.Pattern != "" && !s.IsMoE():
+		return strings.Count(s.Pattern, "-"), s.FFN
+	case !s.IsMoE():
 		return s.Layers, s.FFN
 	}
 	return s.DenseLayers, s.DenseFFN
@@ -159,7 +190,10 @@ func (s Shape) IsMoE() bool { return s.Experts > 0 }
 // NormsPerLayer is the number of RMSNorm weight vectors per layer: 2 (before
 // attention and before the MLP), 4 for Gemma 2 and 3, which also norm each output.
 func (s Shape) NormsPerLayer() int {
-	if s.Family == "gemma2" || s.Family == "gemma3_text" {
+	switch {
+	case s.Pattern != "":
+		return 1 // a pattern's layer is a mixer or a feed-forward, each behind one norm
+	case s.Family == "gemma2" || s.Family == "gemma3_text":
 		return 4
 	}
 	return 2
@@ -258,6 +292,24 @@ func (s Shape) Validate() error {
 	} else if s.QLoRARank != 0 || s.RoPEHeadDim != 0 || s.VHeadDim != 0 {
 		return bad("QLoRARank = %d, RoPEHeadDim = %d, VHeadDim = %d without KVLoRARank: these describe multi-head latent attention only", s.QLoRARank, s.RoPEHeadDim, s.VHeadDim)
 	}
+	switch {
+	case s.LinearLayers < 0 || s.LinearLayers >= s.Layers:
+		return bad("LinearLayers = %d: want 0..%d (at least one attention layer)", s.LinearLayers, s.Layers-1)
+	case (s.LinearLayers > 0) != (s.LinearAttention != nil):
+		return bad("LinearLayers = %d: give both the Gated DeltaNet layers and their shape (LinearAttention), or neither", s.LinearLayers)
+	case s.LinearLayers > 0 && (s.SlidingLayers > 0 || s.ChunkedLayers > 0 || s.IsMLA()):
+		return bad("LinearLayers = %d with sliding, chunked or latent attention layers: a Gated DeltaNet hybrid has full grouped-query attention layers only", s.LinearLayers)
+	case s.SharedExpertGate && (!s.IsMoE() || s.FFN == 0):
+		return bad("SharedExpertGate with no shared expert (Experts = %d, FFN = %d): the gate scales a shared expert", s.Experts, s.FFN)
+	}
+	if s.LinearAttention != nil {
+		if err := s.LinearAttention.validate(); err != nil {
+			return bad("%v", err)
+		}
+	}
+	if p := s.patternProblem(); p != "" {
+		return bad("%s", p)
+	}
 	if s.Quant != nil {
 		if err := s.Quant.validate(); err != nil {
 			return bad("%v", err)
@@ -312,6 +364,12 @@ func (s Shape) Shard(tp int) (Shape, error) {
 	if s.ExpertFFN%tp != 0 {
 		misfits = append(misfits, fmt.Sprintf("expert MLP width %d", s.ExpertFFN))
 	}
+	if g := s.LinearAttention; g != nil && g.KeyHeads%tp != 0 {
+		misfits = append(misfits, fmt.Sprintf("%d Gated DeltaNet key heads", g.KeyHeads))
+	}
+	if m := s.Mamba; m != nil && m.Groups%tp != 0 {
+		misfits = append(misfits, fmt.Sprintf("%d Mamba-2 groups", m.Groups))
+	}
 	if len(misfits) > 0 {
 		return Shape{}, fmt.Errorf("model %s: tensor-parallel degree %d does not divide its %s; each GPU must hold whole heads and an equal slice of the MLP",
 			s.label(), tp, joinAnd(misfits))
@@ -322,6 +380,18 @@ func (s Shape) Shard(tp int) (Shape, error) {
 	shard.FFN /= tp
 	shard.ExpertFFN /= tp
 	shard.DenseFFN /= tp
+	if g := s.LinearAttention; g != nil {
+		split := *g
+		split.KeyHeads /= tp
+		split.ValueHeads /= tp
+		shard.LinearAttention = &split
+	}
+	if m := s.Mamba; m != nil {
+		split := *m
+		split.Heads /= tp
+		split.Groups /= tp
+		shard.Mamba = &split
+	}
 	shard.Vocab = (s.Vocab + tp - 1) / tp
 	shard.TP = s.TP * tp
 	return shard, nil

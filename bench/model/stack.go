@@ -49,6 +49,11 @@ type mixer interface {
 	attendedTokens(s Shape, l Layer, context int) int
 	// flopsPerAttendedToken is one sequence's FLOPs per attended token (QK^T and PV).
 	flopsPerAttendedToken(s Shape, l Layer) float64
+	// stateBytesPerSequence is the recurrent state the layer keeps per sequence (0: none).
+	stateBytesPerSequence(s Shape, l Layer) float64
+	// flopsPerToken is one sequence's FLOPs per step beside the projections and the attention
+	// over the cache (a recurrent update), whatever the context.
+	flopsPerToken(s Shape, l Layer) float64
 }
 
 // mixers is the registry of mixer kinds: one implementation each.
@@ -123,13 +128,22 @@ func (s Shape) sumLayers(f func(l Layer) float64) float64 {
 // ffnMatrices lists a layer's feed-forward weights that every step reads in full: the dense
 // MLP, or for a mixture of experts its shared experts (the routed experts and the router are
 // counted apart: expertParams, routerParams).
-func (s Shape) ffnMatrices(l Layer) []matrix { return s.mlpMatrices(l.FFN) }
+func (s Shape) ffnMatrices(l Layer) []matrix {
+	ms := s.mlpMatrices(l.FFN)
+	if l.MoE && s.MoELatent > 0 { // into the experts' latent and back
+		ms = append(ms, matrix{n: s.MoELatent, k: s.Hidden, count: 1}, matrix{n: s.Hidden, k: s.MoELatent, count: 1})
+	}
+	return ms
+}
 
 // ffnSmallParams counts a layer's feed-forward biases and, for a mixture of experts, its router.
 func (s Shape) ffnSmallParams(l Layer) int64 {
 	n := s.mlpBiases(l.FFN)
 	if l.FFNKind() == FFNMoE {
 		n += s.routerParams()
+		if s.SharedExpertGate {
+			n += int64(s.Hidden) // shared_expert_gate: a Hidden x 1 linear
+		}
 	}
 	return n
 }

@@ -73,6 +73,8 @@ func ArchOf(s model.Shape) (StepArch, error) {
 		return StepArch{}, fmt.Errorf("model %s: %s is not implemented by the step", s.Name, feature)
 	}
 	switch {
+	case s.RecurrentFeature() != "":
+		return refuse(s.RecurrentFeature())
 	case s.IsMLA() && (s.KVLoRARank != cgo.MLALatentDim || s.RoPEHeadDim != cgo.MLARoPEDim):
 		return refuse(fmt.Sprintf("multi-head latent attention of kv_lora_rank %d and rope %d (the kernels' are %d and %d)",
 			s.KVLoRARank, s.RoPEHeadDim, cgo.MLALatentDim, cgo.MLARoPEDim))

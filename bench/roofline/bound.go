@@ -14,6 +14,9 @@ type StepModel interface {
 	WeightBytesPerStep(batch int) float64
 	// KVBytesPerSequence is the KV-cache bytes one sequence reads at this context length.
 	KVBytesPerSequence(context int) float64
+	// StateBytesPerSequence is the recurrent state one sequence keeps (Gated DeltaNet, Mamba-2
+	// layers), whatever the context: a step reads it and writes it back, so it moves twice.
+	StateBytesPerSequence() float64
 	// FLOPsPerStep is the FLOPs of one step for the whole batch.
 	FLOPsPerStep(batch, context int) float64
 	// WeightBytesTotal is every weight byte resident in memory (all experts).
@@ -65,8 +68,9 @@ const (
 type Bound struct {
 	Ceiling        string // the Ceiling's Name
 	Batch, Context int
-	// Bytes and FLOPs of the step: WeightBytes at this batch, KVBytes = Batch x per sequence.
-	WeightBytes, KVBytes, FLOPs float64
+	// Bytes and FLOPs of the step: WeightBytes at this batch, KVBytes = Batch x per sequence,
+	// StateBytes = Batch x 2 x the recurrent state per sequence (read and written back).
+	WeightBytes, KVBytes, StateBytes, FLOPs float64
 	// StepSeconds = max(MemorySeconds, ComputeSeconds).
 	MemorySeconds, ComputeSeconds, StepSeconds    float64
 	PerRequestTokensPerSec, PerServerTokensPerSec float64
@@ -77,7 +81,7 @@ type Bound struct {
 
 // StepBound is the roofline bound of one decode step:
 //
-//	step >= max( (WeightBytesPerStep(B) + B * KVBytesPerSequence(S)) / bandwidth ,
+//	step >= max( (WeightBytesPerStep(B) + B * (KVBytesPerSequence(S) + 2 * StateBytesPerSequence)) / bandwidth ,
 //	             FLOPsPerStep(B, S) / arithmetic rate )
 //
 // Context 0 is allowed (a step that reads no KV cache). A batch below 1, a negative context or
@@ -90,8 +94,9 @@ func StepBound(m StepModel, c Ceiling, batch, context int) Bound {
 	}
 	b.WeightBytes = m.WeightBytesPerStep(batch)
 	b.KVBytes = float64(batch) * m.KVBytesPerSequence(context)
+	b.StateBytes = 2 * float64(batch) * m.StateBytesPerSequence()
 	b.FLOPs = m.FLOPsPerStep(batch, context)
-	bytes := b.WeightBytes + b.KVBytes
+	bytes := b.WeightBytes + b.KVBytes + b.StateBytes
 	b.MemorySeconds = bytes / c.BandwidthBytesPerSec
 	b.ComputeSeconds = b.FLOPs / c.FLOPsPerSec
 	b.Limit = LimitMemory
@@ -129,11 +134,11 @@ func CriticalBatch(m StepModel, c Ceiling, context, maxBatch int) (int, bool) {
 
 // MaxBatchThatFits is how many sequences of this context fit in memory beside the weights:
 //
-//	floor( (memoryBytes * (1 - reserveFraction) - WeightBytesTotal) / KVBytesPerSequence(context) )
+//	floor( (memoryBytes * (1 - reserveFraction) - WeightBytesTotal) / (KVBytesPerSequence(context) + StateBytesPerSequence) )
 //
 // It is 0 when the weights alone do not fit, and for a memory size that is not positive, a
-// reserve outside [0, 1) or a negative context. When a sequence needs no KV bytes (context 0)
-// any batch fits and it returns math.MaxInt.
+// reserve outside [0, 1) or a negative context. When a sequence needs no bytes (context 0, no
+// recurrent state) any batch fits and it returns math.MaxInt.
 func MaxBatchThatFits(m StepModel, memoryBytes float64, context int, reserveFraction float64) int {
 	if !positiveFinite(memoryBytes) || !(reserveFraction >= 0 && reserveFraction < 1) || context < 0 {
 		return 0
@@ -142,7 +147,7 @@ func MaxBatchThatFits(m StepModel, memoryBytes float64, context int, reserveFrac
 	if free < 0 {
 		return 0
 	}
-	kv := m.KVBytesPerSequence(context)
+	kv := m.KVBytesPerSequence(context) + m.StateBytesPerSequence()
 	if kv <= 0 {
 		return math.MaxInt
 	}

@@ -17,6 +17,8 @@ type fakeModel struct {
 }
 
 func (m fakeModel) WeightBytesPerStep(int) float64 { return m.weights }
+func (m fakeModel) StateBytesPerSequence() float64 { return 0 }
+
 func (m fakeModel) KVBytesPerSequence(context int) float64 {
 	return m.kvPerToken * float64(context)
 }

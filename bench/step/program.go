@@ -95,6 +95,8 @@ type Program struct {
 // every part. The command refuses such a model with it before any device work.
 func Feature(s model.Shape) string {
 	switch {
+	case s.RecurrentFeature() != "":
+		return s.RecurrentFeature()
 	case s.IsMLA() && mlaFeature(s) != "":
 		return mlaFeature(s)
 	case s.Family == "gemma2":

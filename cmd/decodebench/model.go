@@ -152,6 +152,7 @@ type modelShowJSON struct {
 	Context                        int            `json:"context"`
 	WeightBytesAtBatch             float64        `json:"weight_bytes_per_step_at_batch"`
 	KVBytesPerSequence             float64        `json:"kv_bytes_per_sequence"`
+	StateBytesPerSequence          float64        `json:"state_bytes_per_sequence"` // recurrent layers' state, at any context
 	FLOPsPerStep                   float64        `json:"flops_per_step"`
 	Kernels                        []model.Kernel `json:"kernels"`
 }
@@ -167,10 +168,11 @@ func modelShow(stdout io.Writer, s model.Shape, batch, context int, name string)
 		WeightBytesPerStep:             s.WeightBytesPerStep(1),
 		KVBytesPerToken:                s.KVBytesPerToken(),
 		Batch:                          batch, Context: context,
-		WeightBytesAtBatch: s.WeightBytesPerStep(batch),
-		KVBytesPerSequence: s.KVBytesPerSequence(context),
-		FLOPsPerStep:       s.FLOPsPerStep(batch, context),
-		Kernels:            s.Kernels(batch, context),
+		WeightBytesAtBatch:    s.WeightBytesPerStep(batch),
+		KVBytesPerSequence:    s.KVBytesPerSequence(context),
+		StateBytesPerSequence: s.StateBytesPerSequence(),
+		FLOPsPerStep:          s.FLOPsPerStep(batch, context),
+		Kernels:               s.Kernels(batch, context),
 	}
 	switch name {
 	case format.JSON:
@@ -194,6 +196,10 @@ func modelShow(stdout io.Writer, s model.Shape, batch, context int, name string)
 		humanCount(float64(out.ParamsActive)), humanCount(float64(out.ParamsActiveExcludingEmbedding)))
 	fmt.Fprintf(w, "weights\t%s in all; %s read per step at batch 1\n", units.Bytes(out.WeightBytesTotal), units.Bytes(out.WeightBytesPerStep))
 	fmt.Fprintf(w, "KV cache\t%s per token; %s per sequence at context %d\n", units.Bytes(out.KVBytesPerToken), units.Bytes(out.KVBytesPerSequence), context)
+	if out.StateBytesPerSequence > 0 {
+		fmt.Fprintf(w, "recurrent state\t%s per sequence at any context (%d of %d layers are recurrent); a step reads and writes it\n",
+			units.Bytes(out.StateBytesPerSequence), s.RecurrentLayers(), s.Layers)
+	}
 	fmt.Fprintf(w, "one step at batch %d, context %d\t%s of weights + %s of KV, %.3g FLOPs\n", batch, context,
 		units.Bytes(out.WeightBytesAtBatch), units.Bytes(float64(batch)*out.KVBytesPerSequence), out.FLOPsPerStep)
 	w.Flush()
@@ -305,6 +311,10 @@ func kernelShapeText(k model.Kernel) string {
 		text = fmt.Sprintf("B=%d Hq=%d latent QK=%d V=%d S=%d", k.Batch, k.QHeads, k.HeadDim, k.VHeadDim, k.Context)
 	case model.KindLinearGrouped:
 		text = fmt.Sprintf("%d x M=%d N=%d K=%d", k.Groups, k.M, k.N, k.K)
+	case model.KindMamba2:
+		text = fmt.Sprintf("B=%d H=%d groups=%d state %dx%d", k.Batch, k.QHeads, k.KVHeads, k.HeadDim, k.VHeadDim)
+	case model.KindGatedDeltaNet:
+		text = fmt.Sprintf("B=%d Hv=%d Hk=%d state %dx%d", k.Batch, k.QHeads, k.KVHeads, k.HeadDim, k.VHeadDim)
 	default:
 		text = fmt.Sprintf("M=%d N=%d K=%d", k.M, k.N, k.K)
 	}

@@ -1,0 +1,288 @@
+package model
+
+import (
+	"encoding/json"
+	"os"
+	"path/filepath"
+	"strings"
+	"testing"
+)
+
+// sharedModel is the path of a real config.json in the project's shared models folder.
+func sharedModel(t *testing.T, name string) string {
+	t.Helper()
+	path := filepath.Join("..", "..", "..", "shared", "models", name)
+	if _, err := os.Stat(path); err != nil {
+		t.Fatalf("the real configs are expected in shared/models beside the checkout: %v", err)
+	}
+	return path
+}
+
+// textConfig reads a real config's language-model fields (its text_config, where it has one).
+func textConfig(t *testing.T, path string) map[string]any {
+	t.Helper()
+	raw, err := os.ReadFile(path)
+	if err != nil {
+		t.Fatal(err)
+	}
+	var c map[string]any
+	if err := json.Unmarshal(pythonJSON(raw), &c); err != nil {
+		t.Fatal(err)
+	}
+	if text, ok := c["text_config"].(map[string]any); ok {
+		return text
+	}
+	return c
+}
+
+// TestGatedDeltaNetHybridsCountedByHand: every Gated DeltaNet hybrid of shared/models imports,
+// and its parameters (total and active), KV bytes per token and recurrent state per sequence
+// equal a count made here from the config's own numbers, layer by layer, as transformers'
+// modeling_qwen3_next builds the modules.
+func TestGatedDeltaNetHybridsCountedByHand(t *testing.T) {
+	for _, file := range []string{"qwen3-next-80b-a3b.json", "qwen3.5-27b.json", "qwen3.5-35b-a3b.json",
+		"qwen3.5-122b-a10b.json", "qwen3.5-397b-a17b.json"} {
+		t.Run(file, func(t *testing.T) {
+			path := sharedModel(t, file)
+			s, err := LoadHFConfig(path)
+			if err != nil {
+				t.Fatal(err)
+			}
+			c := textConfig(t, path)
+			n := func(key string) int64 {
+				v, ok := c[key].(float64)
+				if !ok {
+					t.Fatalf("%s: %s missing", file, key)
+				}
+				return int64(v)
+			}
+			h, layers, heads, kv, hd := n("hidden_size"), n("num_hidden_layers"), n("num_attention_heads"), n("num_key_value_heads"), n("head_dim")
+			kh, vh, kd, vd, conv := n("linear_num_key_heads"), n("linear_num_value_heads"), n("linear_key_head_dim"), n("linear_value_head_dim"), n("linear_conv_kernel_dim")
+			full := int64(0)
+			if types, ok := c["layer_types"].([]any); ok {
+				for _, ty := range types {
+					if ty == "full_attention" {
+						full++
+					}
+				}
+			} else {
+				full = layers / n("full_attention_interval")
+			}
+			linear := layers - full
+			keyDim, valueDim := kh*kd, vh*vd
+			// in_proj_qkvz + in_proj_ba, conv1d (no bias), dt_bias, A_log, the gated norm, out_proj
+			gdn := h*(2*keyDim+2*valueDim) + h*2*vh + (2*keyDim+valueDim)*conv + 2*vh + vd + valueDim*h
+			// q_proj doubled for the output gate, k, v, o, q_norm and k_norm
+			attn := h*heads*hd*2 + 2*h*kv*hd + heads*hd*h + 2*hd
+			var ffnTotal, ffnActive int64
+			if _, moe := c["num_experts"]; moe {
+				e, k, w, shared := n("num_experts"), n("num_experts_per_tok"), n("moe_intermediate_size"), n("shared_expert_intermediate_size")
+				expert := 3 * h * w
+				common := h*e + 3*h*shared + h // router, shared expert, shared expert gate
+				ffnTotal, ffnActive = common+e*expert, common+k*expert
+			} else {
+				ffnTotal = 3 * h * n("intermediate_size")
+				ffnActive = ffnTotal
+			}
+			norms := 2 * h
+			embed := n("vocab_size") * h
+			total := linear*gdn + full*attn + layers*(ffnTotal+norms) + 2*embed + h // untied LM head, final norm
+			active := linear*gdn + full*attn + layers*(ffnActive+norms) + 2*embed + h
+			if got := s.ParamsTotal(); got != total {
+				t.Errorf("parameters %d, hand count %d", got, total)
+			}
+			if got := s.ParamsActive(); got != active {
+				t.Errorf("active parameters %d, hand count %d", got, active)
+			}
+			if got, want := s.KVBytesPerToken(), float64(full*2*kv*hd*2); got != want {
+				t.Errorf("KV bytes per token %g, hand count %g (bf16, %d attention layers)", got, want, full)
+			}
+			// fp32 state per value head, the convolution's last conv-1 inputs in bf16
+			state := float64(linear) * (float64(vh*kd*vd*4) + float64((2*keyDim+valueDim)*(conv-1)*2))
+			if got := s.StateBytesPerSequence(); got != state {
+				t.Errorf("state bytes per sequence %g, hand count %g", got, state)
+			}
+			if s.KVBytesPerSequence(100000) != 100000*s.KVBytesPerToken() {
+				t.Errorf("a hybrid's KV per sequence is not context x its attention layers' per token")
+			}
+		})
+	}
+}
+
+// TestHybridFlatterThanDense: a Gated DeltaNet hybrid's bytes per step grow with the context
+// only through its few attention layers, so its bound falls far less from 1k to 128k tokens
+// than that of a dense model of its size.
+func TestHybridFlatterThanDense(t *testing.T) {
+	hybrid, err := LoadHFConfig(sharedModel(t, "qwen3.5-27b.json"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	dense, err := LoadHFConfig(sharedModel(t, "qwen3-32b.json"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	growth := func(s Shape) float64 {
+		bytes := func(context int) float64 {
+			return s.WeightBytesPerStep(16) + 16*(s.KVBytesPerSequence(context)+2*s.StateBytesPerSequence())
+		}
+		return bytes(131072) / bytes(1024)
+	}
+	if h, d := growth(hybrid), growth(dense); !(h < d*0.6) {
+		t.Errorf("bytes per step from 1k to 128k tokens at batch 16: hybrid x%.2f, dense x%.2f; want the hybrid visibly flatter", h, d)
+	}
+}
+
+// TestGatedDeltaNetRefusals: a layer kind decodebench does not implement, or a pattern it would
+// place differently, is refused by name before anything is counted.
+func TestGatedDeltaNetRefusals(t *testing.T) {
+	raw, err := os.ReadFile(sharedModel(t, "qwen3-next-80b-a3b.json"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	derive := func(edit func(c map[string]any)) []byte {
+		var c map[string]any
+		if err := json.Unmarshal(raw, &c); err != nil {
+			t.Fatal(err)
+		}
+		edit(c)
+		out, err := json.Marshal(c)
+		if err != nil {
+			t.Fatal(err)
+		}
+		return out
+	}
+	types := func(kinds ...string) []any {
+		out := make([]any, 48)
+		for i := range out {
+			out[i] = kinds[i%len(kinds)]
+		}
+		return out
+	}
+	for _, tc := range []struct {
+		name string
+		edit func(c map[string]any)
+		want string
+	}{
+		{"an unknown layer kind", func(c map[string]any) {
+			c["layer_types"] = types("linear_attention", "mamba", "linear_attention", "full_attention")
+		}, `layer_types[1] = "mamba" is not a layer kind decodebench implements`},
+		{"attention first in each stretch", func(c map[string]any) {
+			c["layer_types"] = types("full_attention", "linear_attention", "linear_attention", "linear_attention")
+		}, "layer 0 is full_attention"},
+		{"no attention layer", func(c map[string]any) { c["layer_types"] = types("linear_attention") }, "no full_attention layer"},
+		{"value heads not a multiple of key heads", func(c map[string]any) { c["linear_num_value_heads"] = 24.0; c["linear_num_key_heads"] = 16.0 },
+			"ValueHeads = 24 is not a multiple of KeyHeads = 16"},
+		{"an unknown state dtype", func(c map[string]any) { c["mamba_ssm_dtype"] = "float8" }, `mamba_ssm_dtype = "float8"`},
+		{"linear-attention keys on another type", func(c map[string]any) { c["model_type"] = "qwen3_moe" }, "full_attention_interval = 4: linear-attention layers is not modelled"},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			_, err := ParseHFConfig(derive(tc.edit), "derived.json")
+			if err == nil || !strings.Contains(err.Error(), tc.want) {
+				t.Fatalf("error %v; want one naming %q", err, tc.want)
+			}
+		})
+	}
+}
+
+// TestPythonJSONNumbers: Infinity, -Infinity and NaN as Python's json writes them read as the
+// numbers they mean, inside lists and objects, and never inside strings.
+func TestPythonJSONNumbers(t *testing.T) {
+	in := `{"time_step_limit": [0.0, Infinity], "low": -Infinity, "x": NaN, "name": "Infinity and NaN", "esc": "a\"NaN"}`
+	var got map[string]any
+	if err := json.Unmarshal(pythonJSON([]byte(in)), &got); err != nil {
+		t.Fatal(err)
+	}
+	limit := got["time_step_limit"].([]any)
+	if limit[1].(float64) != 1.7976931348623157e308 || got["low"].(float64) != -1.7976931348623157e308 || got["x"] != nil {
+		t.Errorf("numbers read as %v, %v, %v", limit[1], got["low"], got["x"])
+	}
+	if got["name"] != "Infinity and NaN" || got["esc"] != `a"NaN` {
+		t.Errorf("strings changed: %q, %q", got["name"], got["esc"])
+	}
+}
+
+// TestMamba2HybridsCountedByHand: the Nemotron-H and Nemotron 3 configs of shared/models
+// import, and their parameters, KV bytes per token and recurrent state per sequence equal a
+// count made here from each config's numbers, block by block, as modeling_nemotron_h builds
+// them: M a Mamba-2 mixer, * attention, - a relu^2 MLP, E a mixture of experts (with the
+// experts' latent projections where moe_latent_size is set), each behind one RMSNorm.
+func TestMamba2HybridsCountedByHand(t *testing.T) {
+	for _, file := range []string{"nemotron-h-56b-base-8k.json", "nemotron-3-nano-30b-a3b-bf16.json", "nemotron-3-super-120b-a12b-fp8.json"} {
+		t.Run(file, func(t *testing.T) {
+			path := sharedModel(t, file)
+			s, err := LoadHFConfig(path)
+			if err != nil {
+				t.Fatal(err)
+			}
+			c := textConfig(t, path)
+			n := func(key string) int64 {
+				v, ok := c[key].(float64)
+				if !ok {
+					t.Fatalf("%s: %s missing", file, key)
+				}
+				return int64(v)
+			}
+			h := n("hidden_size")
+			hd, ok := c["head_dim"].(float64)
+			if !ok {
+				hd = c["attention_head_dim"].(float64)
+			}
+			heads, kvHeads, headDim := n("num_attention_heads"), n("num_key_value_heads"), int64(hd)
+			mh, mhd, groups, state, conv := n("mamba_num_heads"), n("mamba_head_dim"), n("n_groups"), n("ssm_state_size"), n("conv_kernel")
+			inner := mh * mhd
+			convDim := inner + 2*groups*state
+			mamba := h*(inner+convDim+mh) + convDim*conv + convDim + 3*mh + inner + inner*h
+			attn := h*(heads+2*kvHeads)*headDim + heads*headDim*h
+			var mlp, moeTotal, moeActive int64
+			if _, ok := c["intermediate_size"]; ok {
+				mlp = 2 * h * n("intermediate_size") // up and down, not gated
+			}
+			if _, ok := c["n_routed_experts"]; ok {
+				e, k, w := n("n_routed_experts"), n("num_experts_per_tok"), n("moe_intermediate_size")
+				in := h
+				common := h*e + e + 2*h*n("moe_shared_expert_intermediate_size") // router, correction bias, shared expert
+				if latent, ok := c["moe_latent_size"].(float64); ok {
+					in = int64(latent)
+					common += 2 * h * in
+				}
+				moeTotal, moeActive = common+e*2*in*w, common+k*2*in*w
+			}
+			var total, active int64
+			for _, block := range c["hybrid_override_pattern"].(string) {
+				total += h // the block's norm
+				active += h
+				switch block {
+				case 'M':
+					total, active = total+mamba, active+mamba
+				case '*':
+					total, active = total+attn, active+attn
+				case '-':
+					total, active = total+mlp, active+mlp
+				case 'E':
+					total, active = total+moeTotal, active+moeActive
+				}
+			}
+			embed := n("vocab_size") * h
+			total, active = total+2*embed+h, active+2*embed+h
+			if got := s.ParamsTotal(); got != total {
+				t.Errorf("parameters %d, hand count %d", got, total)
+			}
+			if got := s.ParamsActive(); got != active {
+				t.Errorf("active parameters %d, hand count %d", got, active)
+			}
+			pattern := c["hybrid_override_pattern"].(string)
+			attnLayers, mambaLayers := int64(strings.Count(pattern, "*")), int64(strings.Count(pattern, "M"))
+			if got, want := s.KVBytesPerToken(), float64(attnLayers*2*kvHeads*headDim*2); got != want {
+				t.Errorf("KV bytes per token %g, hand count %g", got, want)
+			}
+			stateBytes := int64(2) // the weight dtype, bf16
+			if c["mamba_ssm_cache_dtype"] == "float32" {
+				stateBytes = 4
+			}
+			want := float64(mambaLayers * (mh*mhd*state*stateBytes + convDim*(conv-1)*2))
+			if got := s.StateBytesPerSequence(); got != want {
+				t.Errorf("state bytes per sequence %g, hand count %g", got, want)
+			}
+		})
+	}
+}
