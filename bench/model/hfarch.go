@@ -78,8 +78,8 @@ func (c hfConfig) refuseUnmodelled(arch hfArch, modelType string) error {
 		{"num_nextn_predict_layers", "multi-token-prediction layers", !arch.mtp},
 		// Llama 4's layer pattern: elsewhere transformers would not read these keys, and a model
 		// that means them would be counted with rotary and full attention in every layer.
-		{"no_rope_layers", "layers without rotary", arch.window != windowLlama4},
-		{"no_rope_layer_interval", "layers without rotary", arch.window != windowLlama4},
+		{"no_rope_layers", "layers without rotary", arch.window != windowLlama4 && !arch.noRoPE},
+		{"no_rope_layer_interval", "layers without rotary", arch.window != windowLlama4 && !arch.noRoPE},
 		// A flag only glm4_moe and llama4_text read; Qwen3 and Gemma 3 always have QK-norm.
 		{"use_qk_norm", "QK-norm", arch.qkNorm == "" && modelType != "glm4_moe" && modelType != "llama4_text"},
 		// Each family's way of saying which layers route and how wide the experts are; in another

@@ -46,6 +46,12 @@ type hfArch struct {
 	layerTypes bool
 	// gdn: Gated DeltaNet layers between gated attention layers (hfhybrid.go).
 	gdn bool
+	// noRoPE: no_rope_layers (or no_rope_layer_interval) leaves some layers without rotary
+	// (SmolLM3), as Llama 4's does.
+	noRoPE bool
+	// defaults are the config class's values for keys a file may omit (transformers writes a
+	// config without the fields equal to its class's defaults: Gemma 3's text_config).
+	defaults map[string]int
 	// pattern: hybrid_override_pattern says what each layer is (nemotron_h; hfhybrid.go).
 	pattern bool
 	// mtp: the checkpoint may hold num_nextn_predict_layers multi-token-prediction layers,
@@ -94,7 +100,16 @@ var hfArchs = map[string]hfArch{
 	"qwen3_moe":   {headDimDefault: 128, readsBiasFlags: true, qkNorm: "rms", moe: moeQwen3, window: windowQwen2, layerTypes: true},
 	"llama4_text": {headDimDefault: 128, readsBiasFlags: true, moe: moeLlama4, window: windowLlama4, layerTypes: true},
 	"gemma3_text": {tiedByDefault: true, headDimDefault: 256, vocabDefault: 262208, readsBiasFlags: true, qkNorm: "rms",
-		window: windowGemma3, layerTypes: true},
+		window: windowGemma3, layerTypes: true,
+		// Gemma3TextConfig's defaults (the 1B-like base): gemma-3-4b-it's text_config omits them.
+		defaults: map[string]int{"hidden_size": 2304, "intermediate_size": 9216, "num_hidden_layers": 26,
+			"num_attention_heads": 8, "num_key_value_heads": 4}},
+	// Dense and MoE models behind newer type names, read as the family they are.
+	"ministral3":        {window: windowAllLayers}, // Devstral 2, Ministral 3: Mistral's layers
+	"qwen3_vl_text":     {headDimDefault: 128, readsBiasFlags: true, qkNorm: "rms", window: windowQwen2, layerTypes: true},
+	"qwen3_vl_moe_text": {headDimDefault: 128, readsBiasFlags: true, qkNorm: "rms", moe: moeQwen3, window: windowQwen2, layerTypes: true},
+	"smollm3": {tiedByDefault: true, readsBiasFlags: true, noRoPE: true, window: windowQwen2, layerTypes: true,
+		defaults: map[string]int{"num_key_value_heads": 4}},
 	"deepseek_v3": {kvHeadsFromHeads: true, readsBiasFlags: true, moe: moeDeepSeek, mla: true, mtp: true},
 	"kimi_k2":     {kvHeadsFromHeads: true, readsBiasFlags: true, moe: moeDeepSeek, mla: true, mtp: true},
 	"gpt_oss": {headDimDefault: 64, readsBiasFlags: true, biasDefault: true, sinks: true, moe: moeGptOss,
@@ -111,11 +126,14 @@ var hfArchs = map[string]hfArch{
 // hfWrappers are the multimodal model_types whose language model is their text_config, with
 // the model_type a text_config without one has (transformers' sub-config default).
 var hfWrappers = map[string]string{
-	"llama4":      "llama4_text",
-	"gemma3":      "gemma3_text",
-	"mistral3":    "mistral",
-	"qwen3_5":     "qwen3_5_text",
-	"qwen3_5_moe": "qwen3_5_moe_text",
+	"llama4":       "llama4_text",
+	"gemma3":       "gemma3_text",
+	"mistral3":     "mistral",
+	"qwen3_5":      "qwen3_5_text",
+	"qwen3_vl":     "qwen3_vl_text",
+	"qwen3_vl_moe": "qwen3_vl_moe_text",
+	"kimi_k25":     "kimi_k2",
+	"qwen3_5_moe":  "qwen3_5_moe_text",
 }
 
 // LoadHFConfig reads a Hugging Face config.json; a directory means the
@@ -186,7 +204,10 @@ func ParseHFConfig(data []byte, source string) (Shape, error) {
 		{"hidden_size", &s.Hidden, 0}, {"intermediate_size", &s.FFN, 0}, {"num_hidden_layers", &s.Layers, 0},
 		{"num_attention_heads", &s.QHeads, 0}, {"vocab_size", &s.Vocab, arch.vocabDefault},
 	}
-	for _, f := range ints {
+	for i, f := range ints {
+		if def, ok := arch.defaults[f.key]; ok && f.def == 0 {
+			ints[i].def, f.def = def, def
+		}
 		// Qwen3.5-MoE states no intermediate_size: its layers are all experts (a dense layer of
 		// mlp_only_layers then asks for it, in experts).
 		if f.key == "intermediate_size" && arch.gdn && arch.moe != moeNone && !c.has(f.key) {
@@ -199,13 +220,17 @@ func ParseHFConfig(data []byte, source string) (Shape, error) {
 	if s.MaxPositions, err = c.positiveInt("max_position_embeddings", 0, false); err != nil {
 		return Shape{}, err
 	}
-	if !arch.kvHeadsFromHeads && !c.has("num_key_value_heads") {
+	kvDefault, kvHasDefault := arch.defaults["num_key_value_heads"]
+	if !kvHasDefault {
+		kvDefault = s.QHeads
+	}
+	if !arch.kvHeadsFromHeads && !kvHasDefault && !c.has("num_key_value_heads") {
 		return Shape{}, c.errorf("num_key_value_heads is missing: %s configs must state it (transformers' default fits one checkpoint only)", modelType)
 	}
 	if arch.headDimRequired && !c.has("head_dim") {
 		return Shape{}, c.errorf("head_dim is missing: %s configs must state it (transformers' default, 256, fits Gemma-7B only)", modelType)
 	}
-	if s.KVHeads, err = c.positiveInt("num_key_value_heads", s.QHeads, false); err != nil {
+	if s.KVHeads, err = c.positiveInt("num_key_value_heads", kvDefault, false); err != nil {
 		return Shape{}, err
 	}
 	if s.QHeads%s.KVHeads != 0 {

@@ -207,7 +207,7 @@ func TestParseHFConfigRejects(t *testing.T) {
 		{"qwen2_moe", replace(`"llama"`, `"qwen2_moe"`), []string{`model_type "qwen2_moe" is not supported: the nearest supported are qwen3_moe, `, "decodebench model show --help"}},
 		{"deepseek_v2", replace(`"llama"`, `"deepseek_v2"`), []string{`model_type "deepseek_v2" is not supported`, "the nearest supported are deepseek_v3, "}},
 		{"more KV heads than heads", withField(`, "num_key_value_heads": 16`), []string{"num_attention_heads = 8", "num_key_value_heads = 16"}},
-		{"unknown model_type", replace(`"llama"`, `"bert"`), []string{"cfg.json", `"bert"`, "the nearest supported are", "all 25"}},
+		{"unknown model_type", replace(`"llama"`, `"bert"`), []string{"cfg.json", `"bert"`, "the nearest supported are", "decodebench model show --help"}},
 		{"no model_type", replace(`"model_type": "llama",`, ``), []string{"model_type is missing", "llama"}},
 		{"missing hidden_size", replace(`"hidden_size": 512,`, ``), []string{"cfg.json", "hidden_size is missing", "positive whole number"}},
 		{"zero layers", replace(`"num_hidden_layers": 2`, `"num_hidden_layers": 0`), []string{"num_hidden_layers = 0", "positive whole number"}},

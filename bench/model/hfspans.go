@@ -9,7 +9,7 @@ func (c hfConfig) spans(arch hfArch, s *Shape) error {
 		return err
 	}
 	var err error
-	if arch.window == windowLlama4 {
+	if arch.window == windowLlama4 || arch.noRoPE {
 		rope := 0
 		flags, listed, err := c.intList("no_rope_layers")
 		if err != nil {
@@ -37,7 +37,7 @@ func (c hfConfig) spans(arch hfArch, s *Shape) error {
 		if s.QKNorm == "l2" && rope == 0 {
 			s.QKNorm = ""
 		}
-		if !c.has("layer_types") && c.has("attention_chunk_size") {
+		if arch.window == windowLlama4 && !c.has("layer_types") && c.has("attention_chunk_size") {
 			if s.AttentionChunk, err = c.positiveInt("attention_chunk_size", 0, true); err != nil {
 				return err
 			}

@@ -286,3 +286,60 @@ func TestMamba2HybridsCountedByHand(t *testing.T) {
 		})
 	}
 }
+
+// TestDenseFamiliesBehindNewNames: the dense models that ship under newer type names (Devstral 2
+// as ministral3, Qwen3-VL's text model, SmolLM3 with its layers without rotary) and Gemma 3 as
+// transformers writes it (every field equal to Gemma3TextConfig's default omitted) import with
+// the counts of their layers by hand: attention, gated MLP, two norms, QK-norm where the family
+// has it, the embedding and an untied LM head.
+func TestDenseFamiliesBehindNewNames(t *testing.T) {
+	for _, tc := range []struct {
+		file                    string
+		family                  string
+		heads, kvHeads, headDim int64
+		qkNorm                  bool
+		noRoPE                  int
+		tied                    bool
+	}{
+		{"devstral-2-123b-instruct.json", "ministral3", 96, 8, 128, false, 0, false},
+		{"devstral-small-2-24b-instruct.json", "ministral3", 32, 8, 128, false, 0, false},
+		{"qwen3-vl-32b-instruct.json", "qwen3_vl_text", 64, 8, 128, true, 0, false},
+		{"smollm3-3b.json", "smollm3", 16, 4, 128, false, 9, true},
+		// Gemma3TextConfig's defaults: 8 query and 4 KV heads of 256.
+		{"gemma-3-4b-it.json", "gemma3_text", 8, 4, 256, true, 0, true},
+	} {
+		t.Run(tc.file, func(t *testing.T) {
+			path := sharedModel(t, tc.file)
+			s, err := LoadHFConfig(path)
+			if err != nil {
+				t.Fatal(err)
+			}
+			if s.Family != tc.family || int64(s.QHeads) != tc.heads || int64(s.KVHeads) != tc.kvHeads || int64(s.HeadDim) != tc.headDim ||
+				s.NoRoPELayers != tc.noRoPE || s.TiedEmbeddings != tc.tied {
+				t.Fatalf("read as %s, %d/%d heads of %d, %d layers without rotary, tied %v", s.Family, s.QHeads, s.KVHeads, s.HeadDim, s.NoRoPELayers, s.TiedEmbeddings)
+			}
+			c := textConfig(t, path)
+			n := func(key string) int64 { return int64(c[key].(float64)) }
+			vocab := int64(262208) // Gemma3TextConfig's vocab_size, which gemma-3-4b-it omits
+			if _, ok := c["vocab_size"]; ok {
+				vocab = n("vocab_size")
+			}
+			h, layers, ffn := n("hidden_size"), n("num_hidden_layers"), n("intermediate_size")
+			norms := int64(2)
+			if tc.family == "gemma3_text" {
+				norms = 4
+			}
+			layer := h*(tc.heads+2*tc.kvHeads)*tc.headDim + tc.heads*tc.headDim*h + 3*h*ffn + norms*h
+			if tc.qkNorm {
+				layer += 2 * tc.headDim
+			}
+			embeddings := int64(2)
+			if tc.tied {
+				embeddings = 1
+			}
+			if want := layers*layer + embeddings*vocab*h + h; s.ParamsTotal() != want {
+				t.Errorf("parameters %d, hand count %d", s.ParamsTotal(), want)
+			}
+		})
+	}
+}

@@ -145,7 +145,8 @@ type Shape struct {
 func Families() []string {
 	return []string{"llama", "mistral", "mixtral", "qwen2", "gemma", "gemma2", "phi3",
 		"qwen3", "qwen3_moe", "llama4_text", "gemma3_text", "deepseek_v3", "kimi_k2", "gpt_oss", "phimoe", "glm4_moe",
-		"qwen3_next", "qwen3_5_text", "qwen3_5_moe_text", "nemotron_h", "custom"}
+		"qwen3_next", "qwen3_5_text", "qwen3_5_moe_text", "nemotron_h",
+		"ministral3", "qwen3_vl_text", "qwen3_vl_moe_text", "smollm3", "custom"}
 }
 
 // IsMLA reports whether attention is multi-head latent attention.
