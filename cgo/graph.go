@@ -1,37 +1,11 @@
 package cgo
 
 // A whole decode step: CUDA graphs of the context's stream, device-side counters and the
-// experts' grouped linear (the optional functions at the end of kernels/decodebench.h). Each is
-// looked up on first use; a library without it answers ErrNotExported, naming it.
+// experts' grouped linear (the optional functions at the end of kernels/decodebench.h). A
+// library without one answers ErrNotExported, naming it.
 
 /*
 #include "shim.h"
-
-typedef __typeof__(&db_graph_begin) dbshim_graph_begin_fn;
-typedef __typeof__(&db_graph_end) dbshim_graph_end_fn;
-typedef __typeof__(&db_graph_launch) dbshim_graph_launch_fn;
-typedef __typeof__(&db_graph_destroy) dbshim_graph_destroy_fn;
-typedef __typeof__(&db_add_i32) dbshim_add_i32_fn;
-typedef __typeof__(&db_grouped_linear) dbshim_grouped_linear_fn;
-
-static int dbshim_call_graph_begin(void *fn, db_context *ctx) {
-	return ((dbshim_graph_begin_fn)fn)(ctx);
-}
-static int dbshim_call_graph_end(void *fn, db_context *ctx, db_graph **out) {
-	return ((dbshim_graph_end_fn)fn)(ctx, out);
-}
-static int dbshim_call_graph_launch(void *fn, db_context *ctx, db_graph *g) {
-	return ((dbshim_graph_launch_fn)fn)(ctx, g);
-}
-static int dbshim_call_graph_destroy(void *fn, db_context *ctx, db_graph *g) {
-	return ((dbshim_graph_destroy_fn)fn)(ctx, g);
-}
-static int dbshim_call_add_i32(void *fn, db_context *ctx, uint64_t dptr, int32_t count, int32_t delta) {
-	return ((dbshim_add_i32_fn)fn)(ctx, dptr, count, delta);
-}
-static int dbshim_call_grouped_linear(void *fn, db_context *ctx, const db_grouped_linear_params *p) {
-	return ((dbshim_grouped_linear_fn)fn)(ctx, p);
-}
 */
 import "C"
 
@@ -45,12 +19,8 @@ type Graph struct {
 // recorded, not run, and calls that wait for the device or copy to or from the host fail.
 func (d *Device) BeginGraph() error {
 	const op = "db_graph_begin"
-	fn, err := d.lib.symbol(op)
-	if err != nil {
-		return err
-	}
 	return d.Do(func() error {
-		if err := d.check(op, C.dbshim_call_graph_begin(fn, d.ctx)); err != nil {
+		if err := d.check(op, C.dbshim_graph_begin(d.lib.api, d.ctx)); err != nil {
 			return err
 		}
 		d.capturing = true
@@ -61,29 +31,19 @@ func (d *Device) BeginGraph() error {
 // abandonCapture ends an open capture and frees what it recorded (Close, on the device thread).
 func (d *Device) abandonCapture() {
 	d.capturing = false
-	end, err := d.lib.symbol("db_graph_end")
-	if err != nil {
-		return
-	}
 	var g *C.db_graph
-	if C.dbshim_call_graph_end(end, d.ctx, &g) == C.DB_OK && g != nil {
-		if destroy, err := d.lib.symbol("db_graph_destroy"); err == nil {
-			C.dbshim_call_graph_destroy(destroy, d.ctx, g)
-		}
+	if C.dbshim_graph_end(d.lib.api, d.ctx, &g) == C.DB_OK && g != nil {
+		C.dbshim_graph_destroy(d.lib.api, d.ctx, g)
 	}
 }
 
 // EndGraph ends the capture BeginGraph started and instantiates what it recorded.
 func (d *Device) EndGraph() (*Graph, error) {
 	const op = "db_graph_end"
-	fn, err := d.lib.symbol(op)
-	if err != nil {
-		return nil, err
-	}
 	g := &Graph{d: d}
-	err = d.Do(func() error {
+	err := d.Do(func() error {
 		d.capturing = false
-		return d.check(op, C.dbshim_call_graph_end(fn, d.ctx, &g.g))
+		return d.check(op, C.dbshim_graph_end(d.lib.api, d.ctx, &g.g))
 	})
 	if err != nil {
 		return nil, err
@@ -97,11 +57,7 @@ func (g *Graph) Launch() error {
 	if g == nil || g.g == nil {
 		return argError(op, "the graph is closed")
 	}
-	fn, err := g.d.lib.symbol(op)
-	if err != nil {
-		return err
-	}
-	return g.d.Do(func() error { return g.d.check(op, C.dbshim_call_graph_launch(fn, g.d.ctx, g.g)) })
+	return g.d.Do(func() error { return g.d.check(op, C.dbshim_graph_launch(g.d.lib.api, g.d.ctx, g.g)) })
 }
 
 // Close frees the graph; a closed graph cannot be launched. Closing twice is a no-op.
@@ -110,11 +66,7 @@ func (g *Graph) Close() error {
 	if g == nil || g.g == nil {
 		return nil
 	}
-	fn, err := g.d.lib.symbol(op)
-	if err != nil {
-		return err
-	}
-	err = g.d.Do(func() error { return g.d.check(op, C.dbshim_call_graph_destroy(fn, g.d.ctx, g.g)) })
+	err := g.d.Do(func() error { return g.d.check(op, C.dbshim_graph_destroy(g.d.lib.api, g.d.ctx, g.g)) })
 	g.g = nil
 	return err
 }
@@ -122,10 +74,6 @@ func (g *Graph) Close() error {
 // AddInt32 adds delta to each of the count int32s at dptr, on the device's stream.
 func (d *Device) AddInt32(dptr uint64, count, delta int) error {
 	const op = "db_add_i32"
-	fn, err := d.lib.symbol(op)
-	if err != nil {
-		return err
-	}
 	c, err := toInt32(op, "count", count)
 	if err != nil {
 		return err
@@ -134,7 +82,7 @@ func (d *Device) AddInt32(dptr uint64, count, delta int) error {
 	if err != nil {
 		return err
 	}
-	return d.Do(func() error { return d.check(op, C.dbshim_call_add_i32(fn, d.ctx, C.uint64_t(dptr), c, dl)) })
+	return d.Do(func() error { return d.check(op, C.dbshim_add_i32(d.lib.api, d.ctx, C.uint64_t(dptr), c, dl)) })
 }
 
 // GroupedLinearParams mirrors db_grouped_linear_params: for each expert e and each row r in
@@ -163,11 +111,8 @@ type GroupedLinearParams struct {
 // GroupedLinear runs every expert's linear over the rows routed to it.
 func (d *Device) GroupedLinear(p GroupedLinearParams) error {
 	const op = "db_grouped_linear"
-	fn, err := d.lib.symbol(op)
-	if err != nil {
-		return err
-	}
 	var c C.db_grouped_linear_params
+	var err error
 	c.x, c.w, c.bias, c.y = C.uint64_t(p.X), C.uint64_t(p.W), C.uint64_t(p.Bias), C.uint64_t(p.Y)
 	c.expert_offsets, c.dtype = C.uint64_t(p.ExpertOffsets), C.int32_t(p.DType)
 	if err := int32s(op, "rows", p.Rows, &c.rows, "experts", p.Experts, &c.experts, "n", p.N, &c.n, "k", p.K, &c.k); err != nil {
@@ -179,5 +124,5 @@ func (d *Device) GroupedLinear(p GroupedLinearParams) error {
 	if c.group_size, err = toInt32(op, "group_size", p.GroupSize); err != nil {
 		return err
 	}
-	return d.Do(func() error { return d.check(op, C.dbshim_call_grouped_linear(fn, d.ctx, &c)) })
+	return d.Do(func() error { return d.check(op, C.dbshim_grouped_linear(d.lib.api, d.ctx, &c)) })
 }

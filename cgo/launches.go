@@ -1,45 +1,19 @@
 package cgo
 
 // The optional functions of decodebench.h: the launch geometry the static gate reads
-// (db_linear_launches, db_attention_launches) and the launch baseline (db_empty_kernel). A
-// library built before they existed still loads; each is looked up on first use, and a
-// library without it answers ErrNotExported.
+// (db_linear_launches, db_attention_launches) and the launch baseline (db_empty_kernel). They
+// sit in the one function table (shim.h) with the rest; a library without one still loads, and
+// a call of it answers ErrNotExported.
 
 /*
-#include <dlfcn.h>
 #include <stdlib.h>
 #include "shim.h"
-
-typedef __typeof__(&db_linear_launches) dbshim_linear_launches_fn;
-typedef __typeof__(&db_attention_launches) dbshim_attention_launches_fn;
-typedef __typeof__(&db_empty_kernel) dbshim_empty_kernel_fn;
-
-// The already loaded library at path (RTLD_NOLOAD: never a second copy), then name in it; NULL
-// when either is missing. The handle stays open: the library is never closed anyway.
-static void *dbshim_optional(const char *path, const char *name) {
-	void *h = dlopen(path, RTLD_NOW | RTLD_LOCAL | RTLD_NOLOAD);
-	if (!h) return NULL;
-	return dlsym(h, name);
-}
-
-static int dbshim_call_linear_launches(void *fn, db_context *ctx, const db_linear_params *p,
-                                       db_launch_info *out, int32_t max, int32_t *count) {
-	return ((dbshim_linear_launches_fn)fn)(ctx, p, out, max, count);
-}
-static int dbshim_call_attention_launches(void *fn, db_context *ctx, const db_attention_params *p,
-                                          db_launch_info *out, int32_t max, int32_t *count) {
-	return ((dbshim_attention_launches_fn)fn)(ctx, p, out, max, count);
-}
-static int dbshim_call_empty_kernel(void *fn, db_context *ctx, int32_t launches) {
-	return ((dbshim_empty_kernel_fn)fn)(ctx, launches);
-}
 */
 import "C"
 
 import (
 	"errors"
 	"fmt"
-	"sync"
 	"unsafe"
 )
 
@@ -85,38 +59,12 @@ func (l LaunchInfo) Units() int64 {
 // maxLaunches bounds one call's list; today's calls make one or two launches.
 const maxLaunches = 16
 
-var (
-	optionalMu sync.Mutex
-	optional   = map[*Library]map[string]unsafe.Pointer{} // per library: name -> function, nil when absent
-)
-
-// symbol finds an optional function of the library, once.
-func (l *Library) symbol(name string) (unsafe.Pointer, error) {
-	optionalMu.Lock()
-	defer optionalMu.Unlock()
-	syms := optional[l]
-	if syms == nil {
-		syms = map[string]unsafe.Pointer{}
-		optional[l] = syms
-	}
-	fn, seen := syms[name]
-	if !seen {
-		cpath, cname := C.CString(l.path), C.CString(name)
-		fn = C.dbshim_optional(cpath, cname)
-		C.free(unsafe.Pointer(cpath))
-		C.free(unsafe.Pointer(cname))
-		syms[name] = fn
-	}
-	if fn == nil {
-		return nil, &NotExportedError{Function: name, Library: l.path}
-	}
-	return fn, nil
-}
-
-// HasFunction reports whether the library exports an optional function of decodebench.h.
+// HasFunction reports whether the library has the function of decodebench.h called name: a
+// required one always, an optional one where the library exports it (its table entry is set).
 func (l *Library) HasFunction(name string) bool {
-	_, err := l.symbol(name)
-	return err == nil
+	cname := C.CString(name)
+	defer C.free(unsafe.Pointer(cname))
+	return C.dbshim_has(l.api, cname) != 0
 }
 
 func launchesFromC(out []C.db_launch_info, count C.int32_t) []LaunchInfo {
@@ -142,8 +90,8 @@ func (d *Device) LinearLaunches(p LinearParams) ([]LaunchInfo, error) {
 	if err != nil {
 		return nil, err
 	}
-	return d.launches(op, func(fn unsafe.Pointer, out *C.db_launch_info, count *C.int32_t) C.int {
-		return C.dbshim_call_linear_launches(fn, d.ctx, &c, out, maxLaunches, count)
+	return d.launches(op, func(out *C.db_launch_info, count *C.int32_t) C.int {
+		return C.dbshim_linear_launches(d.lib.api, d.ctx, &c, out, maxLaunches, count)
 	})
 }
 
@@ -154,21 +102,17 @@ func (d *Device) AttentionLaunches(p AttentionParams) ([]LaunchInfo, error) {
 	if err != nil {
 		return nil, err
 	}
-	return d.launches(op, func(fn unsafe.Pointer, out *C.db_launch_info, count *C.int32_t) C.int {
-		return C.dbshim_call_attention_launches(fn, d.ctx, &c, out, maxLaunches, count)
+	return d.launches(op, func(out *C.db_launch_info, count *C.int32_t) C.int {
+		return C.dbshim_attention_launches(d.lib.api, d.ctx, &c, out, maxLaunches, count)
 	})
 }
 
-// launches resolves the optional function op and lists what call, given it, writes into room
-// for maxLaunches launches.
-func (d *Device) launches(op string, call func(fn unsafe.Pointer, out *C.db_launch_info, count *C.int32_t) C.int) ([]LaunchInfo, error) {
-	fn, err := d.lib.symbol(op)
-	if err != nil {
-		return nil, err
-	}
+// launches lists what call, the optional function op, writes into room for maxLaunches
+// launches.
+func (d *Device) launches(op string, call func(out *C.db_launch_info, count *C.int32_t) C.int) ([]LaunchInfo, error) {
 	out := make([]C.db_launch_info, maxLaunches)
 	var count C.int32_t
-	if err := d.Do(func() error { return d.check(op, call(fn, &out[0], &count)) }); err != nil {
+	if err := d.Do(func() error { return d.check(op, call(&out[0], &count)) }); err != nil {
 		return nil, err
 	}
 	return launchesFromC(out, count), nil
@@ -186,11 +130,7 @@ func (d *Device) EmptyKernel(launches int) error {
 	if launches < 1 || launches > MaxEmptyLaunches {
 		return argError(op, "launches = %d is not in 1..%d", launches, MaxEmptyLaunches)
 	}
-	fn, err := d.lib.symbol(op)
-	if err != nil {
-		return err
-	}
 	return d.Do(func() error {
-		return d.check(op, C.dbshim_call_empty_kernel(fn, d.ctx, C.int32_t(launches)))
+		return d.check(op, C.dbshim_empty_kernel(d.lib.api, d.ctx, C.int32_t(launches)))
 	})
 }

@@ -59,6 +59,9 @@ func TestOptionalFunctionsMissing(t *testing.T) {
 		{"db_empty_kernel", func() error { return dev.EmptyKernel(1) }},
 		{"db_linear_launches", func() error { _, err := dev.LinearLaunches(cgo.LinearParams{}); return err }},
 		{"db_attention_launches", func() error { _, err := dev.AttentionLaunches(cgo.AttentionParams{}); return err }},
+		{"db_graph_begin", dev.BeginGraph},
+		{"db_add_i32", func() error { return dev.AddInt32(16, 1, 1) }},
+		{"db_grouped_linear", func() error { return dev.GroupedLinear(cgo.GroupedLinearParams{}) }},
 	} {
 		if lib.HasFunction(c.name) {
 			t.Errorf("the fake library exports %s", c.name)
@@ -66,6 +69,10 @@ func TestOptionalFunctionsMissing(t *testing.T) {
 		if err := c.call(); !errors.Is(err, cgo.ErrNotExported) || !strings.Contains(err.Error(), c.name) {
 			t.Errorf("%s on the fake library = %v, want ErrNotExported naming it", c.name, err)
 		}
+	}
+	if !lib.HasFunction("db_linear") || lib.HasFunction("db_no_such_function") {
+		t.Errorf("HasFunction: db_linear %v, db_no_such_function %v; want true, false",
+			lib.HasFunction("db_linear"), lib.HasFunction("db_no_such_function"))
 	}
 }
 

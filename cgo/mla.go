@@ -1,34 +1,13 @@
 package cgo
 
 // Multi-head latent attention (decodebench.h's MLA section): decode in the absorbed form over
-// one latent cache per sequence, and its append. Optional functions, each looked up on first
-// use: a library without them answers ErrNotExported, naming the function.
+// one latent cache per sequence, and its append. Optional functions of the table (shim.h): a
+// library without them answers ErrNotExported, naming the function.
 
 /*
 #include "shim.h"
-
-typedef __typeof__(&db_mla_attention_plan) dbshim_mla_attention_plan_fn;
-typedef __typeof__(&db_mla_attention) dbshim_mla_attention_fn;
-typedef __typeof__(&db_mla_attention_launches) dbshim_mla_attention_launches_fn;
-typedef __typeof__(&db_mla_kv_append) dbshim_mla_kv_append_fn;
-
-static int dbshim_call_mla_attention_plan(void *fn, db_context *ctx, db_mla_attention_params *p, uint64_t *ws) {
-	return ((dbshim_mla_attention_plan_fn)fn)(ctx, p, ws);
-}
-static int dbshim_call_mla_attention(void *fn, db_context *ctx, const db_mla_attention_params *p) {
-	return ((dbshim_mla_attention_fn)fn)(ctx, p);
-}
-static int dbshim_call_mla_attention_launches(void *fn, db_context *ctx, const db_mla_attention_params *p,
-                                              db_launch_info *out, int32_t max, int32_t *count) {
-	return ((dbshim_mla_attention_launches_fn)fn)(ctx, p, out, max, count);
-}
-static int dbshim_call_mla_kv_append(void *fn, db_context *ctx, const db_mla_kv_append_params *p) {
-	return ((dbshim_mla_kv_append_fn)fn)(ctx, p);
-}
 */
 import "C"
-
-import "unsafe"
 
 // The MLA kernel's fixed widths and head limit (DB_MLA_* in decodebench.h).
 const (
@@ -96,13 +75,9 @@ func (d *Device) MLAAttentionPlan(p MLAAttentionParams) (MLAAttentionParams, uin
 	if err != nil {
 		return p, 0, err
 	}
-	fn, err := d.lib.symbol(op)
-	if err != nil {
-		return p, 0, err
-	}
 	var workspace C.uint64_t
 	err = d.Do(func() error {
-		return d.check(op, C.dbshim_call_mla_attention_plan(fn, d.ctx, &c, &workspace))
+		return d.check(op, C.dbshim_mla_attention_plan(d.lib.api, d.ctx, &c, &workspace))
 	})
 	if err != nil {
 		return p, 0, err
@@ -118,11 +93,7 @@ func (d *Device) MLAAttention(p MLAAttentionParams) error {
 	if err != nil {
 		return err
 	}
-	fn, err := d.lib.symbol(op)
-	if err != nil {
-		return err
-	}
-	return d.Do(func() error { return d.check(op, C.dbshim_call_mla_attention(fn, d.ctx, &c)) })
+	return d.Do(func() error { return d.check(op, C.dbshim_mla_attention(d.lib.api, d.ctx, &c)) })
 }
 
 // MLAAttentionLaunches is AttentionLaunches for an MLA call.
@@ -132,8 +103,8 @@ func (d *Device) MLAAttentionLaunches(p MLAAttentionParams) ([]LaunchInfo, error
 	if err != nil {
 		return nil, err
 	}
-	return d.launches(op, func(fn unsafe.Pointer, out *C.db_launch_info, count *C.int32_t) C.int {
-		return C.dbshim_call_mla_attention_launches(fn, d.ctx, &c, out, maxLaunches, count)
+	return d.launches(op, func(out *C.db_launch_info, count *C.int32_t) C.int {
+		return C.dbshim_mla_attention_launches(d.lib.api, d.ctx, &c, out, maxLaunches, count)
 	})
 }
 
@@ -158,9 +129,5 @@ func (d *Device) MLAKVAppend(p MLAKVAppendParams) error {
 	if c.batch, err = toInt32(op, "batch", p.Batch); err != nil {
 		return err
 	}
-	fn, err := d.lib.symbol(op)
-	if err != nil {
-		return err
-	}
-	return d.Do(func() error { return d.check(op, C.dbshim_call_mla_kv_append(fn, d.ctx, &c)) })
+	return d.Do(func() error { return d.check(op, C.dbshim_mla_kv_append(d.lib.api, d.ctx, &c)) })
 }

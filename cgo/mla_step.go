@@ -6,12 +6,6 @@ package cgo
 
 /*
 #include "shim.h"
-
-typedef __typeof__(&db_mla_rope_append) dbshim_mla_rope_append_fn;
-
-static int dbshim_call_mla_rope_append(void *fn, db_context *ctx, const db_mla_rope_append_params *p) {
-	return ((dbshim_mla_rope_append_fn)fn)(ctx, p);
-}
 */
 import "C"
 
@@ -54,9 +48,5 @@ func (d *Device) MLARopeAppend(p MLARopeAppendParams) error {
 		"q_pe_head_stride", p.QPEHeadStride, &c.q_pe_head_stride); err != nil {
 		return err
 	}
-	fn, err := d.lib.symbol(op)
-	if err != nil {
-		return err
-	}
-	return d.Do(func() error { return d.check(op, C.dbshim_call_mla_rope_append(fn, d.ctx, &c)) })
+	return d.Do(func() error { return d.check(op, C.dbshim_mla_rope_append(d.lib.api, d.ctx, &c)) })
 }

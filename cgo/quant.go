@@ -1,17 +1,11 @@
 package cgo
 
 // Quantized weight formats of the decode linear layer (decodebench.h, "quantized weight
-// formats") and their device fill, db_fill_quantized: an optional function, looked up on first
-// use, so a library built before it still loads and answers ErrNotExported.
+// formats") and their device fill, db_fill_quantized: an optional function of the table
+// (shim.h), so a library built before it still loads and answers ErrNotExported.
 
 /*
 #include "shim.h"
-
-typedef __typeof__(&db_fill_quantized) dbshim_fill_quantized_fn;
-
-static int dbshim_call_fill_quantized(void *fn, db_context *ctx, const db_quant_fill_params *p) {
-	return ((dbshim_fill_quantized_fn)fn)(ctx, p);
-}
 */
 import "C"
 
@@ -176,11 +170,7 @@ func (d *Device) FillQuantized(p QuantFill) error {
 		return err
 	}
 	c.seed, c.scale = C.uint64_t(p.Seed), C.float(p.Scale)
-	fn, err := d.lib.symbol(op)
-	if err != nil {
-		return err
-	}
-	return d.Do(func() error { return d.check(op, C.dbshim_call_fill_quantized(fn, d.ctx, &c)) })
+	return d.Do(func() error { return d.check(op, C.dbshim_fill_quantized(d.lib.api, d.ctx, &c)) })
 }
 
 // CheckShape is db_linear_plan's rule for an N x K matrix of format f with groups of

@@ -16,6 +16,14 @@
   X(db_attention_plan) X(db_attention) X(db_kv_append)                                            \
   X(db_argmax_plan) X(db_embedding) X(db_rmsnorm) X(db_rope_kv_append) X(db_gated_act) X(db_bias_add) X(db_argmax) X(db_moe_route) X(db_moe_group) X(db_moe_combine)
 
+/* The optional functions: resolved into the same table, NULL where the library lacks them (a
+ * kernel family a library does not build, or the test fake). */
+#define DBSHIM_OPTIONAL(X)                                                                          \
+  X(db_fill_quantized) X(db_linear_launches) X(db_attention_launches) X(db_empty_kernel)           \
+  X(db_graph_begin) X(db_graph_end) X(db_graph_launch) X(db_graph_destroy) X(db_add_i32)          \
+  X(db_grouped_linear) X(db_mla_attention_plan) X(db_mla_attention) X(db_mla_attention_launches)  \
+  X(db_mla_kv_append) X(db_mla_rope_append)
+
 db_api *dbshim_load(const char *path, char *err, size_t errlen) {
   dlerror(); /* clear a stale message */
   void *h = dlopen(path, RTLD_NOW | RTLD_LOCAL);
@@ -54,7 +62,19 @@ db_api *dbshim_load(const char *path, char *err, size_t errlen) {
   }
   DBSHIM_FUNCTIONS(DBSHIM_RESOLVE)
 #undef DBSHIM_RESOLVE
+#define DBSHIM_RESOLVE_OPTIONAL(name) *(void **)(&a->name) = dlsym(h, #name);
+  DBSHIM_OPTIONAL(DBSHIM_RESOLVE_OPTIONAL)
+#undef DBSHIM_RESOLVE_OPTIONAL
   return a;
+}
+
+int dbshim_has(const db_api *a, const char *name) {
+#define DBSHIM_HAS(fn)                                                                              \
+  if (strcmp(name, #fn) == 0) return a->fn != NULL;
+  DBSHIM_FUNCTIONS(DBSHIM_HAS)
+  DBSHIM_OPTIONAL(DBSHIM_HAS)
+#undef DBSHIM_HAS
+  return 0;
 }
 
 static __thread uint64_t dbshim_owner;
@@ -126,3 +146,54 @@ int dbshim_argmax(const db_api *a, db_context *ctx, const db_argmax_params *p) {
 int dbshim_moe_route(const db_api *a, db_context *ctx, const db_moe_route_params *p) { return a->db_moe_route(ctx, p); }
 int dbshim_moe_group(const db_api *a, db_context *ctx, const db_moe_group_params *p) { return a->db_moe_group(ctx, p); }
 int dbshim_moe_combine(const db_api *a, db_context *ctx, const db_moe_combine_params *p) { return a->db_moe_combine(ctx, p); }
+
+/* optional functions */
+#define DBSHIM_OPTIONAL_CALL(name, ...) return a->name ? a->name(__VA_ARGS__) : DBSHIM_NOT_EXPORTED
+int dbshim_fill_quantized(const db_api *a, db_context *ctx, const db_quant_fill_params *p) {
+  DBSHIM_OPTIONAL_CALL(db_fill_quantized, ctx, p);
+}
+int dbshim_linear_launches(const db_api *a, db_context *ctx, const db_linear_params *p, db_launch_info *out,
+                           int32_t max, int32_t *count) {
+  DBSHIM_OPTIONAL_CALL(db_linear_launches, ctx, p, out, max, count);
+}
+int dbshim_attention_launches(const db_api *a, db_context *ctx, const db_attention_params *p,
+                              db_launch_info *out, int32_t max, int32_t *count) {
+  DBSHIM_OPTIONAL_CALL(db_attention_launches, ctx, p, out, max, count);
+}
+int dbshim_empty_kernel(const db_api *a, db_context *ctx, int32_t launches) {
+  DBSHIM_OPTIONAL_CALL(db_empty_kernel, ctx, launches);
+}
+int dbshim_graph_begin(const db_api *a, db_context *ctx) { DBSHIM_OPTIONAL_CALL(db_graph_begin, ctx); }
+int dbshim_graph_end(const db_api *a, db_context *ctx, db_graph **out) {
+  DBSHIM_OPTIONAL_CALL(db_graph_end, ctx, out);
+}
+int dbshim_graph_launch(const db_api *a, db_context *ctx, db_graph *g) {
+  DBSHIM_OPTIONAL_CALL(db_graph_launch, ctx, g);
+}
+int dbshim_graph_destroy(const db_api *a, db_context *ctx, db_graph *g) {
+  DBSHIM_OPTIONAL_CALL(db_graph_destroy, ctx, g);
+}
+int dbshim_add_i32(const db_api *a, db_context *ctx, uint64_t dptr, int32_t count, int32_t delta) {
+  DBSHIM_OPTIONAL_CALL(db_add_i32, ctx, dptr, count, delta);
+}
+int dbshim_grouped_linear(const db_api *a, db_context *ctx, const db_grouped_linear_params *p) {
+  DBSHIM_OPTIONAL_CALL(db_grouped_linear, ctx, p);
+}
+int dbshim_mla_attention_plan(const db_api *a, db_context *ctx, db_mla_attention_params *p,
+                              uint64_t *workspace_bytes) {
+  DBSHIM_OPTIONAL_CALL(db_mla_attention_plan, ctx, p, workspace_bytes);
+}
+int dbshim_mla_attention(const db_api *a, db_context *ctx, const db_mla_attention_params *p) {
+  DBSHIM_OPTIONAL_CALL(db_mla_attention, ctx, p);
+}
+int dbshim_mla_attention_launches(const db_api *a, db_context *ctx, const db_mla_attention_params *p,
+                                  db_launch_info *out, int32_t max, int32_t *count) {
+  DBSHIM_OPTIONAL_CALL(db_mla_attention_launches, ctx, p, out, max, count);
+}
+int dbshim_mla_kv_append(const db_api *a, db_context *ctx, const db_mla_kv_append_params *p) {
+  DBSHIM_OPTIONAL_CALL(db_mla_kv_append, ctx, p);
+}
+int dbshim_mla_rope_append(const db_api *a, db_context *ctx, const db_mla_rope_append_params *p) {
+  DBSHIM_OPTIONAL_CALL(db_mla_rope_append, ctx, p);
+}
+#undef DBSHIM_OPTIONAL_CALL

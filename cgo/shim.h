@@ -54,10 +54,30 @@ typedef struct {
   DBSHIM_FN(db_moe_route);
   DBSHIM_FN(db_moe_group);
   DBSHIM_FN(db_moe_combine);
+  /* optional: NULL where the library lacks them (dbshim_load resolves them without failing) */
+  DBSHIM_FN(db_fill_quantized);
+  DBSHIM_FN(db_linear_launches);
+  DBSHIM_FN(db_attention_launches);
+  DBSHIM_FN(db_empty_kernel);
+  DBSHIM_FN(db_graph_begin);
+  DBSHIM_FN(db_graph_end);
+  DBSHIM_FN(db_graph_launch);
+  DBSHIM_FN(db_graph_destroy);
+  DBSHIM_FN(db_add_i32);
+  DBSHIM_FN(db_grouped_linear);
+  DBSHIM_FN(db_mla_attention_plan);
+  DBSHIM_FN(db_mla_attention);
+  DBSHIM_FN(db_mla_attention_launches);
+  DBSHIM_FN(db_mla_kv_append);
+  DBSHIM_FN(db_mla_rope_append);
 } db_api;
 
+/* What an optional function's trampoline returns when the library lacks it: no db_status
+ * (package cgo turns it into a NotExportedError naming the function). */
+#define DBSHIM_NOT_EXPORTED (-1)
+
 /* Opens the library at path (RTLD_NOW | RTLD_LOCAL), checks db_abi_version against
- * DB_ABI_VERSION and resolves every function. On success returns a table that lives as long as
+ * DB_ABI_VERSION and resolves every function (an optional one may be missing: NULL). On success returns a table that lives as long as
  * the process (the library is never closed: neither the CUDA runtime nor a running emulator
  * survives dlclose safely). On failure returns NULL with the reason in err (NUL-terminated);
  * dlerror is read inside this one call, so on the thread that failed. */
@@ -108,5 +128,29 @@ int dbshim_argmax(const db_api *a, db_context *ctx, const db_argmax_params *p);
 int dbshim_moe_route(const db_api *a, db_context *ctx, const db_moe_route_params *p);
 int dbshim_moe_group(const db_api *a, db_context *ctx, const db_moe_group_params *p);
 int dbshim_moe_combine(const db_api *a, db_context *ctx, const db_moe_combine_params *p);
+
+/* Whether the library has the function of decodebench.h called name (a required one always). */
+int dbshim_has(const db_api *a, const char *name);
+
+/* optional functions: DBSHIM_NOT_EXPORTED where the library lacks them */
+int dbshim_fill_quantized(const db_api *a, db_context *ctx, const db_quant_fill_params *p);
+int dbshim_linear_launches(const db_api *a, db_context *ctx, const db_linear_params *p, db_launch_info *out,
+                           int32_t max, int32_t *count);
+int dbshim_attention_launches(const db_api *a, db_context *ctx, const db_attention_params *p,
+                              db_launch_info *out, int32_t max, int32_t *count);
+int dbshim_empty_kernel(const db_api *a, db_context *ctx, int32_t launches);
+int dbshim_graph_begin(const db_api *a, db_context *ctx);
+int dbshim_graph_end(const db_api *a, db_context *ctx, db_graph **out);
+int dbshim_graph_launch(const db_api *a, db_context *ctx, db_graph *g);
+int dbshim_graph_destroy(const db_api *a, db_context *ctx, db_graph *g);
+int dbshim_add_i32(const db_api *a, db_context *ctx, uint64_t dptr, int32_t count, int32_t delta);
+int dbshim_grouped_linear(const db_api *a, db_context *ctx, const db_grouped_linear_params *p);
+int dbshim_mla_attention_plan(const db_api *a, db_context *ctx, db_mla_attention_params *p,
+                              uint64_t *workspace_bytes);
+int dbshim_mla_attention(const db_api *a, db_context *ctx, const db_mla_attention_params *p);
+int dbshim_mla_attention_launches(const db_api *a, db_context *ctx, const db_mla_attention_params *p,
+                                  db_launch_info *out, int32_t max, int32_t *count);
+int dbshim_mla_kv_append(const db_api *a, db_context *ctx, const db_mla_kv_append_params *p);
+int dbshim_mla_rope_append(const db_api *a, db_context *ctx, const db_mla_rope_append_params *p);
 
 #endif

@@ -89,6 +89,9 @@ func (l *Library) check(op string, status C.int) error {
 	if s == StatusOK {
 		return nil
 	}
+	if status == C.DBSHIM_NOT_EXPORTED {
+		return &NotExportedError{Function: op, Library: l.path}
+	}
 	e := &Error{Op: op, Status: s, Text: s.Error()}
 	if text := C.dbshim_status_string(l.api, status); text != nil {
 		e.Text = C.GoString(text)

@@ -111,8 +111,11 @@ $(KERNELS_BUILD)/emu/emu_test: kernels/emu/emu_test.cpp $(EMU_OBJS)
 $(KERNELS_BUILD)/emu/attention_plan_test: kernels/attention_plan_test.cpp $(EMU_OBJS)
 	$(CXX) $(EMU_CXXFLAGS) -Ikernels -o $@ $< $(EMU_OBJS)
 
-EMU_UCONTEXT_OBJS := $(filter-out %/scheduler.o,$(EMU_OBJS)) $(KERNELS_BUILD)/emu/ucontext/scheduler.o
-$(KERNELS_BUILD)/emu/ucontext/scheduler.o: kernels/emu/scheduler.cpp $(KERNELS_DEPS)
+# The scheduler's files share scheduler.h's Context (the switch), so all of them build again.
+EMU_SCHEDULER     := fibers faults hazards scheduler
+EMU_UCONTEXT_OBJS := $(filter-out $(EMU_SCHEDULER:%=$(KERNELS_BUILD)/emu/runtime/%.o),$(EMU_OBJS)) \
+                     $(EMU_SCHEDULER:%=$(KERNELS_BUILD)/emu/ucontext/%.o)
+$(KERNELS_BUILD)/emu/ucontext/%.o: kernels/emu/%.cpp $(KERNELS_DEPS)
 	@mkdir -p $(@D)
 	$(CXX) $(EMU_CXXFLAGS) -DDB_EMU_UCONTEXT -c $< -o $@
 

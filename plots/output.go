@@ -2,7 +2,6 @@ package plots
 
 import (
 	"bytes"
-	"errors"
 	"fmt"
 	"image"
 	"math"
@@ -13,6 +12,8 @@ import (
 	"gonum.org/v1/plot/vg/draw"
 	"gonum.org/v1/plot/vg/vgimg"
 	"gonum.org/v1/plot/vg/vgsvg"
+
+	"github.com/decodebench/decodebench/bench/atomicfile"
 )
 
 // size returns the PNG size in pixels.
@@ -72,10 +73,10 @@ func (f *figure) save(base string) (paths []string, err error) {
 	}
 
 	paths = []string{base + ".png", base + ".svg"}
-	if err := writeFileAtomic(paths[0], png.Bytes()); err != nil {
+	if err := atomicfile.Write(paths[0], png.Bytes()); err != nil {
 		return nil, err
 	}
-	if err := writeFileAtomic(paths[1], svgFontFallback(svgText.Bytes())); err != nil {
+	if err := atomicfile.Write(paths[1], svgFontFallback(svgText.Bytes())); err != nil {
 		return nil, err
 	}
 	return paths, nil
@@ -87,28 +88,4 @@ func (f *figure) save(base string) (paths []string, err error) {
 func svgFontFallback(svg []byte) []byte {
 	return bytes.ReplaceAll(svg, []byte("font-family:Liberation Sans;"),
 		[]byte("font-family:'Liberation Sans',Arial,Helvetica,sans-serif;"))
-}
-
-// writeFileAtomic writes through a temporary file so that a report never links a half-written
-// image.
-func writeFileAtomic(path string, data []byte) error {
-	tmp, err := os.CreateTemp(filepath.Dir(path), "."+filepath.Base(path)+".*")
-	if err != nil {
-		return fmt.Errorf("plots: %w", err)
-	}
-	_, werr := tmp.Write(data)
-	cerr := tmp.Close()
-	if err := errors.Join(werr, cerr); err != nil {
-		os.Remove(tmp.Name())
-		return fmt.Errorf("plots: writing %s: %w", path, err)
-	}
-	if err := os.Chmod(tmp.Name(), 0o644); err != nil {
-		os.Remove(tmp.Name())
-		return fmt.Errorf("plots: %w", err)
-	}
-	if err := os.Rename(tmp.Name(), path); err != nil {
-		os.Remove(tmp.Name())
-		return fmt.Errorf("plots: %w", err)
-	}
-	return nil
 }

@@ -11,6 +11,9 @@ import (
 	"regexp"
 	"strconv"
 	"strings"
+
+	"github.com/decodebench/decodebench/bench/atomicfile"
+	"github.com/decodebench/decodebench/bench/format"
 )
 
 // Document is a report as plain data: WriteHTML makes one self-contained page of it (styles
@@ -105,7 +108,7 @@ func WriteHTML(path string, d Document) error {
 	if err := os.MkdirAll(filepath.Dir(path), 0o755); err != nil {
 		return fmt.Errorf("plots: %w", err)
 	}
-	return writeFileAtomic(path, buf.Bytes())
+	return atomicfile.Write(path, buf.Bytes())
 }
 
 // figureHTML is a figure as the page holds it: its SVG inline (svg true), where the page's
@@ -342,46 +345,18 @@ func WriteMarkdown(path string, d Document) error {
 	if err := os.MkdirAll(dir, 0o755); err != nil {
 		return fmt.Errorf("plots: %w", err)
 	}
-	return writeFileAtomic(path, []byte(b.String()))
+	return atomicfile.Write(path, []byte(b.String()))
 }
 
 func writeMarkdownTable(b *strings.Builder, t Table) {
 	if t.Caption != "" {
 		fmt.Fprintf(b, "**%s**\n\n", mdEscape(t.Caption))
 	}
-	h := newHTMLTable(t)
-	b.WriteString("|")
-	for _, c := range t.Header {
-		fmt.Fprintf(b, " %s |", mdCell(c))
-	}
-	b.WriteString("\n|")
-	for i := range t.Header {
-		if h.Numeric[i] {
-			b.WriteString(" ---: |")
-		} else {
-			b.WriteString(" --- |")
-		}
-	}
-	b.WriteString("\n")
-	for _, row := range t.Rows {
-		b.WriteString("|")
-		for i := range t.Header {
-			cell := ""
-			if i < len(row) {
-				cell = row[i]
-			}
-			fmt.Fprintf(b, " %s |", mdCell(cell))
-		}
-		b.WriteString("\n")
-	}
+	format.Markdown(b, t.Header, t.Rows, newHTMLTable(t).Numeric)
 	b.WriteString("\n")
 	if t.Note != "" {
 		fmt.Fprintf(b, "%s\n\n", mdEscape(t.Note))
 	}
-}
-
-func mdCell(s string) string {
-	return strings.ReplaceAll(strings.ReplaceAll(s, "|", `\|`), "\n", " ")
 }
 
 func mdEscape(s string) string { return strings.ReplaceAll(s, "\n", " ") }

@@ -180,26 +180,14 @@ func writeTable(w io.Writer, t Rows) error {
 }
 
 func writeMarkdown(w io.Writer, t Rows) error {
-	esc := func(s string) string { return strings.ReplaceAll(strings.ReplaceAll(s, "|", `\|`), "\n", " ") }
-	var b strings.Builder
-	b.WriteString("|")
-	for _, c := range t.Columns {
-		b.WriteString(" " + esc(c) + " |")
-	}
-	b.WriteString("\n|")
-	for range t.Columns {
-		b.WriteString(" --- |")
-	}
-	b.WriteString("\n")
-	for _, row := range t.Rows {
-		b.WriteString("|")
-		for _, v := range row {
-			b.WriteString(" " + esc(cell(v)) + " |")
+	rows := make([][]string, len(t.Rows))
+	for r, row := range t.Rows {
+		rows[r] = make([]string, len(row))
+		for i, v := range row {
+			rows[r][i] = cell(v)
 		}
-		b.WriteString("\n")
 	}
-	_, err := io.WriteString(w, b.String())
-	return err
+	return Markdown(w, t.Columns, rows, nil)
 }
 
 func writeCSV(w io.Writer, t Rows) error {

@@ -26,6 +26,9 @@ type Check struct {
 	Worst      ref.Element
 	OutOfBound int
 	Mismatches []ref.Element
+	// Outputs are the outputs compared one by one, where a call writes several (the small
+	// ops); Verification then sums their counts and names the first that failed.
+	Outputs []OutputCheck
 }
 
 // Verify runs the call s once, with one copy of its operands, and checks every output against
@@ -48,6 +51,8 @@ func Verify(dev *cgo.Device, s Spec, o Options) Check {
 		out, c = mla(dev, *s.MLA, o)
 	case KindLinearGrouped:
 		out, c = grouped(dev, *s.Grouped, o)
+	case KindSmallOp:
+		out, c = smallOp(dev, *s.SmallOp, o)
 	default:
 		out, c = probe(dev, *s.Probe, o)
 	}

@@ -25,6 +25,7 @@ type Spec struct {
 	MLA       *MLASpec       `json:"mla,omitempty"`     // KindAttentionMLA
 	Grouped   *GroupedSpec   `json:"grouped,omitempty"` // KindLinearGrouped
 	Probe     *ProbeSpec     `json:"probe,omitempty"`
+	SmallOp   *SmallOpSpec   `json:"smallop,omitempty"` // KindSmallOp
 }
 
 // Spec wraps s.
@@ -43,12 +44,12 @@ func (s ProbeSpec) Spec() Spec { return Spec{Kind: KindProbe, Probe: &s} }
 func (s Spec) shapeError() string {
 	switch {
 	case s.Kind == KindLinear && s.Linear != nil, s.Kind == KindAttention && s.Attention != nil, s.Kind == KindProbe && s.Probe != nil,
-		s.Kind == KindAttentionMLA && s.MLA != nil, s.Kind == KindLinearGrouped && s.Grouped != nil:
+		s.Kind == KindAttentionMLA && s.MLA != nil, s.Kind == KindLinearGrouped && s.Grouped != nil, s.Kind == KindSmallOp && s.SmallOp != nil:
 		return ""
-	case s.Kind == KindLinear || s.Kind == KindAttention || s.Kind == KindProbe || s.Kind == KindAttentionMLA || s.Kind == KindLinearGrouped:
+	case s.Kind == KindLinear || s.Kind == KindAttention || s.Kind == KindProbe || s.Kind == KindAttentionMLA || s.Kind == KindLinearGrouped || s.Kind == KindSmallOp:
 		return fmt.Sprintf("invalid spec: kind %s without its %s description", s.Kind, s.Kind)
 	}
-	return fmt.Sprintf("invalid spec: unknown kind %q (want %s, %s, %s, %s or %s)", s.Kind, KindLinear, KindLinearGrouped, KindAttention, KindAttentionMLA, KindProbe)
+	return fmt.Sprintf("invalid spec: unknown kind %q (want %s, %s, %s, %s, %s or %s)", s.Kind, KindLinear, KindLinearGrouped, KindAttention, KindAttentionMLA, KindProbe, KindSmallOp)
 }
 
 // Measure verifies, then times, the call s describes (see Linear, Attention and Probe).
@@ -65,6 +66,9 @@ func Measure(dev *cgo.Device, s Spec, o Options) Outcome {
 		return MLA(dev, *s.MLA, o)
 	case KindLinearGrouped:
 		return Grouped(dev, *s.Grouped, o)
+	case KindSmallOp:
+		return Outcome{Spec: s, Kernel: "smallop:" + s.SmallOp.Op, Status: StatusFailed,
+			Reason: "small ops are verified (Verify), not timed: a step composes their time from bandwidth"}
 	}
 	return Probe(dev, *s.Probe, o)
 }
@@ -153,6 +157,9 @@ func (s Spec) Key() string {
 		if g.XRowStride != 0 || g.XGroupStride != 0 || g.YRowStride != 0 || g.YGroupStride != 0 {
 			fmt.Fprintf(&b, " strides=%d,%d,%d,%d", g.XRowStride, g.XGroupStride, g.YRowStride, g.YGroupStride)
 		}
+	case KindSmallOp:
+		o := s.SmallOp
+		fmt.Fprintf(&b, "smallop %s %s b=%d hidden=%d", o.Op, o.DType, o.Batch, o.Hidden)
 	case KindProbe:
 		p := s.Probe
 		fmt.Fprintf(&b, "probe %s", p.Kind)
@@ -188,6 +195,8 @@ func (s Spec) Label() string {
 	case KindLinearGrouped:
 		g := s.Grouped
 		return fmt.Sprintf("grouped linear %dx(%dx%dx%d)", g.Groups, g.Rows, g.N, g.K)
+	case KindSmallOp:
+		return s.SmallOp.Op + " small op"
 	}
 	return s.Probe.Kind.String() + " probe"
 }
@@ -205,6 +214,8 @@ func (s Spec) Bytes() float64 {
 		return s.MLA.Bytes()
 	case s.Kind == KindLinearGrouped:
 		return s.Grouped.Bytes()
+	case s.Kind == KindSmallOp:
+		return 0
 	case s.Probe.Kind.Memory():
 		return float64(s.Probe.Bytes * probeBuffers(s.Probe.Kind))
 	}
@@ -242,6 +253,8 @@ func (s Spec) MinDeviceBytes() uint64 {
 		return s.MLA.MinDeviceBytes()
 	case s.Kind == KindLinearGrouped:
 		return s.Grouped.MinDeviceBytes()
+	case s.Kind == KindSmallOp:
+		return 0
 	case s.Probe.Kind.Memory():
 		return s.Probe.Bytes * probeBuffers(s.Probe.Kind)
 	}

@@ -25,6 +25,8 @@ const (
 // Formats are the formats Write takes.
 var Formats = []string{FormatTable, FormatMarkdown, FormatJSON}
 
+var markdownTable = format.Markdown // Write's parameter format hides the package
+
 // Files a plan writes into a directory.
 const (
 	JSONFile     = "plan.json"
@@ -148,14 +150,8 @@ func Write(w io.Writer, p Plan, format string) error {
 			b.WriteString("- " + l + "\n")
 		}
 		header, rows := p.table()
-		b.WriteString("\n| " + strings.Join(header, " | ") + " |\n|")
-		for range header {
-			b.WriteString(" --- |")
-		}
 		b.WriteString("\n")
-		for _, r := range rows {
-			b.WriteString("| " + strings.Join(r, " | ") + " |\n")
-		}
+		markdownTable(&b, header, rows, nil)
 		b.WriteString("\n**" + p.Verdict() + ".**\n\nMethod: " + p.Method + "; servers = ceil(traffic / (per-server x (1 - headroom))), GPUs = servers x tp.\n")
 		for _, n := range p.Notes {
 			b.WriteString("\n- " + n)

@@ -5,6 +5,7 @@ import (
 	"fmt"
 	"math"
 	"slices"
+	"strings"
 	"time"
 
 	"github.com/decodebench/decodebench/bench/measure"
@@ -126,7 +127,7 @@ func Measure(dev TimedDevice, emulated bool, c Config, modes []Mode, o Options) 
 		r.Status = measure.StatusFailed
 		why = append(why, "graph and eager modes gave different tokens or logits")
 	}
-	r.Reason = joinSemi(why)
+	r.Reason = strings.Join(why, "; ")
 	return r
 }
 
@@ -137,17 +138,6 @@ func statusOf(err error) string {
 		return measure.StatusSkipped
 	}
 	return measure.StatusFailed
-}
-
-func joinSemi(items []string) string {
-	out := ""
-	for i, s := range items {
-		if i > 0 {
-			out += "; "
-		}
-		out += s
-	}
-	return out
 }
 
 // Time measures mode under cfg. Each sample resets the state (untimed), then queues Steps

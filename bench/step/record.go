@@ -2,6 +2,7 @@ package step
 
 import (
 	"fmt"
+	"strings"
 	"time"
 
 	"github.com/decodebench/decodebench/bench/measure"
@@ -187,7 +188,7 @@ func (r *Record) checkPlausible(stepBytes float64) {
 			if t.Timed != nil {
 				t.Timed.Status, t.Timed.Reason = t.Status, t.Reason
 			}
-			r.Reason = joinSemi(append(nonEmpty(r.Reason), string(timedMode(r, t))+": "+t.Reason))
+			r.Reason = strings.Join(append(nonEmpty(r.Reason), string(timedMode(r, t))+": "+t.Reason), "; ")
 		}
 	}
 }

@@ -4,10 +4,10 @@ import (
 	"errors"
 	"fmt"
 	"math"
-	"slices"
 	"time"
 
 	"github.com/decodebench/decodebench/bench/measure"
+	"github.com/decodebench/decodebench/bench/timing"
 	"github.com/decodebench/decodebench/cgo"
 )
 
@@ -87,21 +87,8 @@ func MeasureLaunch(dev *cgo.Device) Launch {
 		}
 		l.SampleSecondsPerLaunch = append(l.SampleSecondsPerLaunch, s)
 	}
-	l.Status, l.Samples, l.SecondsPerLaunch = measure.StatusOK, len(l.SampleSecondsPerLaunch), median(l.SampleSecondsPerLaunch)
+	l.Status, l.Samples, l.SecondsPerLaunch = measure.StatusOK, len(l.SampleSecondsPerLaunch), timing.Median(l.SampleSecondsPerLaunch)
 	return l
-}
-
-func median(xs []float64) float64 {
-	s := slices.Clone(xs)
-	slices.Sort(s)
-	n := len(s)
-	if n == 0 {
-		return 0
-	}
-	if n%2 == 1 {
-		return s[n/2]
-	}
-	return (s[n/2-1] + s[n/2]) / 2
 }
 
 // Text is the baseline in a sentence: "3.1 µs per launch (median of 5 samples of 1000 launches)".

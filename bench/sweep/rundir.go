@@ -9,6 +9,7 @@ import (
 	"os"
 	"path/filepath"
 
+	"github.com/decodebench/decodebench/bench/atomicfile"
 	"github.com/decodebench/decodebench/bench/step"
 )
 
@@ -297,7 +298,7 @@ func WriteInfo(dir string, info RunInfo) error {
 	if err != nil {
 		return err
 	}
-	return WriteFileAtomic(filepath.Join(dir, InfoFile), append(data, '\n'))
+	return atomicfile.Write(filepath.Join(dir, InfoFile), append(data, '\n'))
 }
 
 // AppendRecord writes r as one line of results.jsonl and syncs it to disk.
@@ -331,33 +332,3 @@ func (d *RunDir) Close() error {
 
 // StalePID is the PID of a dead process whose lock on the directory was taken over (0 none).
 func (d *RunDir) StalePID() int { return d.lock.StalePID }
-
-// WriteFileAtomic writes through a temporary file in the same directory, syncs it and renames
-// it, then syncs the directory, so a reader never sees a half-written file and a crash leaves
-// the old file or the new one.
-func WriteFileAtomic(path string, data []byte) error {
-	tmp, err := os.CreateTemp(filepath.Dir(path), "."+filepath.Base(path)+".*")
-	if err != nil {
-		return err
-	}
-	_, werr := tmp.Write(data)
-	serr := tmp.Sync()
-	cerr := tmp.Close()
-	if err := errors.Join(werr, serr, cerr); err != nil {
-		os.Remove(tmp.Name())
-		return fmt.Errorf("writing %s: %w", path, err)
-	}
-	if err := os.Chmod(tmp.Name(), 0o644); err != nil {
-		os.Remove(tmp.Name())
-		return err
-	}
-	if err := os.Rename(tmp.Name(), path); err != nil {
-		os.Remove(tmp.Name())
-		return err
-	}
-	if dir, err := os.Open(filepath.Dir(path)); err == nil {
-		dir.Sync() // the rename itself; some filesystems refuse a directory sync, and that is no failure
-		dir.Close()
-	}
-	return nil
-}

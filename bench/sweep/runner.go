@@ -8,6 +8,7 @@ import (
 	"github.com/decodebench/decodebench/bench/measure"
 	"github.com/decodebench/decodebench/bench/units"
 	"math"
+	"strings"
 	"time"
 
 	"github.com/decodebench/decodebench/bench/roofline"
@@ -380,8 +381,8 @@ func (s *state) probes(ctx context.Context) error {
 	}
 	info.Source = "decodebench probes on this card: read bandwidth, bf16 mma.sync rate"
 	if len(notes) > 0 {
-		info.Source += " (" + joinSemi(notes) + ")"
-		s.progress.Note("the measured ceiling is incomplete: " + joinSemi(notes))
+		info.Source += " (" + strings.Join(notes, "; ") + ")"
+		s.progress.Note("the measured ceiling is incomplete: " + strings.Join(notes, "; "))
 	}
 	s.Info.Measured = info
 	s.Ceilings.Measured = roofline.Ceiling{Name: roofline.CeilingMeasured, BandwidthBytesPerSec: info.BandwidthBytesPerSec, FLOPsPerSec: info.FLOPsPerSec}
@@ -551,14 +552,3 @@ func (silent) Measuring(int, int, string, float64) {}
 func (silent) Recorded(Record, int, int, float64)  {}
 func (silent) Note(string)                         {}
 func (silent) Stop()                               {}
-
-func joinSemi(items []string) string {
-	out := ""
-	for i, s := range items {
-		if i > 0 {
-			out += "; "
-		}
-		out += s
-	}
-	return out
-}

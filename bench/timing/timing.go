@@ -128,6 +128,16 @@ func Summarize(samples []float64) Stats {
 	return st
 }
 
+// Median of xs (not modified), as Summarize takes it; 0 for none.
+func Median(xs []float64) float64 {
+	if len(xs) == 0 {
+		return 0
+	}
+	s := slices.Clone(xs)
+	slices.Sort(s)
+	return Quantile(s, 0.5)
+}
+
 // Quantile of sorted data by linear interpolation between closest ranks (type 7, as numpy's
 // default). sorted must be ascending and non-empty.
 func Quantile(sorted []float64, q float64) float64 {

@@ -97,3 +97,19 @@ func TestSummarize(t *testing.T) {
 		t.Fatal("samples were reordered; they must stay in measurement order")
 	}
 }
+
+func TestMedian(t *testing.T) {
+	xs := []float64{3, 1, 2, 10}
+	if m := Median(xs); m != 2.5 {
+		t.Errorf("Median(%v) = %g, want 2.5", xs, m)
+	}
+	if xs[0] != 3 {
+		t.Errorf("Median sorted its argument: %v", xs)
+	}
+	if m := Median([]float64{4, 1, 7}); m != 4 {
+		t.Errorf("Median odd = %g, want 4", m)
+	}
+	if m := Median(nil); m != 0 {
+		t.Errorf("Median(nil) = %g, want 0", m)
+	}
+}

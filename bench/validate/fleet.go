@@ -7,6 +7,8 @@ import (
 	"slices"
 	"strings"
 	"time"
+
+	"github.com/decodebench/decodebench/bench/timing"
 )
 
 // FleetSchema names the fleet summary format that `decodebench fleet --summary` writes and
@@ -318,7 +320,7 @@ func (s *FleetSummary) fleetOutliers(o FleetOptions) {
 			for j, i := range members {
 				values[j] = s.Cards[i].Gates[gate].Value
 			}
-			med := Median(values)
+			med := timing.Median(values)
 			for j, i := range members {
 				if below := BelowMedian(values[j], med); below > o.OutlierBelowMedian {
 					c := s.Cards[i]
@@ -350,8 +352,8 @@ func (s *FleetSummary) distributions() {
 				continue
 			}
 			s.Distributions = append(s.Distributions, GateDistribution{Gate: gate, Kind: kind, Unit: gateUnit(gate),
-				Count: len(values), Min: slices.Min(values), Median: Median(values), Max: slices.Max(values),
-				RequiredFraction: Median(required)})
+				Count: len(values), Min: slices.Min(values), Median: timing.Median(values), Max: slices.Max(values),
+				RequiredFraction: timing.Median(required)})
 		}
 	}
 }

@@ -9,6 +9,8 @@ import (
 	"path/filepath"
 	"regexp"
 	"strings"
+
+	"github.com/decodebench/decodebench/bench/atomicfile"
 )
 
 // UnreadableReport is a *.json file fleet could not take as a report, and why.
@@ -130,7 +132,7 @@ func WriteFleetSummary(path string, s FleetSummary) error {
 	if err != nil {
 		return err
 	}
-	return WriteFileAtomic(path, append(data, '\n'))
+	return atomicfile.Write(path, append(data, '\n'))
 }
 
 // ReadHostfile reads one host name per line; blank lines and text after # are ignored

@@ -2,7 +2,6 @@ package validate
 
 import (
 	"fmt"
-	"slices"
 
 	"github.com/decodebench/decodebench/bench/timing"
 )
@@ -14,16 +13,6 @@ func PeerKey(c Card) string {
 		return c.SpecKey
 	}
 	return fmt.Sprintf("%s (%d MiB)", c.Name, c.MemoryBytes>>20)
-}
-
-// Median of xs (not modified); 0 for none.
-func Median(xs []float64) float64 {
-	if len(xs) == 0 {
-		return 0
-	}
-	s := slices.Clone(xs)
-	slices.Sort(s)
-	return timing.Quantile(s, 0.5)
 }
 
 // BelowMedian is how far below median x is, as a fraction of the median (negative above it).
@@ -64,7 +53,7 @@ func AddBoxOutliers(cards []Card, set ThresholdSet) {
 				g, _ := cards[i].Gate(gate)
 				values = append(values, g.Value)
 			}
-			med := Median(values)
+			med := timing.Median(values)
 			t := set.For(cards[members[0]].SpecKey).Outlier
 			for j, i := range members {
 				cards[i].Checks = append(cards[i].Checks, outlierCheck(gate, key, values[j], med, len(members), t, "in this box"))

@@ -68,13 +68,7 @@ func TestOutliersCompareOnlyIdenticalPeers(t *testing.T) {
 	}
 }
 
-func TestMedian(t *testing.T) {
-	if m := Median([]float64{3, 1, 2, 10}); m != 2.5 {
-		t.Errorf("Median = %g, want 2.5", m)
-	}
-	if m := Median(nil); m != 0 {
-		t.Errorf("Median(nil) = %g", m)
-	}
+func TestBelowMedian(t *testing.T) {
 	if b := BelowMedian(95, 100); b != 0.05 {
 		t.Errorf("BelowMedian = %g", b)
 	}

@@ -6,6 +6,7 @@ import (
 	"os"
 	"time"
 
+	"github.com/decodebench/decodebench/bench/atomicfile"
 	"github.com/decodebench/decodebench/bench/gpuinfo"
 )
 
@@ -157,13 +158,13 @@ func EncodeReport(r Report) ([]byte, error) {
 	return append(data, '\n'), nil
 }
 
-// WriteReport writes r as indented JSON to path, atomically (WriteFileAtomic).
+// WriteReport writes r as indented JSON to path, atomically (atomicfile.Write).
 func WriteReport(path string, r Report) error {
 	data, err := EncodeReport(r)
 	if err != nil {
 		return err
 	}
-	return WriteFileAtomic(path, data)
+	return atomicfile.Write(path, data)
 }
 
 // ReadReport reads a report and checks its schema.

@@ -11,6 +11,7 @@ import (
 
 	"github.com/urfave/cli/v2"
 
+	"github.com/decodebench/decodebench/bench/atomicfile"
 	"github.com/decodebench/decodebench/bench/axes"
 	"github.com/decodebench/decodebench/bench/plan"
 	"github.com/decodebench/decodebench/bench/sweep"
@@ -217,7 +218,7 @@ func writePlanFiles(p plan.Plan, dir string) error {
 		if err := plan.Write(&b, p, format); err != nil {
 			return err
 		}
-		if err := sweep.WriteFileAtomic(filepath.Join(dir, name), b.Bytes()); err != nil {
+		if err := atomicfile.Write(filepath.Join(dir, name), b.Bytes()); err != nil {
 			return err
 		}
 	}

@@ -457,8 +457,8 @@ func writeStepTable(w io.Writer, recs []step.Record, emulated bool) {
 	if recs[0].TP > 1 {
 		fmt.Fprintf(w, "tensor parallel %d: one GPU's shard, the all-reduces left out\n", recs[0].TP)
 	}
-	fmt.Fprintln(w, "| model | B | S | graph ms | eager ms | composed ms | bound ms | tok/s per request | tok/s per server | graph MBU | launch gap ms (share) | run-together gap ms (share) |")
-	fmt.Fprintln(w, "|---|---|---|---|---|---|---|---|---|---|---|---|")
+	header := []string{"model", "B", "S", "graph ms", "eager ms", "composed ms", "bound ms", "tok/s per request", "tok/s per server", "graph MBU", "launch gap ms (share)", "run-together gap ms (share)"}
+	var rows [][]string
 	for _, r := range recs {
 		bound := "-"
 		if r.BoundSecondsMeasured > 0 {
@@ -475,11 +475,12 @@ func writeStepTable(w io.Writer, recs []step.Record, emulated bool) {
 			}
 			return fmt.Sprintf("%.3g (%s)", sec*1e3, pct(share))
 		}
-		fmt.Fprintf(w, "| %s | %d | %d | %s | %s | %s | %s | %s | %s | %s | %s | %s |\n", r.Model, r.Batch, r.Context,
+		rows = append(rows, []string{r.Model, fmt.Sprint(r.Batch), fmt.Sprint(r.Context),
 			ms(r.Graph), ms(r.Eager), ms(r.Composed), bound, perReq, perServer, pct(r.Graph.RooflineFractionMeasured),
 			gap(r.LaunchGapSeconds, r.LaunchGapShare, r.Graph.OK() && r.Eager.OK()),
-			gap(r.RunTogetherSeconds, r.RunTogetherShare, r.Graph.OK() && r.Composed.OK()))
+			gap(r.RunTogetherSeconds, r.RunTogetherShare, r.Graph.OK() && r.Composed.OK())})
 	}
+	format.Markdown(w, header, rows, nil)
 	fmt.Fprintln(w, "tok/s: of the graph step, else the eager one; bound: the roofline against the measured ceiling; MBU = bound / step; launch gap = eager - graph (share of eager); run-together gap = graph - composed (share of graph)")
 	if emulated {
 		fmt.Fprintln(w, "EMULATED: the kernels ran on the CPU emulator; these times are not a speed.")

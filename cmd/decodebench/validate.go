@@ -16,6 +16,7 @@ import (
 	"github.com/NVIDIA/go-nvml/pkg/nvml"
 	"github.com/urfave/cli/v2"
 
+	"github.com/decodebench/decodebench/bench/atomicfile"
 	"github.com/decodebench/decodebench/bench/format"
 	"github.com/decodebench/decodebench/bench/gpuinfo"
 	"github.com/decodebench/decodebench/bench/gpuinfo/fakenvml"
@@ -183,7 +184,7 @@ func parseValidateRequest(c *cli.Context) (validateRequest, error) {
 		if err := os.MkdirAll(filepath.Dir(r.jsonPath), 0o755); err != nil {
 			return r, usageError("--out %s: %v", r.jsonPath, err)
 		}
-		f, err := validate.CreateAtomic(r.jsonPath)
+		f, err := atomicfile.Create(r.jsonPath)
 		if err != nil {
 			return r, usageError("--out: %v", err)
 		}
@@ -271,7 +272,7 @@ func writeReport(stdout io.Writer, path string, r validate.Report) error {
 	if err != nil {
 		return err
 	}
-	f, err := validate.CreateAtomic(path)
+	f, err := atomicfile.Create(path)
 	if err != nil {
 		return err
 	}

@@ -4,7 +4,7 @@
  * kernels/common.cuh includes this instead of the CUDA headers when the sources are compiled as
  * C++ (g++ -x c++ *.cu). A launch runs its grid one block at a time (several at once under the
  * interleave schedule); a block's threads run as cooperative fibers on the calling OS thread
- * (scheduler.cpp), so:
+ * (scheduler.cpp and the files beside it: scheduler.h), so:
  *   - static shared memory (DB_SHARED) is `static`; under interleave the scheduler saves and
  *     restores it when it switches blocks, so each resident block has its own;
  *   - __syncthreads and every warp collective (shuffles, votes, __syncwarp, mma.sync) block the
@@ -209,7 +209,7 @@ inline void __threadfence_block() {}
 
 /* ---- atomics: fibers never preempt each other, so a read-modify-write is atomic ---------------- */
 /* Under DB_EMU_SCHEDULE=interleave each atomic also marks its bytes as synchronisation, so the
- * cross-block write check (scheduler.cpp) does not count them as a race. */
+ * cross-block write check (faults.cpp) does not count them as a race. */
 
 namespace db_emu {
 extern bool g_track_writes;
@@ -266,7 +266,7 @@ inline T atomicCAS(T *p, T compare, T v) {
   return old;
 }
 
-/* ---- the fiber scheduler's interface (scheduler.cpp) ------------------------------------------ */
+/* ---- the fiber scheduler's interface (scheduler.h: fibers, scheduler, hazards, faults) -------- */
 
 namespace db_emu {
 

@@ -11,6 +11,7 @@ import (
 	"strconv"
 	"strings"
 
+	"github.com/decodebench/decodebench/bench/atomicfile"
 	"github.com/decodebench/decodebench/bench/measure"
 	"github.com/decodebench/decodebench/bench/sweep"
 )
@@ -282,5 +283,5 @@ func writeCompareCSV(c Comparison, path string) error {
 	if err := w.Error(); err != nil {
 		return err
 	}
-	return sweep.WriteFileAtomic(path, buf.Bytes())
+	return atomicfile.Write(path, buf.Bytes())
 }

@@ -24,6 +24,8 @@ const (
 // CompareFormats are the formats WriteCompareText takes.
 var CompareFormats = []string{FormatTable, FormatMarkdown, FormatJSON}
 
+var markdownTable = format.Markdown // WriteCompareText's parameter format hides the package
+
 // verdictOrder is the order verdicts are counted in.
 var verdictOrder = []string{VerdictSlower, VerdictUnsure, VerdictSame, VerdictFaster}
 
@@ -143,14 +145,7 @@ func WriteCompareText(w io.Writer, c Comparison, format string) error {
 	}
 	writeRows := func(header []string, rows [][]string) {
 		if md {
-			b.WriteString("| " + strings.Join(header, " | ") + " |\n|")
-			for range header {
-				b.WriteString(" --- |")
-			}
-			b.WriteString("\n")
-			for _, r := range rows {
-				b.WriteString("| " + strings.Join(r, " | ") + " |\n")
-			}
+			markdownTable(&b, header, rows, nil)
 			b.WriteString("\n")
 			return
 		}

@@ -13,6 +13,7 @@ import (
 
 	"github.com/decodebench/decodebench/bench/measure"
 	"github.com/decodebench/decodebench/bench/sweep"
+	"github.com/decodebench/decodebench/bench/timing"
 	"github.com/decodebench/decodebench/plots"
 )
 
@@ -218,7 +219,7 @@ func HeadlineOf(card, modelName string, emulated bool, records []sweep.Record, s
 		}
 	}
 	if len(ratios) > 0 {
-		h.EndToEnd, h.EndToEndSteps = median(ratios), len(ratios)
+		h.EndToEnd, h.EndToEndSteps = timing.Median(ratios), len(ratios)
 	}
 	h.Verdict = verdict(h)
 	return h
@@ -231,20 +232,7 @@ func medianOf(records []sweep.Record, f func(sweep.Record) float64) float64 {
 			v = append(v, x)
 		}
 	}
-	return median(v)
-}
-
-func median(v []float64) float64 {
-	if len(v) == 0 {
-		return 0
-	}
-	s := slices.Clone(v)
-	slices.Sort(s)
-	n := len(s)
-	if n%2 == 1 {
-		return s[n/2]
-	}
-	return (s[n/2-1] + s[n/2]) / 2
+	return timing.Median(v)
 }
 
 // verdict is one sentence on how to read the numbers.

@@ -5,6 +5,7 @@ package report
 
 import (
 	"fmt"
+	"github.com/decodebench/decodebench/bench/atomicfile"
 	"github.com/decodebench/decodebench/bench/measure"
 	"github.com/decodebench/decodebench/bench/units"
 	"os"
@@ -76,20 +77,20 @@ func Write(dir string) (Written, error) {
 		w.Notes = append(w.Notes, fmt.Sprintf("the last line of %s was torn (a crash mid-write) and was left out", strings.Join(p.Repaired, " and ")))
 	}
 	csvPath := filepath.Join(dir, sweep.CSVFile)
-	if err := sweep.WriteFileAtomic(csvPath, CSV(p.Records)); err != nil {
+	if err := atomicfile.Write(csvPath, CSV(p.Records)); err != nil {
 		return w, err
 	}
 	var stepsCSV string
 	if len(p.Steps) > 0 {
 		stepsCSV = filepath.Join(dir, StepsCSVFile)
-		if err := sweep.WriteFileAtomic(stepsCSV, StepsCSV(p.Steps)); err != nil {
+		if err := atomicfile.Write(stepsCSV, StepsCSV(p.Steps)); err != nil {
 			return w, err
 		}
 	}
 	var peerCSV string
 	if peer := peerVariant(p.Info); peer != cgo.LinearAuto {
 		peerCSV = filepath.Join(dir, PeerCSVFile)
-		if err := sweep.WriteFileAtomic(peerCSV, PeerCSV(peerRows(p), peer)); err != nil {
+		if err := atomicfile.Write(peerCSV, PeerCSV(peerRows(p), peer)); err != nil {
 			return w, err
 		}
 	}

@@ -1,4 +1,7 @@
-package validate
+// Package atomicfile writes files that a reader sees whole or not at all: written under a
+// temporary name beside the path, synced, and renamed over it. Every command's outputs (run
+// directories, reports, plots, validate's JSON) go through it.
+package atomicfile
 
 import (
 	"fmt"
@@ -6,17 +9,17 @@ import (
 	"path/filepath"
 )
 
-// AtomicFile is a file written under a temporary name beside its path and renamed over it once
+// File is a file written under a temporary name beside its path and renamed over it once
 // complete and synced, so that a full disk, a kill or a power loss leaves the old file or the
 // new one, never half of one: fleet must not read half a report.
-type AtomicFile struct {
+type File struct {
 	path string
 	tmp  *os.File
 }
 
-// CreateAtomic starts writing path. It fails at once when path is a directory or its directory
+// Create starts writing path. It fails at once when path is a directory or its directory
 // cannot be written, which is why validate calls it before the suite as well.
-func CreateAtomic(path string) (*AtomicFile, error) {
+func Create(path string) (*File, error) {
 	if fi, err := os.Stat(path); err == nil && fi.IsDir() {
 		return nil, fmt.Errorf("%s is a directory: give a file name, such as %s", path, filepath.Join(path, "report.json"))
 	}
@@ -24,18 +27,18 @@ func CreateAtomic(path string) (*AtomicFile, error) {
 	if err != nil {
 		return nil, fmt.Errorf("cannot write beside %s: %w", path, err)
 	}
-	return &AtomicFile{path: path, tmp: tmp}, nil
+	return &File{path: path, tmp: tmp}, nil
 }
 
 // TempPath is the temporary file's name until Commit.
-func (f *AtomicFile) TempPath() string { return f.tmp.Name() }
+func (f *File) TempPath() string { return f.tmp.Name() }
 
 // Write writes to the temporary file.
-func (f *AtomicFile) Write(p []byte) (int, error) { return f.tmp.Write(p) }
+func (f *File) Write(p []byte) (int, error) { return f.tmp.Write(p) }
 
 // Commit syncs the temporary file, renames it over path and syncs the directory. On an error
 // the temporary file is removed and path is left as it was.
-func (f *AtomicFile) Commit() error {
+func (f *File) Commit() error {
 	err := f.tmp.Chmod(0o644)
 	if err == nil {
 		err = f.tmp.Sync()
@@ -58,14 +61,14 @@ func (f *AtomicFile) Commit() error {
 }
 
 // Abort removes the temporary file and leaves path as it was.
-func (f *AtomicFile) Abort() {
+func (f *File) Abort() {
 	f.tmp.Close()
 	os.Remove(f.tmp.Name())
 }
 
-// WriteFileAtomic writes data to path through an AtomicFile.
-func WriteFileAtomic(path string, data []byte) error {
-	f, err := CreateAtomic(path)
+// Write writes data to path through a File.
+func Write(path string, data []byte) error {
+	f, err := Create(path)
 	if err != nil {
 		return err
 	}
