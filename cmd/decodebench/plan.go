@@ -29,8 +29,8 @@ func planCommand() *cli.Command {
 			"With a traffic: servers = ceil(traffic / (per-server x (1 - headroom))), GPUs = servers x tp; with a price:\n" +
 			"cost per million output tokens = GPUs x price / (traffic x 3600) x 1e6. The batches beside it are shown too.",
 		Flags: append(modelFlags(),
-			&cli.StringFlag{Name: "gpu", Usage: "predicted: a GPU spec row (h200, h100-sxm, ...), or auto: the first GPU NVML sees, else h200 (default auto)"},
-			&cli.Float64Flag{Name: "reserve", Value: 0.1, Usage: "predicted: fraction of GPU memory kept free when asking whether a batch fits, in [0, 1)"},
+			gpuFlag("", "predicted: a GPU spec row (h200, h100-sxm, ...), or auto: the first GPU NVML sees, else h200 (default auto)"),
+			reserveFlag(),
 			&cli.StringFlag{Name: "context", Usage: "context length in tokens (k = 1024), e.g. 8k; with DIR optional when the run measured one context"},
 			&cli.StringFlag{Name: "min-request-rate", Usage: "the streaming target: tokens/s every request must get, e.g. 20"},
 			&cli.StringFlag{Name: "requests-per-s", Usage: "traffic: requests per second (with --output-tokens)"},
@@ -39,7 +39,7 @@ func planCommand() *cli.Command {
 			&cli.StringFlag{Name: "headroom", Value: "0", Usage: "fraction of each server's rate kept spare, in [0, 1) (0.2: servers run at 80%)"},
 			&cli.StringFlag{Name: "price-per-gpu-hour", Usage: "price of one GPU for an hour (any currency): gives the cost per million output tokens"},
 			formatFlag(plan.Formats...),
-			&cli.StringFlag{Name: "out", Usage: "also write plan.json, plan.md and the frontier chart (PNG and SVG) into this directory"},
+			outFlag("also write plan.json, plan.md and the frontier chart (PNG and SVG) into this directory"),
 		),
 		Action: planAction,
 	}

@@ -35,8 +35,6 @@ func verifyCommand() *cli.Command {
 	}
 }
 
-func onUsageError(c *cli.Context, err error, isSubcommand bool) error { return usageError("%v", err) }
-
 // ---- linear ----------------------------------------------------------------------------------
 
 func verifyLinearCommand() *cli.Command {
