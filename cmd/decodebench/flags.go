@@ -110,11 +110,11 @@ func hiddenFlag(f cli.Flag) cli.Flag {
 
 // timingOptions say which of the timing rule's flags a command shows.
 type timingOptions struct {
-	tuning      bool   // --warmup, --min-samples and --target-spread in --help (bench), else hidden
-	maxSamples  bool   // --max-samples, hidden (sweep)
-	oldSeconds  bool   // the old --min-seconds and --max-seconds (bench)
-	suiteRule   bool   // only --min-time and --max-time, 0 = the suite's own rule (validate)
-	category    string // a --help heading, or none
+	tuning     bool   // --warmup, --min-samples and --target-spread in --help (bench), else hidden
+	maxSamples bool   // --max-samples, hidden (sweep)
+	oldSeconds bool   // the old --min-seconds and --max-seconds (bench)
+	suiteRule  bool   // only --min-time and --max-time, 0 = the suite's own rule (validate)
+	category   string // a --help heading, or none
 }
 
 // timingFlags are the timing rule of bench, step, sweep and validate; parseTimingFlags reads them.

@@ -48,7 +48,7 @@ func newApp() *cli.App {
 			validateCommand(),
 			fleetCommand(),
 		},
-		OnUsageError: onUsageError,
+		OnUsageError:   onUsageError,
 		ExitErrHandler: func(c *cli.Context, err error) {}, // main prints and exits
 	}
 	// An unknown command is a usage error (exit 2) that names it and the commands there are,
