@@ -117,9 +117,10 @@ type flagUse struct {
 	value string
 }
 
-// readLine reads parseLine's flags into their values, in the order first given, and the
-// arguments. help is true when --help or -h was given.
-func readLine(c *cli.Context, raw []string) (uses map[cli.Flag][]flagUse, order []cli.Flag, args []string, help bool, err error) {
+// readLine reads parseLine's flags into their values, in the order first given, the arguments
+// and where the first of them stood in raw (-1: none); help is true when --help or -h was given.
+func readLine(c *cli.Context, raw []string) (uses map[cli.Flag][]flagUse, order []cli.Flag, args []string, first int, help bool, err error) {
+	first = -1
 	cmd := c.Command
 	byName := map[string]cli.Flag{}
 	for _, f := range cmd.Flags {
@@ -131,20 +132,26 @@ func readLine(c *cli.Context, raw []string) (uses map[cli.Flag][]flagUse, order 
 	for i := 0; i < len(raw); i++ {
 		tok := raw[i]
 		if tok == "--" {
+			if first < 0 && i+1 < len(raw) {
+				first = i + 1
+			}
 			args = append(args, raw[i+1:]...)
 			break
 		}
 		if len(tok) < 2 || tok[0] != '-' {
+			if first < 0 {
+				first = i
+			}
 			args = append(args, tok)
 			continue
 		}
 		name, value, hasValue := strings.Cut(strings.TrimLeft(tok, "-"), "=")
 		if name == "help" || name == "h" {
-			return nil, nil, nil, true, nil
+			return nil, nil, nil, first, true, nil
 		}
 		f, ok := byName[name]
 		if !ok {
-			return nil, nil, nil, false, unknownFlag(c, name)
+			return nil, nil, nil, first, false, unknownFlag(c, name)
 		}
 		if _, isBool := f.(*cli.BoolFlag); isBool {
 			if !hasValue {
@@ -152,7 +159,7 @@ func readLine(c *cli.Context, raw []string) (uses map[cli.Flag][]flagUse, order 
 			}
 		} else if !hasValue {
 			if i+1 >= len(raw) {
-				return nil, nil, nil, false, usageError("--%s needs a value (decodebench %s --help says what it takes)", name, commandPath(c))
+				return nil, nil, nil, first, false, usageError("--%s needs a value (decodebench %s --help says what it takes)", name, commandPath(c))
 			}
 			i++
 			value = raw[i]
@@ -160,7 +167,7 @@ func readLine(c *cli.Context, raw []string) (uses map[cli.Flag][]flagUse, order 
 		target := f
 		if r, ok := renamedFlags[f]; ok {
 			if value, err = convertOld(r, value); err != nil {
-				return nil, nil, nil, false, usageError("--%s %q: %v", name, value, err)
+				return nil, nil, nil, first, false, usageError("--%s %q: %v", name, value, err)
 			}
 			now := "--" + r.to
 			if _, isBool := f.(*cli.BoolFlag); isBool {
@@ -174,7 +181,7 @@ func readLine(c *cli.Context, raw []string) (uses map[cli.Flag][]flagUse, order 
 		}
 		uses[target] = append(uses[target], flagUse{given: name, value: value})
 	}
-	return uses, order, args, false, nil
+	return uses, order, args, first, false, nil
 }
 
 func convertOld(r renamed, value string) (string, error) {
@@ -187,11 +194,20 @@ func convertOld(r renamed, value string) (string, error) {
 // parseLine reads the command line of c's command (urfave/cli left it unread) and runs action
 // with a context holding the flags' values and the arguments.
 func parseLine(c *cli.Context, action cli.ActionFunc) error {
+	raw := c.Args().Slice()
 	flagRulesMu.Lock()
-	uses, order, args, help, err := readLine(c, c.Args().Slice())
+	uses, order, args, first, help, err := readLine(c, raw)
 	flagRulesMu.Unlock()
 	if err != nil {
 		return err
+	}
+	// A subcommand named after flags (bench probe --bytes 65536 read) runs with the whole line
+	// but its name, as it would have named first.
+	if sub := c.Command.Command(firstOf(args)); sub != nil && !help {
+		line := append(append([]string{sub.Name}, raw[:first]...), raw[first+1:]...)
+		subCtx := cli.NewContext(c.App, nil, c)
+		subCtx.Command = sub
+		return sub.Run(subCtx, line...)
 	}
 	if help {
 		return cli.ShowCommandHelp(c.Lineage()[1], c.Command.Name)
@@ -231,6 +247,13 @@ func parseLine(c *cli.Context, action cli.ActionFunc) error {
 		return usageError("%v", err)
 	}
 	return action(parsed)
+}
+
+func firstOf(args []string) string {
+	if len(args) == 0 {
+		return ""
+	}
+	return args[0]
 }
 
 // oldEnvVars moves an old name's environment variable (DECODEBENCH_EXPECT) to its flag, with a

@@ -59,7 +59,7 @@ func benchFlags() []cli.Flag {
 		outFlag("append one JSON Lines record per measurement to this file, each written as soon as it is measured"),
 		formatFlag(format.All...),
 		jsonAlias(format.JSONL),
-		&cli.Uint64Flag{Name: "seed", Value: 1, Usage: "seed of the input hash"},
+		seedFlag(""),
 		&cli.Float64Flag{Name: "rotate-factor", Value: measure.DefaultRotateFactor,
 			Usage: "rotate weights and KV caches through copies of at least this many times the L2 size"},
 	}

@@ -45,14 +45,17 @@ func durationFlag(name string, value time.Duration, usage string) *cli.GenericFl
 	return &cli.GenericFlag{Name: name, Value: &durationValue{value}, Usage: usage}
 }
 
-// fractionValue is a flag value read by units.ParseFraction: 0.1 or 10%. Its String is the
-// number, which c.Float64 reads back.
-type fractionValue struct{ f float64 }
+// fractionValue is a flag value read by units.ParseFraction: 0.1 or 10%; within is the range
+// its command accepts, for the error. Its String is the number, which c.Float64 reads back.
+type fractionValue struct {
+	f      float64
+	within string
+}
 
 func (v *fractionValue) Set(s string) error {
 	f, err := units.ParseFraction(s)
 	if err != nil {
-		return err
+		return fmt.Errorf("%v, in %s", err, v.within)
 	}
 	v.f = f
 	return nil
@@ -67,9 +70,9 @@ func (v *fractionValue) String() string {
 
 func (v *fractionValue) Get() any { return v.f }
 
-// fractionFlag is a fraction flag (--reserve 0.1 or 10%).
-func fractionFlag(name string, value float64, usage string) *cli.GenericFlag {
-	return &cli.GenericFlag{Name: name, Value: &fractionValue{value}, Usage: usage}
+// fractionFlag is a fraction flag (--reserve 0.1 or 10%) accepting the range within ("[0, 1)").
+func fractionFlag(name string, value float64, within, usage string) *cli.GenericFlag {
+	return &cli.GenericFlag{Name: name, Value: &fractionValue{value, within}, Usage: usage}
 }
 
 // inCategory puts a flag under a heading of --help.
@@ -203,7 +206,7 @@ func gpuFlag(value, usage string) *cli.StringFlag {
 
 // reserveFlag is --reserve, the fraction of GPU memory kept free (predict, plan, sweep).
 func reserveFlag() cli.Flag {
-	return fractionFlag("reserve", 0.1, "fraction of GPU memory kept free (activations, allocator) when asking whether a batch fits: in [0, 1), e.g. 0.1 or 10%")
+	return fractionFlag("reserve", 0.1, "[0, 1)", "fraction of GPU memory kept free (activations, allocator) when asking whether a batch fits: in [0, 1), e.g. 0.1 or 10%")
 }
 
 // batchFlag and contextFlag are the --batch and --context lists.
@@ -215,8 +218,12 @@ func contextFlag(value, usage string) *cli.StringFlag {
 	return listFlag(&cli.StringFlag{Name: "context", Value: value, Usage: usage})
 }
 
-// seedFlag is --seed, the seed of the input hash.
-func seedFlag(usage string) cli.Flag {
+// seedFlag is --seed, the seed of the input hash; derived says what the command derives from it.
+func seedFlag(derived string) cli.Flag {
+	usage := "seed of the input hash"
+	if derived != "" {
+		usage += " (" + derived + ")"
+	}
 	return &cli.Uint64Flag{Name: "seed", Value: 1, Usage: usage}
 }
 

@@ -149,3 +149,14 @@ func dirExists(dir string) bool {
 	fi, err := os.Stat(dir)
 	return err == nil && fi.IsDir()
 }
+
+// A subcommand named after the flags runs as if named first: bench probe --bytes N read measures
+// the read probe alone (the launch baseline and one probe), not every probe.
+func TestSubcommandAfterFlags(t *testing.T) {
+	emuEnv(t)
+	stdout, _, code, msg := runBench(t, append([]string{"bench", "probe", "--backend", "emu", "--bytes", "65536", "--format", "csv", "read"}, fastTiming...)...)
+	if code != 0 {
+		t.Fatalf("bench probe --bytes 65536 read: exit %d %s", code, msg)
+	}
+	checkFormat(t, "bench probe FLAGS read", "csv", stdout, 2, "kind", "probe")
+}

@@ -82,7 +82,7 @@ func stepFlags() []cli.Flag {
 		oldName(&cli.StringFlag{Name: "datasheet"}, "gpu", nil),
 		hiddenFlag(&cli.Uint64Flag{Name: "probe-bytes"}),
 		hiddenFlag(&cli.Uint64Flag{Name: "max-rotate-bytes"}),
-		hiddenFlag(&cli.Uint64Flag{Name: "seed", Value: 1}),
+		hiddenFlag(seedFlag("")),
 	)
 	flags = append(flags, timingFlags(timingOptions{})...)
 	return append(flags, backendFlags()...)

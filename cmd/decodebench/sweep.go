@@ -114,7 +114,7 @@ func sweepFlags() []cli.Flag {
 		hiddenFlag(&cli.Float64Flag{Name: "rotate-factor", Value: measure.DefaultRotateFactor}),
 		hiddenFlag(&cli.Uint64Flag{Name: "max-rotate-bytes"}),
 		hiddenFlag(&cli.Uint64Flag{Name: "probe-bytes"}),
-		hiddenFlag(&cli.Uint64Flag{Name: "seed", Value: 1}),
+		hiddenFlag(seedFlag("")),
 		hiddenFlag(durationFlag("telemetry-interval", telemetry.DefaultInterval, "")),
 		hiddenFlag(&cli.Float64Flag{Name: "memory-bytes"}),
 	)

@@ -62,8 +62,7 @@ func validateCommand() *cli.Command {
 			timingFlags(timingOptions{suiteRule: true})[0],
 			timingFlags(timingOptions{suiteRule: true})[1],
 			durationFlag("idle-wait", 30*time.Second, "how long to wait for other processes to leave a card before calling it busy"),
-			&cli.StringFlag{Name: "backend", Value: cgo.BackendAuto,
-				Usage: "kernels library: cuda, emu (the CPU emulator: correctness only, every speed gate warns) or auto (cuda)"},
+			backendFlags()[0], // --backend; its cards are --device, a list here
 			&cli.StringFlag{Name: "hostname",
 				Usage: "the box's name in the report (default: the host name; in Kubernetes pass the node name, a pod's host name is its own)"},
 			&cli.BoolFlag{Name: "all-checks",
