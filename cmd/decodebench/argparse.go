@@ -215,6 +215,7 @@ func parseLine(c *cli.Context, action cli.ActionFunc) error {
 	if err := oldEnvVars(c, uses, &order); err != nil {
 		return err
 	}
+	formerEnv(c, uses, &order)
 	set := flag.NewFlagSet(c.Command.Name, flag.ContinueOnError)
 	set.SetOutput(io.Discard)
 	for _, f := range c.Command.Flags {
@@ -240,7 +241,6 @@ func parseLine(c *cli.Context, action cli.ActionFunc) error {
 		}
 	}
 	flagRulesMu.Unlock()
-	formerEnvNotices(c, uses)
 	parsed := cli.NewContext(c.App, set, c)
 	parsed.Command = c.Command
 	if err := set.Parse(append([]string{"--"}, args...)); err != nil {
@@ -290,20 +290,22 @@ func oldEnvVars(c *cli.Context, uses map[cli.Flag][]flagUse, order *[]cli.Flag) 
 	return nil
 }
 
-// formerEnvNotices says on standard error when a flag's value came from a renamed variable
-// (DECODEBENCH_OUT, now DECODEBENCH_SWEEP_OUT in sweep).
-func formerEnvNotices(c *cli.Context, uses map[cli.Flag][]flagUse) {
+// formerEnv reads a renamed variable (DECODEBENCH_OUT, now DECODEBENCH_SWEEP_OUT in sweep) into
+// its flag, with a notice, where neither the line nor the new name gives it.
+func formerEnv(c *cli.Context, uses map[cli.Flag][]flagUse, order *[]cli.Flag) {
 	for _, f := range c.Command.Flags {
-		d, ok := f.(cli.DocGenerationFlag)
-		if !ok || len(d.GetEnvVars()) < 2 || len(uses[f]) > 0 {
+		name := envName(f)
+		old, renamed := formerEnvVars[name]
+		if !renamed || len(uses[f]) > 0 {
 			continue
 		}
-		vars := d.GetEnvVars()
-		if _, set := os.LookupEnv(vars[0]); set {
+		if _, set := os.LookupEnv(name); set {
 			continue
 		}
-		if _, set := os.LookupEnv(vars[1]); set {
-			fmt.Fprintf(errWriter(c), "decodebench: %s is %s in decodebench %s now; the old name still works\n", vars[1], vars[0], commandPath(c))
+		if value, set := os.LookupEnv(old); set {
+			fmt.Fprintf(errWriter(c), "decodebench: %s is %s in decodebench %s now; the old name still works\n", old, name, commandPath(c))
+			*order = append(*order, f)
+			uses[f] = []flagUse{{given: old, value: value}}
 		}
 	}
 }

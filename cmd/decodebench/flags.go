@@ -258,23 +258,19 @@ func envVar(scope, flag string) string {
 }
 
 // formerEnvVars are environment variables renamed so that each has one meaning; they still
-// work, with a notice (parseLine). DECODEBENCH_OUT was predict's output directory and sweep's
-// run directory.
+// work, with a notice, where the new name is not set (parseLine). DECODEBENCH_OUT was predict's
+// output directory and sweep's run directory.
 var formerEnvVars = map[string]string{
 	"DECODEBENCH_PREDICT_OUT":    "DECODEBENCH_OUT",
 	"DECODEBENCH_SWEEP_OUT":      "DECODEBENCH_OUT",
 	"DECODEBENCH_LINEAR_VARIANT": "DECODEBENCH_VARIANT",
 }
 
-// attachEnvVars gives every flag of cmd and its subcommands its environment variable (envVar),
-// the former name after it where one was renamed. No flag sets its own.
+// attachEnvVars gives every flag of cmd and its subcommands its environment variable (envVar).
+// No flag sets its own.
 func attachEnvVars(cmd *cli.Command, command string) {
 	for _, f := range cmd.Flags {
-		name := envVar(envScope(command, cmd.Name, f.Names()[0]), f.Names()[0])
-		vars := []string{name}
-		if old, ok := formerEnvVars[name]; ok {
-			vars = append(vars, old)
-		}
+		vars := []string{envVar(envScope(command, cmd.Name, f.Names()[0]), f.Names()[0])}
 		switch v := f.(type) {
 		case *cli.StringFlag:
 			v.EnvVars = vars
