@@ -8,6 +8,8 @@ import (
 	"slices"
 	"strconv"
 	"strings"
+
+	"github.com/decodebench/decodebench/bench/internal/textdist"
 )
 
 // Syntax is the accepted list syntax in one line, for --help and for error messages.
@@ -188,4 +190,29 @@ func CheckPoints(limit int, what string, axes ...Axis) error {
 		total = fmt.Sprintf("more than %d", int64(math.MaxInt64))
 	}
 	return fmt.Errorf("%s = %s %s, more than the %d one command may cover: shorten a list", strings.Join(parts, " x "), total, what, limit)
+}
+
+// Nearest is the known name closest to a mistyped one (--modle: model), or "" when none is
+// close: within two edits, or a third of the name's length for longer names, or the one known
+// name that starts with it.
+func Nearest(name string, known []string) string {
+	best, bestDist := "", -1
+	for _, k := range known {
+		if d := textdist.Levenshtein(name, k); bestDist < 0 || d < bestDist {
+			best, bestDist = k, d
+		}
+	}
+	if best != "" && bestDist <= max(2, len(name)/3) {
+		return best
+	}
+	prefixed := ""
+	for _, k := range known {
+		if strings.HasPrefix(k, name) {
+			if prefixed != "" {
+				return ""
+			}
+			prefixed = k
+		}
+	}
+	return prefixed
 }

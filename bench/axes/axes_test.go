@@ -140,3 +140,18 @@ func TestCheckPoints(t *testing.T) {
 		t.Errorf("a command's own cap of 64: %v", err)
 	}
 }
+
+func TestNearest(t *testing.T) {
+	known := []string{"model", "model-config", "min-time", "max-time", "min-request-rate", "tokens-per-s", "reserve"}
+	for _, tc := range []struct{ typed, want string }{
+		{"modle", "model"}, {"mdoel-config", "model-config"}, {"min-tme", "min-time"}, {"resrve", "reserve"},
+		{"min-request", "min-request-rate"}, // the one name it begins
+		{"tokens", "tokens-per-s"},
+		{"min", ""},      // begins two names and is near neither
+		{"zzzzzzzz", ""}, // near nothing
+	} {
+		if got := Nearest(tc.typed, known); got != tc.want {
+			t.Errorf("Nearest(%q) = %q, want %q", tc.typed, got, tc.want)
+		}
+	}
+}

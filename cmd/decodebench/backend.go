@@ -14,10 +14,10 @@ import (
 // kernels.
 func backendFlags() []cli.Flag {
 	return []cli.Flag{
-		&cli.StringFlag{Name: "backend", Value: cgo.BackendAuto, EnvVars: []string{"DECODEBENCH_BACKEND"},
+		&cli.StringFlag{Name: "backend", Value: cgo.BackendAuto,
 			Usage: "kernels library: cuda (libdecodebench_cuda.so, a GPU), emu (libdecodebench_emu.so, the same " +
 				"kernels emulated on the CPU: exact but slow, never a speed) or auto (cuda when it finds a GPU)"},
-		&cli.IntFlag{Name: "device", Value: 0, EnvVars: []string{"DECODEBENCH_DEVICE"},
+		&cli.IntFlag{Name: "device", Value: 0,
 			Usage: "index of the device to run on, as the backend counts them"},
 	}
 }

@@ -21,7 +21,6 @@ import (
 	"github.com/decodebench/decodebench/bench/model"
 	"github.com/decodebench/decodebench/bench/sweep"
 	"github.com/decodebench/decodebench/bench/telemetry"
-	"github.com/decodebench/decodebench/bench/timing"
 	"github.com/decodebench/decodebench/cgo"
 )
 
@@ -56,37 +55,27 @@ func benchCommand() *cli.Command {
 // ---- flags and options shared by every bench command ----------------------------------------
 
 func benchFlags() []cli.Flag {
-	d := timing.Default
-	return append([]cli.Flag{
-		&cli.StringFlag{Name: "out", EnvVars: []string{"DECODEBENCH_BENCH_OUT"}, TakesFile: true,
-			Usage: "append one JSON Lines record per measurement to this file, each written as soon as it is measured"},
+	flags := []cli.Flag{
+		outFlag("append one JSON Lines record per measurement to this file, each written as soon as it is measured"),
 		formatFlag(format.All...),
 		jsonAlias(format.JSONL),
-		&cli.Uint64Flag{Name: "seed", Value: 1, EnvVars: []string{"DECODEBENCH_SEED"}, Usage: "seed of the input hash"},
-		&cli.IntFlag{Name: "warmup", Value: d.Warmup, EnvVars: []string{"DECODEBENCH_WARMUP"}, Usage: "untimed samples before sampling"},
-		&cli.IntFlag{Name: "min-samples", Value: d.MinSamples, EnvVars: []string{"DECODEBENCH_MIN_SAMPLES"}, Usage: "take at least this many samples"},
-		&cli.DurationFlag{Name: "min-time", Value: seconds(d.MinSeconds), EnvVars: []string{"DECODEBENCH_MIN_TIME"}, Usage: "and sample for at least this long (e.g. 500ms)"},
-		oldName(&cli.Float64Flag{Name: "min-seconds"}, "min-time", secondsToDuration),
-		&cli.Float64Flag{Name: "target-spread", Value: d.TargetSpread, EnvVars: []string{"DECODEBENCH_TARGET_SPREAD"},
-			Usage: "then stop once (Q3 - Q1) / median falls under this"},
-		&cli.DurationFlag{Name: "max-time", Value: seconds(d.MaxSeconds), EnvVars: []string{"DECODEBENCH_MAX_TIME"},
-			Usage: "or once this long has passed (e.g. 2s; the record says it did not converge)"},
-		oldName(&cli.Float64Flag{Name: "max-seconds"}, "max-time", secondsToDuration),
-		&cli.Float64Flag{Name: "rotate-factor", Value: measure.DefaultRotateFactor, EnvVars: []string{"DECODEBENCH_ROTATE_FACTOR"},
+		seedFlag(""),
+		&cli.Float64Flag{Name: "rotate-factor", Value: measure.DefaultRotateFactor,
 			Usage: "rotate weights and KV caches through copies of at least this many times the L2 size"},
-	}, backendFlags()...)
+	}
+	flags = append(flags, timingFlags(timingOptions{tuning: true, oldSeconds: true})...)
+	return append(flags, backendFlags()...)
 }
 
 // shapeFlags are the extra flags of the linear and attention commands.
 func shapeFlags(batchDefault string) []cli.Flag {
 	return append(modelFlags(),
-		listFlag(&cli.StringFlag{Name: "batch", Value: batchDefault, EnvVars: []string{"DECODEBENCH_BATCH"},
-			Usage: "batch sizes, LIST syntax: " + axes.Syntax}),
-		&cli.StringFlag{Name: "dtype", EnvVars: []string{"DECODEBENCH_DTYPE"},
+		batchFlag(batchDefault, "batch sizes, LIST syntax: "+axes.Syntax),
+		&cli.StringFlag{Name: "dtype",
 			Usage: "bf16 or fp16 (default: the model's, else bf16)"},
-		&cli.Float64Flag{Name: "read-ceiling-gbps", EnvVars: []string{"DECODEBENCH_READ_CEILING_GBPS"},
+		&cli.Float64Flag{Name: "read-ceiling-gbps",
 			Usage: "the read ceiling in GB/s to compare with; 0 measures it with the read probe first"},
-		&cli.Float64Flag{Name: "max-gb", EnvVars: []string{"DECODEBENCH_MAX_GB"},
+		&cli.Float64Flag{Name: "max-gb",
 			Usage: "skip shapes whose buffers (one copy) exceed this many GB; 0 = whatever fits on the device"})
 }
 

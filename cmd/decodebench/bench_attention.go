@@ -34,17 +34,16 @@ func benchAttentionCommand() *cli.Command {
 			"counts its bytes. --kv-scales head gives that cache one scale per KV head instead (a config's\n" +
 			"kv_cache_scheme strategy \"attn_head\" sets it): static, so KV adds no byte a token.",
 		Flags: append(append(shapeFlags("1-256*2"),
-			&cli.IntFlag{Name: "q-heads", EnvVars: []string{"DECODEBENCH_Q_HEADS"}, Usage: "query heads, instead of --model"},
-			&cli.IntFlag{Name: "kv-heads", EnvVars: []string{"DECODEBENCH_KV_HEADS"}, Usage: "KV heads (divides --q-heads), instead of --model"},
-			&cli.IntFlag{Name: "head-dim", EnvVars: []string{"DECODEBENCH_HEAD_DIM"}, Usage: "head dimension: " + headDimsText()},
-			&cli.StringFlag{Name: "context", Value: "1k-128k*2", EnvVars: []string{"DECODEBENCH_CONTEXT"},
-				Usage: "context lengths in tokens (k = 1024), every sequence the same, LIST syntax"},
-			&cli.IntFlag{Name: "page-size", EnvVars: []string{"DECODEBENCH_PAGE_SIZE"}, Usage: fmt.Sprintf("tokens per page of a paged cache (%d..%d, a power of two); 0 = contiguous", cgo.MinPageSize, cgo.MaxPageSize)},
-			&cli.IntFlag{Name: "splits", EnvVars: []string{"DECODEBENCH_SPLITS"}, Usage: "KV splits per sequence; 0 lets the kernel choose"},
-			&cli.IntFlag{Name: "window", EnvVars: []string{"DECODEBENCH_WINDOW"}, Usage: "attend to each sequence's last N tokens only (a sliding window); 0 = every token"},
-			&cli.IntFlag{Name: "chunk", EnvVars: []string{"DECODEBENCH_CHUNK"}, Usage: "attend only to the tokens of each sequence's own chunk of N (chunked attention); 0 = every token"},
-			&cli.BoolFlag{Name: "sinks", EnvVars: []string{"DECODEBENCH_SINKS"}, Usage: "a sink logit per query head joins the softmax's denominator (gpt-oss)"},
-			&cli.StringFlag{Name: "variant", Value: "auto", EnvVars: []string{"DECODEBENCH_ATTENTION_VARIANT"},
+			&cli.IntFlag{Name: "q-heads", Usage: "query heads, instead of --model"},
+			&cli.IntFlag{Name: "kv-heads", Usage: "KV heads (divides --q-heads), instead of --model"},
+			&cli.IntFlag{Name: "head-dim", Usage: "head dimension: " + headDimsText()},
+			contextFlag("1k-128k*2", "context lengths in tokens (k = 1024), every sequence the same, LIST syntax"),
+			&cli.IntFlag{Name: "page-size", Usage: fmt.Sprintf("tokens per page of a paged cache (%d..%d, a power of two); 0 = contiguous", cgo.MinPageSize, cgo.MaxPageSize)},
+			&cli.IntFlag{Name: "splits", Usage: "KV splits per sequence; 0 lets the kernel choose"},
+			&cli.IntFlag{Name: "window", Usage: "attend to each sequence's last N tokens only (a sliding window); 0 = every token"},
+			&cli.IntFlag{Name: "chunk", Usage: "attend only to the tokens of each sequence's own chunk of N (chunked attention); 0 = every token"},
+			&cli.BoolFlag{Name: "sinks", Usage: "a sink logit per query head joins the softmax's denominator (gpt-oss)"},
+			&cli.StringFlag{Name: "variant", Value: "auto",
 				Usage: "decode kernel: simt (fp32 CUDA cores), mma (tensor cores) or auto (simt until a card has timed both)"},
 			kvScalesFlag(),
 		), benchFlags()...),
@@ -292,7 +291,7 @@ func mlaJobs(c *cli.Context, shape model.Shape, k model.Kernel, batches, context
 
 // kvScalesFlag is --kv-scales of bench and verify attention.
 func kvScalesFlag() cli.Flag {
-	return &cli.StringFlag{Name: "kv-scales", EnvVars: []string{"DECODEBENCH_KV_SCALES"},
+	return &cli.StringFlag{Name: "kv-scales",
 		Usage: "an fp8 cache's scales: tensor (one for K, one for V; the default) or head (one per KV head; a --model's kv_cache_scheme \"attn_head\" implies it)"}
 }
 

@@ -36,9 +36,9 @@ func benchProbeKindCommand(name string, kinds []cgo.ProbeKind) *cli.Command {
 		Name:  name,
 		Usage: "verify, then time the " + name + " probe",
 		Flags: append([]cli.Flag{
-			&cli.Uint64Flag{Name: "bytes", EnvVars: []string{"DECODEBENCH_BYTES"},
+			&cli.Uint64Flag{Name: "bytes",
 				Usage: "bytes of each buffer of the memory probes, a multiple of 16; 0 = max(32x L2, 1 GiB) within half the free memory"},
-			&cli.IntFlag{Name: "iterations", EnvVars: []string{"DECODEBENCH_ITERATIONS"},
+			&cli.IntFlag{Name: "iterations",
 				Usage: fmt.Sprintf("loop trips of the compute probes; 0 = %d", measure.DefaultComputeIterations)},
 		}, benchFlags()...),
 		OnUsageError: onUsageError,

@@ -4,20 +4,20 @@ import (
 	"fmt"
 	"os"
 	"path/filepath"
-	"strconv"
 	"strings"
 
 	"github.com/urfave/cli/v2"
 
 	"github.com/decodebench/decodebench/bench/sweep"
 	"github.com/decodebench/decodebench/bench/sweep/report"
+	"github.com/decodebench/decodebench/bench/units"
 )
 
 func compareCommand() *cli.Command {
 	return &cli.Command{
 		Name:      "compare",
 		Usage:     "set two sweeps side by side (two cards, two drivers, two builds): ratios with confidence intervals and a verdict that can gate",
-		UsageText: "decodebench compare [--threshold 3%] [--confidence 95%] [--format table|md|json] [--out DIR] DIR_A DIR_B   (flags go before the directories)",
+		UsageText: "decodebench compare [--threshold 3%] [--confidence 95%] [--format table|md|json] [--out DIR] DIR_A DIR_B",
 		Description: "Matches the configurations measured ok in both runs (model, batch, context) and gives, per configuration\n" +
 			"and per kernel measurement, B / A of tokens/s (above 1: B is faster) with a bootstrap confidence interval\n" +
 			"from the kept samples, and a verdict against --threshold: SLOWER (the whole interval below 1 - threshold),\n" +
@@ -25,8 +25,7 @@ func compareCommand() *cli.Command {
 			"Exit status: 0 nothing SLOWER, 1 something SLOWER (for CI and fleet qualification), 2 bad input.\n" +
 			"Writes compare.html, compare.md, compare.csv and charts into --out.",
 		Flags: []cli.Flag{
-			&cli.StringFlag{Name: "out", Aliases: []string{"o"}, EnvVars: []string{"DECODEBENCH_COMPARE_OUT"},
-				Usage: "directory for the comparison (default: compare-<A>-vs-<B> beside DIR_A)"},
+			outFlag("directory for the comparison (default: compare-<A>-vs-<B> beside DIR_A)", "o"),
 			&cli.StringFlag{Name: "threshold", Value: "3%", Usage: "the change that counts: a fraction or a percentage in (0, 1), e.g. 0.03 or 3%"},
 			&cli.StringFlag{Name: "confidence", Value: "95%", Usage: "confidence of the intervals: a fraction or a percentage in [0.5, 1), e.g. 0.95 or 95%"},
 			formatFlag(report.CompareFormats...),
@@ -38,15 +37,11 @@ func compareCommand() *cli.Command {
 
 // parseFraction reads a flag given as a fraction (0.03) or a percentage (3%).
 func parseFraction(flag, s string) (float64, error) {
-	text, scale := strings.TrimSpace(s), 1.0
-	if strings.HasSuffix(text, "%") {
-		text, scale = strings.TrimSuffix(text, "%"), 0.01
-	}
-	v, err := strconv.ParseFloat(text, 64)
+	v, err := units.ParseFraction(s)
 	if err != nil {
-		return 0, usageError("--%s %q: not a number: give a fraction such as 0.03 or a percentage such as 3%%", flag, s)
+		return 0, usageError("--%s %s: %v", flag, s, err)
 	}
-	return v * scale, nil
+	return v, nil
 }
 
 func compareAction(c *cli.Context) error {

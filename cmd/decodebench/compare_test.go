@@ -71,7 +71,7 @@ func TestCompareBadInput(t *testing.T) {
 		args []string
 		want string
 	}{
-		{"threshold not a number", []string{"--threshold", "abc", "base", "base"}, `--threshold "abc": not a number`},
+		{"threshold not a number", []string{"--threshold", "abc", "base", "base"}, `--threshold abc: want a fraction such as 0.03 or a percentage such as 3%`},
 		{"threshold zero", []string{"--threshold", "0", "base", "base"}, "--threshold 0: must be more than 0"},
 		{"threshold negative", []string{"--threshold", "-3%", "base", "base"}, "--threshold -3%: must be more than 0"},
 		{"threshold 100%", []string{"--threshold", "100%", "base", "base"}, "less than 100%"},
@@ -81,7 +81,7 @@ func TestCompareBadInput(t *testing.T) {
 		{"format xml", []string{"--format", "xml", "base", "base"}, `--format "xml": accepted are table, md, json`},
 		{"one directory", []string{"base"}, "two run directories"},
 		{"not a run directory", []string{"base", "."}, "not a run directory"},
-		{"flag after the directories", []string{"base", "base", "--threshold", "5%"}, "flags go first"},
+		{"a flag after the directories is read (a bad one refused)", []string{"base", "base", "--threshold", "5"}, "--threshold 5: must be more than 0"},
 	}
 	for _, tc := range cases {
 		out, _, code, msg := runApp(t, append([]string{"compare", "--out", "cmp"}, tc.args...)...)

@@ -7,7 +7,6 @@ import (
 	"errors"
 	"fmt"
 	"os"
-	"reflect"
 	"strings"
 
 	"github.com/urfave/cli/v2"
@@ -49,9 +48,7 @@ func newApp() *cli.App {
 			validateCommand(),
 			fleetCommand(),
 		},
-		OnUsageError: func(c *cli.Context, err error, isSubcommand bool) error {
-			return usageError("%v", err)
-		},
+		OnUsageError:   onUsageError,
 		ExitErrHandler: func(c *cli.Context, err error) {}, // main prints and exits
 	}
 	// An unknown command is a usage error (exit 2) that names it and the commands there are,
@@ -64,9 +61,9 @@ func newApp() *cli.App {
 		return usageError("unknown command %q: the commands are %s (decodebench --help)", c.Args().First(), commandNames(app.Commands))
 	}
 	for _, cmd := range app.Commands {
-		addEnvVars(cmd)
+		attachEnvVars(cmd, cmd.Name)
 		addUsageErrors(cmd)
-		addFlagRules(cmd)
+		readOwnLine(cmd)
 	}
 	return app
 }
@@ -75,9 +72,7 @@ func newApp() *cli.App {
 // (exit 2, one line) rather than urfave/cli's help dump and exit 1; a command with subcommands
 // and no action of its own refuses an unknown subcommand the same way.
 func addUsageErrors(cmd *cli.Command) {
-	if cmd.OnUsageError == nil {
-		cmd.OnUsageError = onUsageError
-	}
+	cmd.OnUsageError = onUsageError
 	if len(cmd.Subcommands) > 0 && cmd.Action == nil {
 		parent := cmd
 		cmd.Action = func(c *cli.Context) error {
@@ -92,6 +87,15 @@ func addUsageErrors(cmd *cli.Command) {
 	}
 }
 
+// onUsageError is urfave/cli's parse error of a command that parseLine does not read (one
+// without flags of its own, or a bad environment variable) as one line, exit 2.
+func onUsageError(c *cli.Context, err error, isSubcommand bool) error {
+	if name, ok := strings.CutPrefix(err.Error(), "flag provided but not defined: -"); ok {
+		return unknownFlag(c, name)
+	}
+	return usageError("%s", explainFlagError(c.Command.Flags, err))
+}
+
 func commandNames(cmds []*cli.Command) string {
 	var names []string
 	for _, c := range cmds {
@@ -100,27 +104,6 @@ func commandNames(cmds []*cli.Command) string {
 		}
 	}
 	return strings.Join(names, ", ")
-}
-
-// addEnvVars gives every flag without one the environment variable DECODEBENCH_<FLAG>
-// (--model-config reads DECODEBENCH_MODEL_CONFIG), so a fleet job can be configured without
-// editing command lines.
-func addEnvVars(cmd *cli.Command) {
-	for _, f := range cmd.Flags {
-		v := reflect.ValueOf(f)
-		if v.Kind() != reflect.Pointer || v.Elem().Kind() != reflect.Struct {
-			continue
-		}
-		env := v.Elem().FieldByName("EnvVars")
-		if !env.IsValid() || env.Len() > 0 || !env.CanSet() {
-			continue
-		}
-		name := "DECODEBENCH_" + strings.ToUpper(strings.ReplaceAll(f.Names()[0], "-", "_"))
-		env.Set(reflect.ValueOf([]string{name}))
-	}
-	for _, sub := range cmd.Subcommands {
-		addEnvVars(sub)
-	}
 }
 
 func main() {

@@ -81,8 +81,8 @@ func TestUsageErrorsExitTwoEverywhere(t *testing.T) {
 	}
 }
 
-// urfave/cli stops reading flags at the first argument, so a usage line must show the flags
-// before the directories (DIR_A DIR_B [--out DIR] would show a command line that is refused).
+// A usage line shows the flags before the directories, one form for every command (parseLine
+// reads flags after an argument too: plan DIR --min-request-rate 20).
 func TestUsageTextFlagsBeforeArguments(t *testing.T) {
 	var walk func(cmd *cli.Command)
 	walk = func(cmd *cli.Command) {

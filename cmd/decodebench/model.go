@@ -37,8 +37,8 @@ func modelCommand() *cli.Command {
 				Usage:     "show a model's shape, parameter counts, bytes per step and its kernel shapes",
 				UsageText: "decodebench model show (--model NAME | --model-config FILE) [--tp N] [--batch B] [--context S] [--format table|md|csv|json|jsonl]",
 				Flags: append(modelFlags(),
-					&cli.StringFlag{Name: "batch", Value: "1", EnvVars: []string{"DECODEBENCH_BATCH"}, Usage: "batch size for the per-step numbers: one whole number >= 1"},
-					&cli.StringFlag{Name: "context", Value: "4k", EnvVars: []string{"DECODEBENCH_CONTEXT"}, Usage: "context length for the per-step numbers: one whole number of tokens >= 1, k = 1024 (8k = 8192)"},
+					&cli.StringFlag{Name: "batch", Value: "1", Usage: "batch size for the per-step numbers: one whole number >= 1"},
+					&cli.StringFlag{Name: "context", Value: "4k", Usage: "context length for the per-step numbers: one whole number of tokens >= 1, k = 1024 (8k = 8192)"},
 					formatFlag(format.All...),
 					jsonAlias(format.JSON)),
 				Action: func(c *cli.Context) error {
@@ -79,7 +79,7 @@ func oneValue(flag, text, accepted string) (int, error) {
 }
 
 func jsonFlag() cli.Flag {
-	return &cli.BoolFlag{Name: "json", EnvVars: []string{"DECODEBENCH_JSON"}, Usage: "print JSON instead of a table"}
+	return &cli.BoolFlag{Name: "json", Usage: "print JSON instead of a table"}
 }
 
 func modelList(out io.Writer, asJSON bool) error {

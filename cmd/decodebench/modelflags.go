@@ -11,27 +11,6 @@ import (
 	"github.com/decodebench/decodebench/bench/timing"
 )
 
-// modelFlags select a model shape: a preset or a Hugging Face config.json, optionally sharded
-// by tensor parallelism and with its weight format and KV dtype overridden.
-func modelFlags() []cli.Flag { return modelFlagsOf(false) }
-
-// modelFormatsFlags are modelFlags with --weight-dtype a list (predict): one shape per format.
-func modelFormatsFlags() []cli.Flag { return modelFlagsOf(true) }
-
-func modelFlagsOf(formatList bool) []cli.Flag {
-	return []cli.Flag{
-		&cli.StringFlag{Name: "model", Aliases: []string{"m"}, EnvVars: []string{"DECODEBENCH_MODEL"},
-			Usage: "a preset model name, e.g. llama3-8b (decodebench model list shows them all)"},
-		&cli.StringFlag{Name: "model-config", EnvVars: []string{"DECODEBENCH_MODEL_CONFIG"},
-			Usage: "a Hugging Face config.json (model types llama, mistral, mixtral, qwen2, gemma, gemma2, phi3)", TakesFile: true},
-		&cli.IntFlag{Name: "tp", Value: 1, EnvVars: []string{"DECODEBENCH_TP"},
-			Usage: "tensor-parallel degree: report one GPU's shard (must divide the heads, KV heads and FFN size)"},
-		weightDTypeFlag(formatList),
-		groupSizeFlag(),
-		kvDTypeFlag(),
-	}
-}
-
 // resolveModel turns the model flags into one GPU's shard of a model shape. Every error is a
 // usage error: it names the value and what would be accepted.
 func resolveModel(c *cli.Context) (model.Shape, error) {
@@ -113,7 +92,7 @@ func resolveModels(c *cli.Context) ([]model.Shape, error) {
 func parseReserve(c *cli.Context) (float64, error) {
 	reserve := c.Float64("reserve")
 	if !(reserve >= 0 && reserve < 1) {
-		return 0, usageError("--reserve %g: give the fraction of GPU memory kept free, a number in [0, 1) such as 0.1", reserve)
+		return 0, usageError("--reserve %g: give the fraction of GPU memory kept free, in [0, 1), such as 0.1 or 10%%", reserve)
 	}
 	return reserve, nil
 }

@@ -22,7 +22,7 @@ func TestBadValuesAreUsageErrorsBeforeAnyWork(t *testing.T) {
 		want []string // in the message
 	}{
 		{"predict reserve NaN", with(predict, "--reserve", "NaN"), []string{"--reserve NaN", "[0, 1)"}},
-		{"predict reserve Inf", with(predict, "--reserve", "Inf"), []string{"--reserve +Inf", "[0, 1)"}},
+		{"predict reserve Inf", with(predict, "--reserve", "Inf"), []string{"--reserve Inf", "[0, 1)"}},
 		{"predict reserve -Inf", with(predict, "--reserve", "-Inf"), []string{"--reserve -Inf", "[0, 1)"}},
 		{"predict reserve negative", with(predict, "--reserve", "-0.1"), []string{"--reserve -0.1", "[0, 1)"}},
 		{"predict reserve one", with(predict, "--reserve", "1"), []string{"--reserve 1", "[0, 1)"}},

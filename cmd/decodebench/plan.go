@@ -6,7 +6,6 @@ import (
 	"math"
 	"os"
 	"path/filepath"
-	"strconv"
 	"strings"
 
 	"github.com/urfave/cli/v2"
@@ -15,6 +14,7 @@ import (
 	"github.com/decodebench/decodebench/bench/axes"
 	"github.com/decodebench/decodebench/bench/plan"
 	"github.com/decodebench/decodebench/bench/sweep"
+	"github.com/decodebench/decodebench/bench/units"
 )
 
 func planCommand() *cli.Command {
@@ -30,17 +30,17 @@ func planCommand() *cli.Command {
 			"With a traffic: servers = ceil(traffic / (per-server x (1 - headroom))), GPUs = servers x tp; with a price:\n" +
 			"cost per million output tokens = GPUs x price / (traffic x 3600) x 1e6. The batches beside it are shown too.",
 		Flags: append(modelFlags(),
-			&cli.StringFlag{Name: "gpu", Usage: "predicted: a GPU spec row (h200, h100-sxm, ...), or auto: the first GPU NVML sees, else h200 (default auto)"},
-			&cli.Float64Flag{Name: "reserve", Value: 0.1, Usage: "predicted: fraction of GPU memory kept free when asking whether a batch fits, in [0, 1)"},
+			gpuFlag("", "predicted: a GPU spec row (h200, h100-sxm, ...), or auto: the first GPU NVML sees, else h200 (default auto)"),
+			reserveFlag(),
 			&cli.StringFlag{Name: "context", Usage: "context length in tokens (k = 1024), e.g. 8k; with DIR optional when the run measured one context"},
 			&cli.StringFlag{Name: "min-request-rate", Usage: "the streaming target: tokens/s every request must get, e.g. 20"},
 			&cli.StringFlag{Name: "requests-per-s", Usage: "traffic: requests per second (with --output-tokens)"},
 			&cli.StringFlag{Name: "output-tokens", Usage: "traffic: output tokens per request (with --requests-per-s)"},
-			&cli.StringFlag{Name: "tokens-per-s", Usage: "traffic: output tokens per second (instead of --requests-per-s and --output-tokens)"},
-			&cli.StringFlag{Name: "headroom", Value: "0", Usage: "fraction of each server's rate kept spare, in [0, 1) (0.2: servers run at 80%)"},
+			&cli.StringFlag{Name: "tokens-per-s", Usage: "traffic: output tokens per second, e.g. 5000 or 5k (instead of --requests-per-s and --output-tokens)"},
+			&cli.StringFlag{Name: "headroom", Value: "0", Usage: "fraction of each server's rate kept spare, in [0, 1): 0.2 or 20% (servers run at 80%)"},
 			&cli.StringFlag{Name: "price-per-gpu-hour", Usage: "price of one GPU for an hour (any currency): gives the cost per million output tokens"},
 			formatFlag(plan.Formats...),
-			&cli.StringFlag{Name: "out", Usage: "also write plan.json, plan.md and the frontier chart (PNG and SVG) into this directory"},
+			outFlag("also write plan.json, plan.md and the frontier chart (PNG and SVG) into this directory"),
 		),
 		Action: planAction,
 	}
@@ -52,10 +52,10 @@ func planNumber(c *cli.Context, flag, what string) (float64, error) {
 		return 0, nil
 	}
 	s := c.String(flag)
-	v, err := strconv.ParseFloat(strings.TrimSpace(s), 64)
+	v, err := units.ParseQuantity(s)
 	switch {
 	case err != nil:
-		return 0, usageError("--%s %q: not a number: give %s", flag, s, what)
+		return 0, usageError("--%s %s: %v (%s)", flag, s, err, what)
 	case !(v > 0) || math.IsInf(v, 1):
 		return 0, usageError("--%s %s: must be more than 0: give %s", flag, s, what)
 	}
@@ -78,7 +78,7 @@ func planRequest(c *cli.Context) (plan.Request, error) {
 	if r.OutputTokens, err = planNumber(c, "output-tokens", "output tokens per request, such as 500"); err != nil {
 		return r, err
 	}
-	if r.TokensPerSec, err = planNumber(c, "tokens-per-s", "output tokens per second, such as 5000"); err != nil {
+	if r.TokensPerSec, err = planNumber(c, "tokens-per-s", "output tokens per second, such as 5000 or 5k"); err != nil {
 		return r, err
 	}
 	if r.PricePerGPUHour, err = planNumber(c, "price-per-gpu-hour", "the price of one GPU-hour, such as 2.50"); err != nil {
@@ -93,8 +93,8 @@ func planRequest(c *cli.Context) (plan.Request, error) {
 		return r, usageError("--output-tokens needs --requests-per-s (requests per second), or give --tokens-per-s instead")
 	}
 	h := c.String("headroom")
-	if r.Headroom, err = strconv.ParseFloat(strings.TrimSpace(h), 64); err != nil || !(r.Headroom >= 0 && r.Headroom < 1) {
-		return r, usageError("--headroom %q: give the fraction of each server's rate kept spare, a number in [0, 1) such as 0.2", h)
+	if r.Headroom, err = units.ParseFraction(h); err != nil || !(r.Headroom >= 0 && r.Headroom < 1) {
+		return r, usageError("--headroom %s: give the fraction of each server's rate kept spare, in [0, 1), such as 0.2 or 20%%", h)
 	}
 	if err := r.Validate(); err != nil {
 		return r, usageError("%v", err)
@@ -119,7 +119,7 @@ func planContext(c *cli.Context) (int, error) {
 
 func planAction(c *cli.Context) error {
 	if c.NArg() > 1 {
-		return usageError("plan takes at most one run directory (got %d arguments: %s); flags go before it", c.NArg(), strings.Join(c.Args().Slice(), " "))
+		return usageError("plan takes at most one run directory (got %d arguments: %s)", c.NArg(), strings.Join(c.Args().Slice(), " "))
 	}
 	format, err := parseFormat(c)
 	if err != nil {

@@ -65,33 +65,26 @@ func stepCommand() *cli.Command {
 }
 
 func stepFlags() []cli.Flag {
-	env := func(name string) []string { return []string{"DECODEBENCH_" + name} }
 	flags := append(modelFlags(),
-		&cli.StringFlag{Name: "dtype", EnvVars: env("DTYPE"), Usage: "weights, activations and KV cache: bf16 or fp16, dropping any quantization (default: the model's; --weight-dtype and --kv-dtype set fp8 or int8 projections and an fp8 cache)"},
-		listFlag(&cli.StringFlag{Name: "batch", Value: "1", EnvVars: env("BATCH"), Usage: fmt.Sprintf("batch sizes, 1..%d", cgo.MaxBatch)}),
-		listFlag(&cli.StringFlag{Name: "context", Value: "1k", EnvVars: env("CONTEXT"), Usage: "cached tokens per sequence when the first step starts (k = 1024)"}),
-		&cli.IntFlag{Name: "steps", Value: step.DefaultSteps, EnvVars: env("STEPS"), Usage: "steps in one timed sample (each sample starts from the same state)"},
-		&cli.StringFlag{Name: "mode", EnvVars: env("MODE"), Usage: "graph, eager or both (default: both where the kernels library has graphs, else eager)"},
-		&cli.BoolFlag{Name: "compare-modes", EnvVars: env("COMPARE_MODES"),
+		&cli.StringFlag{Name: "dtype", Usage: "weights, activations and KV cache: bf16 or fp16, dropping any quantization (default: the model's; --weight-dtype and --kv-dtype set fp8 or int8 projections and an fp8 cache)"},
+		batchFlag("1", fmt.Sprintf("batch sizes, 1..%d", cgo.MaxBatch)),
+		contextFlag("1k", "cached tokens per sequence when the first step starts (k = 1024)"),
+		&cli.IntFlag{Name: "steps", Value: step.DefaultSteps, Usage: "steps in one timed sample (each sample starts from the same state)"},
+		&cli.StringFlag{Name: "mode", Usage: "graph, eager or both (default: both where the kernels library has graphs, else eager)"},
+		&cli.BoolFlag{Name: "compare-modes",
 			Usage: "first run the steps untimed in each mode and check that graph and eager give the same tokens and logits bit for bit (modes_agree)"},
-		&cli.BoolFlag{Name: "plan", EnvVars: env("PLAN"),
+		&cli.BoolFlag{Name: "plan",
 			Usage: "print each configuration's step (every call with its sizes) and the device memory it needs, then exit: no device work"},
 		formatFlag(format.All...),
 		jsonAlias(format.JSONL),
-		&cli.StringFlag{Name: "out", Aliases: []string{"o"}, EnvVars: env("STEP_OUT"),
-			Usage: "keep the run directory here (run.json, results.jsonl, kernels.jsonl, steps.jsonl); default: a temporary one, removed"},
-		&cli.StringFlag{Name: "gpu", Value: "auto", EnvVars: env("GPU"),
-			Usage: "the spec row of the datasheet ceiling (h200, h100-sxm, ...), auto or none"},
+		outFlag("keep the run directory here (run.json, results.jsonl, kernels.jsonl, steps.jsonl); default: a temporary one, removed", "o"),
+		gpuFlag("auto", "the spec row of the datasheet ceiling (h200, h100-sxm, ...), auto or none"),
 		oldName(&cli.StringFlag{Name: "datasheet"}, "gpu", nil),
-		hiddenFlag(&cli.IntFlag{Name: "warmup", Value: timing.Default.Warmup, EnvVars: env("WARMUP")}),
-		hiddenFlag(&cli.IntFlag{Name: "min-samples", Value: timing.Default.MinSamples, EnvVars: env("MIN_SAMPLES")}),
-		&cli.DurationFlag{Name: "min-time", Value: seconds(timing.Default.MinSeconds), EnvVars: env("MIN_TIME"), Usage: "sample each step for at least this long (e.g. 500ms)"},
-		&cli.DurationFlag{Name: "max-time", Value: seconds(timing.Default.MaxSeconds), EnvVars: env("MAX_TIME"), Usage: "and stop once this long has passed (e.g. 2s)"},
-		hiddenFlag(&cli.Float64Flag{Name: "target-spread", Value: timing.Default.TargetSpread, EnvVars: env("TARGET_SPREAD")}),
-		hiddenFlag(&cli.Uint64Flag{Name: "probe-bytes", EnvVars: env("PROBE_BYTES")}),
-		hiddenFlag(&cli.Uint64Flag{Name: "max-rotate-bytes", EnvVars: env("MAX_ROTATE_BYTES")}),
-		hiddenFlag(&cli.Uint64Flag{Name: "seed", Value: 1, EnvVars: env("SEED")}),
+		hiddenFlag(&cli.Uint64Flag{Name: "probe-bytes"}),
+		hiddenFlag(&cli.Uint64Flag{Name: "max-rotate-bytes"}),
+		hiddenFlag(seedFlag("")),
 	)
+	flags = append(flags, timingFlags(timingOptions{})...)
 	return append(flags, backendFlags()...)
 }
 

@@ -22,7 +22,6 @@ import (
 	"github.com/decodebench/decodebench/bench/sweep"
 	"github.com/decodebench/decodebench/bench/sweep/report"
 	"github.com/decodebench/decodebench/bench/telemetry"
-	"github.com/decodebench/decodebench/bench/timing"
 	"github.com/decodebench/decodebench/cgo"
 )
 
@@ -75,23 +74,13 @@ func sweepCommand() *cli.Command {
 }
 
 func sweepFlags() []cli.Flag {
-	env := func(name string) []string { return []string{"DECODEBENCH_" + name} }
 	list := func(name, usage string) cli.Flag {
-		return listFlag(&cli.StringFlag{Name: name, EnvVars: env(strings.ToUpper(strings.ReplaceAll(name, "-", "_"))), Category: "model dimensions (lists)", Usage: usage})
+		return listFlag(&cli.StringFlag{Name: name, Category: "model dimensions (lists)", Usage: usage})
 	}
 	backend := backendFlags()[0] // --backend; the device is --device here too, by index or UUID
-	return []cli.Flag{
-		&cli.StringFlag{Name: "model", Aliases: []string{"m"}, EnvVars: env("MODEL"), Category: "model",
-			Usage: "a preset, e.g. llama3-8b (decodebench model list shows them all); dimension flags override it"},
-		&cli.StringFlag{Name: "model-config", EnvVars: env("MODEL_CONFIG"), Category: "model", TakesFile: true,
-			Usage: "a Hugging Face config.json; dimension flags override it"},
-		&cli.StringFlag{Name: "dtype", EnvVars: env("DTYPE"), Category: "model",
-			Usage: "weights, activations and KV cache: bf16 or fp16 (default: the model's)"},
-		&cli.IntFlag{Name: "tp", Value: 1, EnvVars: env("TP"), Category: "model",
-			Usage: "tensor-parallel degree: measure one GPU's shard"},
-		inCategory(weightDTypeFlag(true), "model"),
-		inCategory(groupSizeFlag(), "model"),
-		inCategory(kvDTypeFlag(), "model"),
+	flags := append(modelFlagsIn("model", true),
+		&cli.StringFlag{Name: "dtype", Category: "model",
+			Usage: "weights, activations and KV cache: bf16 or fp16 (default: the model's); the dimension flags below override the model's"},
 		list("hidden", "model width, e.g. 4096 or 2048,4096"),
 		list("ffn", "MLP width"),
 		list("heads", "query heads"),
@@ -99,53 +88,38 @@ func sweepFlags() []cli.Flag {
 		list("head-dim", "head size: "+headDimsText()+" (default: hidden / heads)"),
 		list("layers", "decoder layers"),
 		list("vocab", "vocabulary size (rows of the LM head)"),
-		listFlag(&cli.StringFlag{Name: "batch", Value: defaultBatches, EnvVars: env("BATCH"), Category: "axes",
-			Usage: fmt.Sprintf("batch sizes, 1..%d", cgo.MaxBatch)}),
-		listFlag(&cli.StringFlag{Name: "context", Value: defaultContexts, EnvVars: env("CONTEXT"), Category: "axes",
-			Usage: "context lengths in tokens (k = 1024)"}),
+		inCategory(batchFlag(defaultBatches, fmt.Sprintf("batch sizes, 1..%d", cgo.MaxBatch)), "axes"),
+		inCategory(contextFlag(defaultContexts, "context lengths in tokens (k = 1024)"), "axes"),
 		backend,
-		&cli.StringFlag{Name: "device", Value: "0", EnvVars: env("DEVICE"), Category: "device",
+		&cli.StringFlag{Name: "device", Value: "0", Category: "device",
 			Usage: "the GPU: an index (as nvidia-smi numbers them) or a UUID (GPU-...)"},
-		&cli.StringFlag{Name: "gpu", Value: "auto", EnvVars: env("GPU"), Category: "device",
-			Usage: "the spec row of the datasheet ceiling (h200, h100-sxm, ...), auto (the row NVML's name matches) or none; an index or UUID here is taken as --device, its old name"},
+		inCategory(gpuFlag("auto", "the spec row of the datasheet ceiling (h200, h100-sxm, ...), auto (the row NVML's name matches) or none; an index or UUID here is taken as --device, its old name"), "device"),
 		oldName(&cli.StringFlag{Name: "datasheet"}, "gpu", nil),
 		formatFlag(format.All...),
-		&cli.Float64Flag{Name: "reserve", Value: 0.1, EnvVars: env("RESERVE"), Category: "device",
-			Usage: "fraction of GPU memory kept free when asking whether a step's weights and KV caches fit"},
-		&cli.StringFlag{Name: "out", Aliases: []string{"o"}, EnvVars: env("OUT"), Category: "output",
-			Usage: "the new run directory (default: out/sweep-<date>-<time>)"},
-		&cli.StringFlag{Name: "resume", EnvVars: env("RESUME"), Category: "output",
+		inCategory(reserveFlag(), "device"),
+		inCategory(outFlag("the new run directory (default: out/sweep-<date>-<time>)", "o"), "output"),
+		&cli.StringFlag{Name: "resume", Category: "output",
 			Usage: "continue the run directory DIR: skip what it has, measure the rest"},
-		&cli.BoolFlag{Name: "retry-failed", EnvVars: env("RETRY_FAILED"), Category: "output",
+		&cli.BoolFlag{Name: "retry-failed", Category: "output",
 			Usage: "with --resume, measure failed configurations again"},
-		&cli.DurationFlag{Name: "budget", EnvVars: env("BUDGET"), Category: "output",
-			Usage: "trim the sweep to fit this time (e.g. 5m), the finest grid points first; run.json lists what was dropped"},
-		&cli.StringFlag{Name: "peer", EnvVars: env("PEER"), Category: "output",
+		inCategory(durationFlag("budget", 0, "trim the sweep to fit this time (e.g. 5m), the finest grid points first; run.json lists what was dropped"), "output"),
+		&cli.StringFlag{Name: "peer", Category: "output",
 			Usage: "cublas: also measure cuBLASLt on every linear shape, the same way (kernels.jsonl; the report gives cuBLAS time / ours); the steps stay ours"},
-		&cli.StringFlag{Name: "step", EnvVars: env("STEP"), Category: "output",
+		&cli.StringFlag{Name: "step", Category: "output",
 			Usage: "which step times to record: composed (kernels measured alone, summed), e2e (the real step, eager and as a CUDA graph: steps.jsonl) or both (default: both on the CUDA backend, composed on the emulator, where whole steps are slow)"},
-		hiddenFlag(&cli.IntFlag{Name: "e2e-steps", Value: step.DefaultSteps, EnvVars: env("E2E_STEPS")}),
-		&cli.StringFlag{Name: "progress", Value: "auto", EnvVars: env("PROGRESS"), Category: "output",
+		hiddenFlag(&cli.IntFlag{Name: "e2e-steps", Value: step.DefaultSteps}),
+		&cli.StringFlag{Name: "progress", Value: "auto", Category: "output",
 			Usage: "auto (a bar when stderr is a terminal, lines otherwise), bar, lines or none"},
 		// The method: measure's and timing's defaults, adjustable for tests and experts, recorded in run.json.
-		hiddenFlag(&cli.IntFlag{Name: "warmup", Value: timing.Default.Warmup, EnvVars: env("WARMUP")}),
-		hiddenFlag(&cli.IntFlag{Name: "min-samples", Value: timing.Default.MinSamples, EnvVars: env("MIN_SAMPLES")}),
-		&cli.DurationFlag{Name: "min-time", Value: seconds(timing.Default.MinSeconds), EnvVars: env("MIN_TIME"), Category: "timing",
-			Usage: "sample each kernel for at least this long (e.g. 500ms)"},
-		&cli.DurationFlag{Name: "max-time", Value: seconds(timing.Default.MaxSeconds), EnvVars: env("MAX_TIME"), Category: "timing",
-			Usage: "and stop once this long has passed (e.g. 2s; the record says it did not converge)"},
-		hiddenFlag(&cli.Float64Flag{Name: "target-spread", Value: timing.Default.TargetSpread, EnvVars: env("TARGET_SPREAD")}),
-		hiddenFlag(&cli.IntFlag{Name: "max-samples", EnvVars: env("MAX_SAMPLES")}),
-		hiddenFlag(&cli.Float64Flag{Name: "rotate-factor", Value: measure.DefaultRotateFactor, EnvVars: env("ROTATE_FACTOR")}),
-		hiddenFlag(&cli.Uint64Flag{Name: "max-rotate-bytes", EnvVars: env("MAX_ROTATE_BYTES")}),
-		hiddenFlag(&cli.Uint64Flag{Name: "probe-bytes", EnvVars: env("PROBE_BYTES")}),
-		hiddenFlag(&cli.Uint64Flag{Name: "seed", Value: 1, EnvVars: env("SEED")}),
-		hiddenFlag(&cli.DurationFlag{Name: "telemetry-interval", Value: telemetry.DefaultInterval, EnvVars: env("TELEMETRY_INTERVAL")}),
-		hiddenFlag(&cli.Float64Flag{Name: "memory-bytes", EnvVars: env("MEMORY_BYTES")}),
-	}
+		hiddenFlag(&cli.Float64Flag{Name: "rotate-factor", Value: measure.DefaultRotateFactor}),
+		hiddenFlag(&cli.Uint64Flag{Name: "max-rotate-bytes"}),
+		hiddenFlag(&cli.Uint64Flag{Name: "probe-bytes"}),
+		hiddenFlag(seedFlag("")),
+		hiddenFlag(durationFlag("telemetry-interval", telemetry.DefaultInterval, "")),
+		hiddenFlag(&cli.Float64Flag{Name: "memory-bytes"}),
+	)
+	return append(flags, timingFlags(timingOptions{maxSamples: true, category: "timing"})...)
 }
-
-func seconds(s float64) time.Duration { return time.Duration(s * float64(time.Second)) }
 
 // sweepRequest is a validated sweep command line.
 type sweepRequest struct {

@@ -35,8 +35,6 @@ func verifyCommand() *cli.Command {
 	}
 }
 
-func onUsageError(c *cli.Context, err error, isSubcommand bool) error { return usageError("%v", err) }
-
 // ---- linear ----------------------------------------------------------------------------------
 
 func verifyLinearCommand() *cli.Command {
@@ -51,7 +49,7 @@ func verifyLinearCommand() *cli.Command {
 			&cli.StringFlag{Name: "dtype", Value: "bf16", Usage: "element type of X, W and Y: bf16 or fp16"},
 			&cli.StringFlag{Name: "variant", Value: "auto", Usage: "kernel: gemv (CUDA cores), mma (skinny tensor-core), tiled (tensor cores, shared-memory tiles) or auto"},
 			&cli.IntFlag{Name: "split-k", Usage: fmt.Sprintf("K splits of the gemv or tiled variant, 1..%d; 0 lets the kernel choose", cgo.MaxSplitK)},
-			&cli.Uint64Flag{Name: "seed", Value: 1, Usage: "seed of the input hash (X and W get distinct seeds derived from it)"},
+			seedFlag("X and W get distinct seeds derived from it"),
 			jsonFlag(),
 		}, append([]cli.Flag{matrixWeightDTypeFlag(), groupSizeFlag()}, backendFlags()...)...),
 		OnUsageError: onUsageError,

@@ -54,7 +54,7 @@ func verifyAttentionCommand() *cli.Command {
 			&cli.IntFlag{Name: "window", Usage: "attend to each sequence's last N tokens only (a sliding window); 0 = every token"},
 			&cli.IntFlag{Name: "chunk", Usage: "attend only to the tokens of each sequence's own chunk of N (chunked attention); 0 = every token"},
 			&cli.BoolFlag{Name: "sinks", Usage: "a sink logit per query head joins the softmax's denominator (gpt-oss)"},
-			&cli.Uint64Flag{Name: "seed", Value: 1, Usage: "seed of the input hash (Q, K, V, the new token and the page table get distinct seeds derived from it)"},
+			seedFlag("Q, K, V, the new token and the page table get distinct seeds derived from it"),
 			jsonFlag(),
 		}, backendFlags()...),
 		OnUsageError: onUsageError,

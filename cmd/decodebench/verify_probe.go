@@ -53,7 +53,7 @@ func verifyProbeKindCommand(name string, kinds []cgo.ProbeKind) *cli.Command {
 			&cli.Uint64Flag{Name: "words", Value: 1 << 16, Usage: "32-bit words per buffer for the memory probes, a positive multiple of 4"},
 			&cli.IntFlag{Name: "blocks", Usage: "blocks of the memory probes; 0 lets the kernel choose"},
 			&cli.IntFlag{Name: "threads", Usage: "threads per block of the memory probes (a multiple of 32); 0 lets the kernel choose"},
-			&cli.Uint64Flag{Name: "seed", Value: 1, Usage: "seed of the input hash"},
+			seedFlag(""),
 			jsonFlag(),
 		}, backendFlags()...),
 		OnUsageError: onUsageError,

@@ -66,7 +66,7 @@ func smallOpFlags() []cli.Flag {
 		&cli.IntFlag{Name: "top-k", Value: 2, Usage: "moe: experts per token"},
 		&cli.BoolFlag{Name: "topk-first", Usage: "moe: top k of the logits, then their softmax (else softmax, then top k)"},
 		&cli.BoolFlag{Name: "renormalize", Usage: "moe: divide the top k probabilities by their sum"},
-		&cli.Uint64Flag{Name: "seed", Value: 1, Usage: "seed of the input hash"},
+		seedFlag(""),
 		jsonFlag(),
 	}, backendFlags()...)
 }

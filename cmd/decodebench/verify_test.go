@@ -137,7 +137,7 @@ func TestVerifyUsageErrors(t *testing.T) {
 		{"split-k above the kernels' 64", append(linear, "--batch", "1", "--n", "8", "--k", "8", "--variant", "gemv", "--split-k", "65"), "--split-k 65"},
 		{"split-k with mma", append(linear, "--batch", "1", "--n", "8", "--k", "8", "--variant", "mma", "--split-k", "2"), "--split-k 2"},
 		{"missing --batch", append(linear, "--n", "8", "--k", "8"), "--batch"},
-		{"not a number", append(linear, "--batch", "x", "--n", "8", "--k", "8"), `"x"`},
+		{"not a number", append(linear, "--batch", "x", "--n", "8", "--k", "8"), "--batch x: want a whole number"},
 		{"stray argument", append(linear, "--batch", "1", "--n", "8", "--k", "8", "extra"), `"extra"`},
 		{"unknown backend", []string{"verify", "linear", "--batch", "1", "--n", "8", "--k", "8", "--backend", "rocm"}, `"rocm"`},
 		{"negative device", append(linear, "--batch", "1", "--n", "8", "--k", "8", "--device", "-1"), "--device -1"},

@@ -20,7 +20,7 @@ const weightDTypeUsage = "bf16 or fp16 (dense), fp8 (e4m3, an fp32 scale per out
 
 // weightDTypeFlag is --weight-dtype; list: a comma-separated list of formats (predict, sweep).
 func weightDTypeFlag(list bool) cli.Flag {
-	f := &cli.StringFlag{Name: "weight-dtype", EnvVars: []string{"DECODEBENCH_WEIGHT_DTYPE"},
+	f := &cli.StringFlag{Name: "weight-dtype",
 		Usage: "how the projections are stored: " + weightDTypeUsage + "; the embedding, LM head and router stay 16-bit (default: the model's, and its quantization_config format)"}
 	if list {
 		f.Usage = "weight formats to compare, a list such as bf16,fp8,int4, each: " + weightDTypeUsage + " (default: the model's own)"
@@ -30,12 +30,12 @@ func weightDTypeFlag(list bool) cli.Flag {
 }
 
 func groupSizeFlag() cli.Flag {
-	return &cli.IntFlag{Name: "group-size", EnvVars: []string{"DECODEBENCH_GROUP_SIZE"},
+	return &cli.IntFlag{Name: "group-size",
 		Usage: "int4 and int4-zp: weights along K per scale, 32, 64 or 128 (default 128); mxfp4: 32"}
 }
 
 func kvDTypeFlag() cli.Flag {
-	return &cli.StringFlag{Name: "kv-dtype", EnvVars: []string{"DECODEBENCH_KV_DTYPE"},
+	return &cli.StringFlag{Name: "kv-dtype",
 		Usage: "the KV cache: bf16, fp16 or fp8 (e4m3, a per-tensor scale) (default: the model's)"}
 }
 
@@ -114,17 +114,6 @@ func (w weightChoice) String() string {
 // matrixWeightDTypeFlag is --weight-dtype of one matrix, where no model flag defines it
 // (verify linear).
 func matrixWeightDTypeFlag() cli.Flag {
-	return &cli.StringFlag{Name: "weight-dtype", EnvVars: []string{"DECODEBENCH_WEIGHT_DTYPE"},
+	return &cli.StringFlag{Name: "weight-dtype",
 		Usage: "how W is stored: " + weightDTypeUsage + "; default: --dtype"}
-}
-
-// inCategory puts a flag under a help heading (sweep groups its flags).
-func inCategory(f cli.Flag, category string) cli.Flag {
-	switch v := f.(type) {
-	case *cli.StringFlag:
-		v.Category = category
-	case *cli.IntFlag:
-		v.Category = category
-	}
-	return f
 }

@@ -1,6 +1,6 @@
 package main
 
-// Tests of the rules every command's flags follow (flagrules.go) and of --format on every
+// Tests of the rules every command's flags follow (argparse.go) and of --format on every
 // command that prints rows: each format reads back with its header and one row per record.
 
 import (
@@ -129,7 +129,7 @@ func TestRepeatedFlags(t *testing.T) {
 		{[]string{"predict", "--model", "llama3-8b", "--gpu", "h200", "--gpu", "h100-sxm"}, "--gpu given 2 times (h200, h100-sxm): give it once"},
 		{[]string{"predict", "--model", "llama3-8b", "--model", "llama3-70b"}, "--model given 2 times"},
 		{[]string{"predict", "--model", "llama3-8b", "--model=llama3-70b"}, "--model given 2 times"},
-		{[]string{"predict", "-m", "llama3-8b", "--model", "llama3-70b"}, "two forms of the same flag"}, // urfave/cli's own check
+		{[]string{"predict", "-m", "llama3-8b", "--model", "llama3-70b"}, "--model given 2 times (llama3-8b, llama3-70b)"}, // -m is --model
 		{[]string{"bench", "linear", "--backend", "emu", "--n", "8", "--k", "8", "--min-time", "1s", "--min-seconds", "2"}, "--min-time given 2 times (1s, 2s)"},
 		{[]string{"validate", "--simulate-gpus", "1", "--gpu", "h200", "--expect", "h100-sxm"}, "--gpu given 2 times"},
 		{[]string{"sweep", "--model", "llama3-8b", "--reserve", "0.1", "--reserve", "0.2"}, "--reserve given 2 times"},
