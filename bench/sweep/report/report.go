@@ -76,7 +76,7 @@ func Write(dir string) (Written, error) {
 		w.Notes = append(w.Notes, fmt.Sprintf("the last line of %s was torn (a crash mid-write) and was left out", strings.Join(p.Repaired, " and ")))
 	}
 	csvPath := filepath.Join(dir, sweep.CSVFile)
-	if err := sweep.WriteFileAtomic(csvPath, CSV(p.Records)); err != nil {
+	if err := sweep.WriteFileAtomic(csvPath, CSV(p.Info, p.Records)); err != nil {
 		return w, err
 	}
 	var stepsCSV string
