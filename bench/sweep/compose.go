@@ -2,8 +2,8 @@ package sweep
 
 import (
 	"fmt"
-	"math"
 	"github.com/decodebench/decodebench/bench/measure"
+	"math"
 	"strings"
 	"time"
 

@@ -70,7 +70,7 @@ type Record struct {
 	SmallOps        []SmallOp         `json:"small_ops"`
 	SmallOpsMethod  string            `json:"small_ops_method"`
 	SmallOpsGBps    float64           `json:"small_ops_bandwidth_gbps,omitzero"` // the bandwidth that bounds them
-	Telemetry       telemetry.Summary `json:"telemetry"`                // over every measurement of the step
+	Telemetry       telemetry.Summary `json:"telemetry"`                         // over every measurement of the step
 	RecordedAt      time.Time         `json:"recorded_at"`
 	MeasuredSeconds float64           `json:"measured_seconds"` // wall time of the measurements first made for this record
 }
@@ -108,15 +108,15 @@ type KernelEntry struct {
 	Samples       int     `json:"samples"`
 	Converged     bool    `json:"converged"`
 
-	StepSeconds    float64 `json:"step_seconds"` // Repeat x MedianSeconds
-	Share          float64 `json:"share"`        // of the record's StepSeconds
-	Bytes          float64 `json:"bytes"`        // per call
-	FLOPs          float64 `json:"flops"`
-	AchievedGBps   float64 `json:"achieved_gbps"`
-	AchievedTFLOPs float64 `json:"achieved_tflops"`
-	Throttled      bool    `json:"throttled"`
-	Rotation       string  `json:"rotation,omitempty"`
-	Verified       bool    `json:"verified"`
-	RelError       *float64 `json:"rel_error"`           // null where no error is defined: NonFinite > 0, or not verified
-	NonFinite      int     `json:"non_finite,omitempty"` // outputs that were NaN or infinite
+	StepSeconds    float64  `json:"step_seconds"` // Repeat x MedianSeconds
+	Share          float64  `json:"share"`        // of the record's StepSeconds
+	Bytes          float64  `json:"bytes"`        // per call
+	FLOPs          float64  `json:"flops"`
+	AchievedGBps   float64  `json:"achieved_gbps"`
+	AchievedTFLOPs float64  `json:"achieved_tflops"`
+	Throttled      bool     `json:"throttled"`
+	Rotation       string   `json:"rotation,omitempty"`
+	Verified       bool     `json:"verified"`
+	RelError       *float64 `json:"rel_error"`            // null where no error is defined: NonFinite > 0, or not verified
+	NonFinite      int      `json:"non_finite,omitempty"` // outputs that were NaN or infinite
 }
