@@ -275,7 +275,7 @@ func cardSection(info sweep.RunInfo) plots.Section {
 		fact("Power limit", watts(c.PowerLimitWatts)),
 		fact("Temperature at start", celsius(c.TemperatureC)),
 		fact("NVML", c.NVML),
-		fact("Backend", fmt.Sprintf("%s (%s)", info.Backend.Name, info.Backend.Library)),
+		fact("Backend", fmt.Sprintf("%s (%s)", info.Backend.Name, filepath.Base(info.Backend.Library))), // a run.json of before it held the file name alone
 		fact("decodebench", info.Version),
 		fact("Command", strings.Join(info.CommandLine, " ")),
 		fact("Started, updated", fmt.Sprintf("%s, %s", info.Started.Format(time.RFC3339), info.Updated.Format(time.RFC3339))),
