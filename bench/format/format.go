@@ -171,6 +171,10 @@ func cell(v any) string {
 	return fmt.Sprint(v)
 }
 
+// Exact writes a number for programs: every digit (the shortest that reads back exactly), in
+// JSON's notation, and "" for NaN or an infinity (a missing value).
+func Exact(v float64) string { return cell(v) }
+
 // humanCell is a value as text for people (table, md): a number rounded by Human, the rest as
 // cell writes it.
 func humanCell(v any) string {
