@@ -51,8 +51,9 @@ test-full: emu
 
 # On a GPU box: the default sweep (Llama-3-8B, batch 1-1024, contexts 1k-32k, trimmed by --budget
 # to 9 minutes) into out/sweep-<date>-<time>, each configuration both composed from its kernels and
-# run as a whole step (eager and as a CUDA graph: steps.jsonl), then where its report is. Without a usable GPU
-# (NVML sees none): say so and predict the roofline for an H200 instead.
+# run as a whole step (eager and as a CUDA graph: steps.jsonl), then where its report is. Without a
+# usable GPU (NVML sees none): predict the roofline for an H200 instead, and say last, where it
+# stays on an 80-column screen, why and that nothing was measured.
 run: build
 	@if ./$(BIN) info >/dev/null 2>&1; then \
 	  out=out/sweep-$$(date +%Y%m%d-%H%M%S); \
@@ -61,9 +62,11 @@ run: build
 	  ./$(BIN) sweep --backend cuda --model llama3-8b --batch '1-1024*2' --context '1k-32k*2' --step both --budget 9m --out $$out; \
 	  rc=$$?; echo "make run: report: $$out/report.html"; exit $$rc; \
 	else \
-	  echo "make run: no usable NVIDIA GPU here ($$(./$(BIN) info 2>&1 | tail -n 1 | sed 's/^decodebench: //')):"; \
-	  echo "make run: falling back to the roofline prediction for an H200 (decodebench predict), no measurement"; \
-	  ./$(BIN) predict --model llama3-8b --gpu h200 --out out/predict; \
+	  why=$$(./$(BIN) info 2>&1 | tail -n 1 | sed 's/^decodebench: //'); \
+	  echo "make run: no usable NVIDIA GPU here: predicting the roofline for an H200 instead"; echo; \
+	  ./$(BIN) predict --model llama3-8b --gpu h200 --out out/predict || exit $$?; \
+	  echo; \
+	  echo "make run: NOTHING WAS MEASURED: no usable NVIDIA GPU here ($$why). The numbers above are the roofline prediction for an H200 (decodebench predict), not a measurement." | fold -s -w 80; \
 	fi
 
 clean:

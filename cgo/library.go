@@ -193,6 +193,11 @@ func (l *Library) Name() string { return l.name }
 // Path is the file the library was loaded from.
 func (l *Library) Path() string { return l.path }
 
+// File is the library's file name without its directory (libdecodebench_cuda.so): what the
+// documents a run leaves (run.json, the report, validate's report) record, so that they name
+// the library without the path of the machine that wrote them.
+func (l *Library) File() string { return filepath.Base(l.path) }
+
 // Emulated reports whether the library runs kernels on the CPU: its timings mean nothing.
 func (l *Library) Emulated() bool { return l.name == BackendEmu }
 

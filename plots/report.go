@@ -256,9 +256,17 @@ dd { margin: 0; overflow-wrap: anywhere; }
 .table-wrap { overflow-x: auto; margin: 10px 0 6px; }
 table { border-collapse: collapse; font-size: 13.5px; min-width: 50%; }
 caption { text-align: left; font-weight: bold; padding: 4px 0 6px; }
-th, td { padding: 4px 10px; border-bottom: 1px solid var(--rule); white-space: nowrap; }
-th { background: var(--band); text-align: left; position: sticky; top: 0; }
+/* Text and headers wrap (a long name anywhere), numbers never: a table fits a narrow window
+   rather than running out of it (at 800 px the widest was 1153 px, its caption cut mid-word). */
+th, td { padding: 4px 10px; border-bottom: 1px solid var(--rule); overflow-wrap: anywhere; }
+th { background: var(--band); text-align: left; position: sticky; top: 0; overflow-wrap: normal; hyphens: auto; }
 td.num, th.num { text-align: right; font-variant-numeric: tabular-nums; }
+td.num { white-space: nowrap; }
+@media (max-width: 1000px) {
+  main { padding: 16px 12px 32px; }
+  table { font-size: 12.5px; }
+  th, td { padding: 3px 5px; }
+}
 tr.failed td { background: var(--danger-bg); color: var(--danger); }
 tr.skipped td { color: #8b93a3; }
 tr.throttled td { background: var(--warn-bg); }

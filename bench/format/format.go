@@ -10,6 +10,7 @@ import (
 	"encoding/json"
 	"fmt"
 	"io"
+	"math"
 	"strconv"
 	"strings"
 	"text/tabwriter"
@@ -42,7 +43,8 @@ func Check(name string, accepted []string) error {
 func Structured(name string) bool { return name == JSON || name == JSONL || name == CSV }
 
 // Rows is a table: every row has one value per column, in the columns' order. A value is a
-// string, a number, a bool or nil (printed empty, JSON null), or anything JSON encodes.
+// string, a number, a bool or nil (printed empty, JSON null), or anything JSON encodes. A
+// NaN or an infinity is a missing value too: empty, or null, never "NaN" or 0.
 type Rows struct {
 	Columns []string
 	Rows    [][]any
@@ -132,7 +134,8 @@ func Write(w io.Writer, name string, t Rows) error {
 	return Check(name, All)
 }
 
-// cell is a value as text: numbers in Go's shortest form, nil and JSON null empty, JSON
+// cell is a value as text for programs (csv): numbers as JSON writes them (the shortest
+// digits that read back exactly), nil, JSON null, NaN and infinities empty (a missing value, never 0 or "NaN"), JSON
 // strings unquoted, objects and arrays as compact JSON.
 func cell(v any) string {
 	switch x := v.(type) {
@@ -141,9 +144,18 @@ func cell(v any) string {
 	case string:
 		return x
 	case float64:
-		return strconv.FormatFloat(x, 'g', -1, 64)
+		if math.IsNaN(x) || math.IsInf(x, 0) {
+			return ""
+		}
+		b, _ := json.Marshal(x) // shortest exact digits, and JSON's choice of exponent
+		return string(b)
 	case float32:
-		return strconv.FormatFloat(float64(x), 'g', -1, 32)
+		return cell(float64(x))
+	case *float64:
+		if x == nil {
+			return ""
+		}
+		return cell(*x)
 	case json.RawMessage:
 		var s string
 		if json.Unmarshal(x, &s) == nil {
@@ -159,6 +171,63 @@ func cell(v any) string {
 	return fmt.Sprint(v)
 }
 
+// Exact writes a number for programs: every digit (the shortest that reads back exactly), in
+// JSON's notation, and "" for NaN or an infinity (a missing value).
+func Exact(v float64) string { return cell(v) }
+
+// humanCell is a value as text for people (table, md): a number rounded by Human, the rest as
+// cell writes it.
+func humanCell(v any) string {
+	switch x := v.(type) {
+	case float64:
+		return Human(x)
+	case float32:
+		return Human(float64(x))
+	case *float64:
+		if x != nil {
+			return Human(*x)
+		}
+	case json.RawMessage:
+		if f, ok := jsonNumber(x); ok {
+			return Human(f)
+		}
+	}
+	return cell(v)
+}
+
+// jsonNumber is a JSON number's value; ok is false for any other JSON value.
+func jsonNumber(raw json.RawMessage) (float64, bool) {
+	t := bytes.TrimSpace(raw)
+	if len(t) == 0 || !(t[0] == '-' || (t[0] >= '0' && t[0] <= '9')) {
+		return 0, false
+	}
+	f, err := strconv.ParseFloat(string(t), 64)
+	return f, err == nil
+}
+
+// Human writes a number for people: a whole number in full (a batch, a byte count), any other
+// to 4 significant digits, without an exponent from 0.0001 up and without trailing zeros
+// (0.003351, 298.4, 3669, 0.25), and a
+// missing value (NaN, an infinity) as "". The programs' formats keep every digit.
+func Human(v float64) string {
+	switch {
+	case math.IsNaN(v) || math.IsInf(v, 0):
+		return ""
+	case v == math.Trunc(v) && math.Abs(v) < 1e15:
+		return strconv.FormatFloat(v, 'f', 0, 64)
+	}
+	a := math.Abs(v)
+	if a < 1e-4 {
+		return strconv.FormatFloat(v, 'g', 4, 64)
+	}
+	decimals := max(3-int(math.Floor(math.Log10(a))), 0)
+	text := strconv.FormatFloat(v, 'f', decimals, 64)
+	if strings.Contains(text, ".") {
+		text = strings.TrimRight(strings.TrimRight(text, "0"), ".")
+	}
+	return text
+}
+
 func writeTable(w io.Writer, t Rows) error {
 	tw := tabwriter.NewWriter(w, 0, 0, 2, ' ', 0)
 	upper := make([]string, len(t.Columns))
@@ -169,7 +238,7 @@ func writeTable(w io.Writer, t Rows) error {
 	for _, row := range t.Rows {
 		cells := make([]string, len(row))
 		for i, v := range row {
-			cells[i] = cell(v)
+			cells[i] = humanCell(v)
 			if cells[i] == "" {
 				cells[i] = "-"
 			}
@@ -184,7 +253,7 @@ func writeMarkdown(w io.Writer, t Rows) error {
 	for r, row := range t.Rows {
 		rows[r] = make([]string, len(row))
 		for i, v := range row {
-			rows[r][i] = cell(v)
+			rows[r][i] = humanCell(v)
 		}
 	}
 	return Markdown(w, t.Columns, rows, nil)
@@ -219,7 +288,7 @@ func object(columns []string, row []any) ([]byte, error) {
 		k, _ := json.Marshal(c)
 		b.Write(k)
 		b.WriteByte(':')
-		v, err := json.Marshal(row[i])
+		v, err := json.Marshal(finite(row[i]))
 		if err != nil {
 			return nil, fmt.Errorf("format: column %s: %w", c, err)
 		}
@@ -227,6 +296,23 @@ func object(columns []string, row []any) ([]byte, error) {
 	}
 	b.WriteByte('}')
 	return b.Bytes(), nil
+}
+
+// finite is v for JSON: NaN and infinities, which JSON cannot hold, are null (missing).
+func finite(v any) any {
+	switch x := v.(type) {
+	case float64:
+		if math.IsNaN(x) || math.IsInf(x, 0) {
+			return nil
+		}
+	case float32:
+		return finite(float64(x))
+	case *float64:
+		if x != nil {
+			return finite(*x)
+		}
+	}
+	return v
 }
 
 func writeJSON(w io.Writer, t Rows) error {

@@ -19,14 +19,15 @@ type StepTime struct {
 	Reason string `json:"reason,omitempty"`
 	// StepSeconds: one decode step of Batch sequences (the median of the samples for the
 	// measured modes; the sum of kernels and bounded small ops for composed).
-	StepSeconds float64 `json:"step_seconds"`
+	StepSeconds float64 `json:"step_seconds,omitzero"`
 	// PerRequestTokensPerSec = 1 / StepSeconds; PerServerTokensPerSec = Batch x that.
-	PerRequestTokensPerSec float64 `json:"per_request_tokens_per_s"`
-	PerServerTokensPerSec  float64 `json:"per_server_tokens_per_s"`
+	PerRequestTokensPerSec float64 `json:"per_request_tokens_per_s,omitzero"`
+	PerServerTokensPerSec  float64 `json:"per_server_tokens_per_s,omitzero"`
 	// RooflineFraction* = bound / StepSeconds against each ceiling (MBU where the bound is
-	// the memory; 1 = at the roofline); 0 where the ceiling is unknown.
-	RooflineFractionDatasheet float64 `json:"roofline_fraction_datasheet"`
-	RooflineFractionMeasured  float64 `json:"roofline_fraction_measured"`
+	// the memory; 1 = at the roofline); 0 where the ceiling is unknown. A zero time, rate or
+	// fraction (not measured, unknown) is left out of the JSON, never written as 0.
+	RooflineFractionDatasheet float64 `json:"roofline_fraction_datasheet,omitzero"`
+	RooflineFractionMeasured  float64 `json:"roofline_fraction_measured,omitzero"`
 	// The measured modes only: their samples, how long the host took to queue a step, and
 	// what NVML saw.
 	Timed *Timed `json:"measured,omitempty"`

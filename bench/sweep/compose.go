@@ -3,6 +3,7 @@ package sweep
 import (
 	"fmt"
 	"github.com/decodebench/decodebench/bench/measure"
+	"math"
 	"strings"
 	"time"
 
@@ -69,7 +70,7 @@ func Compose(cfg Config, measured map[string]Measurement, ceil Ceilings) Record 
 		e := KernelEntry{
 			Name: k.Name, Kind: k.Kind, Key: spec.Key(), Repeat: k.Repeat, Status: m.Status, Reason: m.Reason,
 			Bytes: k.Bytes, FLOPs: k.FLOPs, Throttled: m.Telemetry.Throttled, Rotation: m.Rotation.Method,
-			Verified: m.Verification.Passed, RelError: m.Verification.RelError, NonFinite: m.Verification.NonFinite,
+			Verified: m.Verification.Passed, RelError: relError(m.Verification), NonFinite: m.Verification.NonFinite,
 		}
 		r.Emulated = r.Emulated || m.Emulated
 		windows = append(windows, m.Telemetry)
@@ -148,6 +149,16 @@ func SkippedRecord(cfg Config, reason string, emulated bool) Record {
 		DType: string(s.ActivationDType()), WeightFormat: WeightDTypeLabel(s), KVDType: string(s.KVDType), TP: max(s.TP, 1),
 		Status: measure.StatusSkipped, Reason: reason, Emulated: emulated, RecordedAt: time.Now().UTC(),
 	}
+}
+
+// relError is a verification's relative error, nil where none is defined: an output that
+// held NaN or infinities (whose RelError reads 0), or nothing checked.
+func relError(v measure.Verification) *float64 {
+	if v.NonFinite > 0 || v.Checked == 0 || math.IsNaN(v.RelError) || math.IsInf(v.RelError, 0) {
+		return nil
+	}
+	e := v.RelError
+	return &e
 }
 
 // throttleNames are the reasons of ThrottleMask seen in s.

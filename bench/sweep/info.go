@@ -55,8 +55,8 @@ type RunInfo struct {
 
 // Backend is the kernels library that ran.
 type Backend struct {
-	Name     string `json:"name"` // "cuda" or "emu"
-	Library  string `json:"library"`
+	Name     string `json:"name"`     // "cuda" or "emu"
+	Library  string `json:"library"`  // its file name (libdecodebench_cuda.so), no directory
 	Emulated bool   `json:"emulated"` // the CPU emulator: times are not a speed
 }
 

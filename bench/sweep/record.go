@@ -9,7 +9,9 @@ import (
 // Record is one configuration's result: a line of results.jsonl. Its JSON names are the
 // documented output (README, "The results"). Times are seconds, rates decimal (1 GB/s = 1e9
 // B/s, 1 TFLOP/s = 1e12 FLOP/s). Only a record with Status "ok" carries times and rates; the
-// others have them zero and say why in Reason.
+// others have them zero and say why in Reason. A time, rate or fraction that is zero (not
+// measured, a ceiling unknown) is left out of the JSON line rather than written as a 0 that a
+// script would read as "0% of the roofline"; reading it back gives zero again.
 type Record struct {
 	Key      string `json:"key"` // Config.Key: what --resume matches
 	Model    string `json:"model"`
@@ -22,35 +24,38 @@ type Record struct {
 	WeightFormat string `json:"weight_format"`
 	KVDType      string `json:"kv_dtype"`
 	TP           int    `json:"tp"`
+	// Identity: the card and the software that measured the record, on every record, so that
+	// the results of several boxes (or of resumes with another build) can be concatenated.
+	Identity
 
 	Status string `json:"status"` // "ok", "failed" or "skipped"
 	Reason string `json:"reason"` // why not ok; empty when ok
 
 	// StepSeconds = KernelSeconds + SmallOpsSeconds: one decode step of Batch sequences.
-	StepSeconds     float64 `json:"step_seconds"`
-	KernelSeconds   float64 `json:"kernel_seconds"`    // Σ Repeat x median of the measured kernels
-	SmallOpsSeconds float64 `json:"small_ops_seconds"` // bounded, not measured: see SmallOpsMethod
+	StepSeconds     float64 `json:"step_seconds,omitzero"`
+	KernelSeconds   float64 `json:"kernel_seconds,omitzero"`    // Σ Repeat x median of the measured kernels
+	SmallOpsSeconds float64 `json:"small_ops_seconds,omitzero"` // bounded, not measured: see SmallOpsMethod
 	// PerRequestTokensPerSec = 1 / StepSeconds; PerServerTokensPerSec = Batch x that, exactly.
-	PerRequestTokensPerSec float64 `json:"per_request_tokens_per_s"`
-	PerServerTokensPerSec  float64 `json:"per_server_tokens_per_s"`
+	PerRequestTokensPerSec float64 `json:"per_request_tokens_per_s,omitzero"`
+	PerServerTokensPerSec  float64 `json:"per_server_tokens_per_s,omitzero"`
 
 	// StepBytes and StepFLOPs: the minimum traffic and work of the step's kernels and small
 	// ops (Σ Repeat x per call); AchievedGBps = StepBytes / StepSeconds / 1e9.
-	StepBytes      float64 `json:"step_bytes"`
-	StepFLOPs      float64 `json:"step_flops"`
-	AchievedGBps   float64 `json:"achieved_gbps"`
-	AchievedTFLOPs float64 `json:"achieved_tflops"`
+	StepBytes      float64 `json:"step_bytes,omitzero"`
+	StepFLOPs      float64 `json:"step_flops,omitzero"`
+	AchievedGBps   float64 `json:"achieved_gbps,omitzero"`
+	AchievedTFLOPs float64 `json:"achieved_tflops,omitzero"`
 
 	// The roofline bound of the step (bench/roofline.StepBound: weights and KV cache over the
 	// bandwidth, or FLOPs over the tensor rate) against each ceiling, and the fraction of it
 	// reached: bound / StepSeconds (1 = at the roofline). RooflineFraction is the measured one,
 	// the card's own best; zero where a ceiling is unknown (the emulator has no datasheet).
-	BoundSecondsDatasheet     float64 `json:"bound_step_seconds_datasheet"`
-	BoundSecondsMeasured      float64 `json:"bound_step_seconds_measured"`
-	BoundLimit                string  `json:"bound_limit"` // "memory" or "compute", against the measured ceiling
-	RooflineFraction          float64 `json:"roofline_fraction"`
-	RooflineFractionDatasheet float64 `json:"roofline_fraction_datasheet"`
-	RooflineFractionMeasured  float64 `json:"roofline_fraction_measured"`
+	BoundSecondsDatasheet     float64 `json:"bound_step_seconds_datasheet,omitzero"`
+	BoundSecondsMeasured      float64 `json:"bound_step_seconds_measured,omitzero"`
+	BoundLimit                string  `json:"bound_limit,omitzero"` // "memory" or "compute", against the measured ceiling
+	RooflineFraction          float64 `json:"roofline_fraction,omitzero"`
+	RooflineFractionDatasheet float64 `json:"roofline_fraction_datasheet,omitzero"`
+	RooflineFractionMeasured  float64 `json:"roofline_fraction_measured,omitzero"`
 
 	// Throttled: the card slowed itself down (power, thermal) during a measurement this step
 	// is composed of; its times may be slower than the card can do.
@@ -64,10 +69,26 @@ type Record struct {
 	Kernels         []KernelEntry     `json:"kernels"`
 	SmallOps        []SmallOp         `json:"small_ops"`
 	SmallOpsMethod  string            `json:"small_ops_method"`
-	SmallOpsGBps    float64           `json:"small_ops_bandwidth_gbps"` // the bandwidth that bounds them
-	Telemetry       telemetry.Summary `json:"telemetry"`                // over every measurement of the step
+	SmallOpsGBps    float64           `json:"small_ops_bandwidth_gbps,omitzero"` // the bandwidth that bounds them
+	Telemetry       telemetry.Summary `json:"telemetry"`                         // over every measurement of the step
 	RecordedAt      time.Time         `json:"recorded_at"`
 	MeasuredSeconds float64           `json:"measured_seconds"` // wall time of the measurements first made for this record
+}
+
+// Identity is who measured a record: the card (NVML's name and UUID, the driver and the CUDA
+// version it supports) and decodebench's version, as run.json's card and session say them.
+type Identity struct {
+	Card        string `json:"card"`
+	CardUUID    string `json:"card_uuid"`
+	Driver      string `json:"driver"`
+	CUDAVersion string `json:"cuda_version"`
+	Version     string `json:"decodebench_version"`
+}
+
+// IdentityOf is the identity of the records a session of a run writes.
+func IdentityOf(info RunInfo, version string) Identity {
+	return Identity{Card: info.Card.Name, CardUUID: info.Card.UUID, Driver: info.Card.Driver,
+		CUDAVersion: info.Card.CUDAVersion, Version: version}
 }
 
 // KernelEntry is one kernel of a step in a Record: which measurement it used and its share.
@@ -87,15 +108,15 @@ type KernelEntry struct {
 	Samples       int     `json:"samples"`
 	Converged     bool    `json:"converged"`
 
-	StepSeconds    float64 `json:"step_seconds"` // Repeat x MedianSeconds
-	Share          float64 `json:"share"`        // of the record's StepSeconds
-	Bytes          float64 `json:"bytes"`        // per call
-	FLOPs          float64 `json:"flops"`
-	AchievedGBps   float64 `json:"achieved_gbps"`
-	AchievedTFLOPs float64 `json:"achieved_tflops"`
-	Throttled      bool    `json:"throttled"`
-	Rotation       string  `json:"rotation,omitempty"`
-	Verified       bool    `json:"verified"`
-	RelError       float64 `json:"rel_error"`            // 0 where NonFinite > 0: no error is defined
-	NonFinite      int     `json:"non_finite,omitempty"` // outputs that were NaN or infinite
+	StepSeconds    float64  `json:"step_seconds"` // Repeat x MedianSeconds
+	Share          float64  `json:"share"`        // of the record's StepSeconds
+	Bytes          float64  `json:"bytes"`        // per call
+	FLOPs          float64  `json:"flops"`
+	AchievedGBps   float64  `json:"achieved_gbps"`
+	AchievedTFLOPs float64  `json:"achieved_tflops"`
+	Throttled      bool     `json:"throttled"`
+	Rotation       string   `json:"rotation,omitempty"`
+	Verified       bool     `json:"verified"`
+	RelError       *float64 `json:"rel_error"`            // null where no error is defined: NonFinite > 0, or not verified
+	NonFinite      int      `json:"non_finite,omitempty"` // outputs that were NaN or infinite
 }

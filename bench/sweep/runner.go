@@ -441,9 +441,10 @@ func (s *state) stepFits(cfg Config) (bool, string) {
 }
 
 func (s *state) write(rec Record) error {
+	rec.Identity = IdentityOf(*s.Info, s.session.Version)
 	if _, err := json.Marshal(rec); err != nil {
 		rec = Record{Key: rec.Key, Model: rec.Model, ModelKey: rec.ModelKey, Batch: rec.Batch, Context: rec.Context,
-			DType: rec.DType, WeightFormat: rec.WeightFormat, KVDType: rec.KVDType, TP: rec.TP, Emulated: rec.Emulated, RecordedAt: rec.RecordedAt,
+			DType: rec.DType, WeightFormat: rec.WeightFormat, KVDType: rec.KVDType, TP: rec.TP, Identity: rec.Identity, Emulated: rec.Emulated, RecordedAt: rec.RecordedAt,
 			Status: measure.StatusFailed, Reason: fmt.Sprintf("the record cannot be written (%v): %s", err, rec.Reason)}
 	}
 	if err := s.Dir.AppendRecord(rec); err != nil {

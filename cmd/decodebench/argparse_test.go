@@ -84,14 +84,29 @@ func TestBenchInEveryFormat(t *testing.T) {
 	}
 }
 
+// sweep --format: a row per configuration (the columns of results.csv, the card's identity
+// on each), a missing value null or empty, never 0; the headline on stderr.
 func TestSweepSummaryInEveryFormat(t *testing.T) {
 	emuEnv(t)
-	for _, f := range []string{format.CSV, format.JSON} {
-		stdout, code, msg := runSweepCLI(t, tinySweep("run-"+f, "--batch", "1", "--context", "64", "--format", f)...)
+	for _, f := range []string{format.CSV, format.JSON, format.MD} {
+		stdout, stderr, code, msg := runApp(t, tinySweep("run-"+f, "--batch", "1,2", "--context", "64", "--format", f)...)
 		if code != 0 {
 			t.Fatalf("sweep --format %s: exit %d %s\n%s", f, code, msg, stdout)
 		}
-		checkFormat(t, "sweep", f, stdout, 1, "card", "model", "peak_per_server_tokens_per_s", "verdict")
+		checkFormat(t, "sweep", f, stdout, 2, "card", "decodebench_version", "batch", "step_seconds", "per_server_tokens_per_s", "sm_clock_mhz_min")
+		if !strings.Contains(stderr, "EMULATED") || strings.Contains(stdout, "EMULATED") {
+			t.Errorf("sweep --format %s: the headline belongs on stderr:\nstdout:\n%s\nstderr:\n%s", f, stdout, stderr)
+		}
+		if f == format.JSON {
+			var rows []map[string]any
+			json.Unmarshal([]byte(stdout), &rows)
+			for _, r := range rows {
+				// The emulator has no NVML: the clocks are unknown, not 0.
+				if v, ok := r["sm_clock_mhz_min"]; !ok || v != nil || r["step_seconds"] == nil || r["card"] == nil {
+					t.Errorf("sweep --format json: row %v: want a step time, a card and sm_clock_mhz_min null", r)
+				}
+			}
+		}
 	}
 }
 

@@ -316,13 +316,14 @@ type benchRecord struct {
 	FractionOfDatasheet float64 `json:"fraction_of_datasheet,omitempty"`
 	DatasheetSource     string  `json:"datasheet_source,omitempty"`
 
+	// The times and rates of a measurement that did not run are left out, never written as 0.
 	Status          string        `json:"status"`
 	Reason          string        `json:"reason,omitempty"`
-	MedianSeconds   float64       `json:"median_seconds"`
-	MinSeconds      float64       `json:"min_seconds"`
-	Q1Seconds       float64       `json:"q1_seconds"`
-	Q3Seconds       float64       `json:"q3_seconds"`
-	MaxSeconds      float64       `json:"max_seconds"`
+	MedianSeconds   float64       `json:"median_seconds,omitzero"`
+	MinSeconds      float64       `json:"min_seconds,omitzero"`
+	Q1Seconds       float64       `json:"q1_seconds,omitzero"`
+	Q3Seconds       float64       `json:"q3_seconds,omitzero"`
+	MaxSeconds      float64       `json:"max_seconds,omitzero"`
 	Spread          float64       `json:"spread"`
 	Samples         int           `json:"samples"`
 	Converged       bool          `json:"converged"`

@@ -4,10 +4,10 @@ import (
 	"fmt"
 	"io"
 	"slices"
-	"strings"
 
 	"github.com/decodebench/decodebench/bench/format"
 	"github.com/decodebench/decodebench/bench/measure"
+	"github.com/decodebench/decodebench/bench/sweep"
 	"github.com/decodebench/decodebench/bench/sweep/report"
 )
 
@@ -106,27 +106,17 @@ const (
 	defaultContexts = "1k-32k*2"
 )
 
-// writeSweepSummary writes the run's headline per card and model as rows: what the table
-// format prints as sentences.
-func writeSweepSummary(w io.Writer, name, dir string) error {
-	hs, err := report.Headlines(dir)
+// writeSweepSummary writes the run's configurations as rows, one a configuration with the
+// columns of results.csv (in md rounded for people, in csv and json every digit, a missing
+// value empty or null); the headline, prose, goes to prose (stderr).
+func writeSweepSummary(w, prose io.Writer, name, dir string) error {
+	p, err := sweep.Load(dir)
 	if err != nil {
-		return fmt.Errorf("headline: %w", err)
+		return err
 	}
-	rows := format.Rows{Columns: []string{"card", "model", "emulated", "configs_ok", "configs", "batch1_batch", "batch1_context",
-		"batch1_per_request_tokens_per_s", "peak_batch", "peak_context", "peak_per_server_tokens_per_s",
-		"median_fraction_of_datasheet", "median_fraction_of_measured", "composed_over_e2e", "verdict", "warnings"}}
-	for _, h := range hs {
-		var sb, sc, pb, pc any
-		var sRate, pRate any
-		if h.Single != nil {
-			sb, sc, sRate = h.Single.Batch, h.Single.Context, h.Single.PerRequestTokensPerSec
-		}
-		if h.Peak != nil {
-			pb, pc, pRate = h.Peak.Batch, h.Peak.Context, h.Peak.PerServerTokensPerSec
-		}
-		rows.Add(h.Card, h.Model, h.Emulated, h.OK, h.Total, sb, sc, sRate, pb, pc, pRate,
-			h.MedianDatasheet, h.MedianMeasured, h.EndToEnd, h.Verdict, strings.Join(h.Warnings, "; "))
+	if err := format.Write(w, name, report.ResultRows(p.Info, p.Records)); err != nil {
+		return err
 	}
-	return format.Write(w, name, rows)
+	printHeadlines(prose, dir)
+	return nil
 }

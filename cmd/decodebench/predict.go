@@ -1,17 +1,13 @@
 package main
 
 import (
-	"encoding/csv"
 	"encoding/json"
 	"errors"
 	"fmt"
-	"github.com/decodebench/decodebench/bench/units"
-	"io"
 	"os"
 	"path/filepath"
 	"strconv"
 	"strings"
-	"text/tabwriter"
 
 	"github.com/urfave/cli/v2"
 
@@ -101,22 +97,17 @@ func predictAction(c *cli.Context) error {
 	if err != nil {
 		return err
 	}
-	if note != "" {
-		fmt.Fprintln(c.App.ErrWriter, "decodebench: "+note)
-	}
 	ceiling := roofline.DatasheetCeiling(gpu)
 	var rows []predictRow
 	for _, shape := range shapes {
 		rows = append(rows, predictRows(shape, gpu, ceiling, batches, contexts, reserve)...)
 	}
 
+	// The table format is for people: everything on stdout. The others put the rows on
+	// stdout and the same prose on stderr.
+	prose := c.App.ErrWriter
 	if name == format.Table {
-		for i, shape := range shapes {
-			if i > 0 {
-				fmt.Fprintln(c.App.Writer)
-			}
-			printPredict(c.App.Writer, shape, gpu, ceiling, rowsOf(rows, shape), contexts, reserve)
-		}
+		prose = c.App.Writer
 	} else {
 		table, err := format.FromRecords(rows)
 		if err != nil {
@@ -126,14 +117,22 @@ func predictAction(c *cli.Context) error {
 			return err
 		}
 	}
+	if err := printPredictScreen(c.App.Writer, prose, name == format.Table, shapes, gpu, ceiling, rows, contexts, reserve); err != nil {
+		return err
+	}
 	if dir := c.String("out"); dir != "" {
 		paths, err := writePredictOutputs(dir, shapes, gpu, ceiling, rows, batches, contexts)
 		if err != nil {
 			return failure("writing %s: %v", dir, err)
 		}
-		if name == format.Table {
-			fmt.Fprintf(c.App.Writer, "\nwrote %d files to %s: %s, ...\n", len(paths), dir, filepath.Base(paths[0]))
-		}
+		fmt.Fprintln(prose)
+		printLines(prose, predictFiles(dir, paths)...)
+	}
+	fmt.Fprintln(prose)
+	printLines(prose, predictHeadline(shapes, rows, gpu)...)
+	if note != "" {
+		// Last, where it stays on screen: why this card's row was chosen.
+		printLines(c.App.ErrWriter, "decodebench: "+note)
 	}
 	return nil
 }
@@ -203,43 +202,6 @@ func rowsOf(rows []predictRow, s model.Shape) []predictRow {
 	return of
 }
 
-func printPredict(out io.Writer, s model.Shape, gpu roofline.GPU, ceiling roofline.Ceiling, rows []predictRow, contexts []int, reserve float64) {
-	fmt.Fprintf(out, "%s on one %s (tp %d): weights %s, KV %s per token (%s weights, %s KV)\n",
-		s.Name, gpu.Name, max(s.TP, 1), units.Bytes(s.WeightBytesTotal()), units.Bytes(s.KVBytesPerToken()), weightFormatText(s), s.KVDType)
-	fmt.Fprintf(out, "datasheet roofline: %.0f GB/s, %.0f TFLOP/s dense bf16 (%s); decimal units\n\n",
-		ceiling.BandwidthBytesPerSec/1e9, ceiling.FLOPsPerSec/1e12, gpu.Source)
-	w := tabwriter.NewWriter(out, 0, 0, 2, ' ', tabwriter.AlignRight)
-	fmt.Fprintln(w, "FORMAT\tBATCH\tCONTEXT\tWEIGHTS\tKV\tSTEP ms\tMEMORY ms\tCOMPUTE ms\tPER-REQUEST tok/s\tPER-SERVER tok/s\tBOUND\tFITS\t")
-	for _, r := range rows {
-		fits := "yes"
-		if !r.FitsInMemory {
-			fits = "no"
-		}
-		fmt.Fprintf(w, "%s\t%d\t%d\t%s\t%s\t%.3f\t%.3f\t%.3f\t%.1f\t%.0f\t%s\t%s\t\n", r.WeightFormat, r.Batch, r.Context,
-			units.Bytes(r.WeightBytes), units.Bytes(r.KVBytes), r.StepSeconds*1e3, r.MemorySeconds*1e3, r.ComputeSeconds*1e3,
-			r.PerRequestTokensPerSec, r.PerServerTokensPerSec, r.Bound, fits)
-	}
-	w.Flush()
-	fmt.Fprintln(out)
-	if crit, ok := roofline.CriticalBatch(s, ceiling, 0, 1<<16); ok {
-		fmt.Fprintf(out, "weights alone (no KV cache) would turn the step compute-bound at batch %d\n", crit)
-	}
-	for _, ctx := range contexts {
-		maxFit := roofline.MaxBatchThatFits(s, gpu.MemoryBytes, ctx, reserve)
-		crit, ok := roofline.CriticalBatch(s, ceiling, ctx, 1<<16)
-		critText := "memory-bound at every batch up to 65536 (the KV cache keeps it so)"
-		if ok {
-			critText = "compute-bound from batch " + strconv.Itoa(crit)
-		}
-		usable := fmt.Sprintf("%s (%s less %.0f%% kept free)", units.Bytes(gpu.MemoryBytes*(1-reserve)), units.Bytes(gpu.MemoryBytes), reserve*100)
-		fitText := fmt.Sprintf("the largest batch that fits in %s is %d", usable, maxFit)
-		if maxFit == 0 {
-			fitText = fmt.Sprintf("not even batch 1 fits in %s: shard it with --tp", usable)
-		}
-		fmt.Fprintf(out, "context %d: %s; %s\n", ctx, critText, fitText)
-	}
-}
-
 func writePredictOutputs(dir string, shapes []model.Shape, gpu roofline.GPU, ceiling roofline.Ceiling, rows []predictRow, batches, contexts []int) ([]string, error) {
 	if err := os.MkdirAll(dir, 0o755); err != nil {
 		return nil, err
@@ -266,23 +228,18 @@ func writePredictOutputs(dir string, shapes []model.Shape, gpu roofline.GPU, cei
 	return append(paths, plotPaths...), nil
 }
 
+// writePredictCSV writes the rows as predict.csv, every number with every digit.
 func writePredictCSV(path string, rows []predictRow) (err error) {
+	table, err := format.FromRecords(rows)
+	if err != nil {
+		return err
+	}
 	f, err := os.Create(path)
 	if err != nil {
 		return err
 	}
 	defer func() { err = errors.Join(err, f.Close()) }()
-	w := csv.NewWriter(f)
-	w.Write([]string{"model", "gpu", "tp", "weight_format", "batch", "context", "weight_bytes", "kv_bytes", "flops", "memory_seconds",
-		"compute_seconds", "step_seconds", "per_request_tokens_per_s", "per_server_tokens_per_s", "bound", "fits_in_memory"})
-	g := func(v float64) string { return strconv.FormatFloat(v, 'g', 8, 64) }
-	for _, r := range rows {
-		w.Write([]string{r.Model, r.GPU, strconv.Itoa(r.TP), r.WeightFormat, strconv.Itoa(r.Batch), strconv.Itoa(r.Context),
-			g(r.WeightBytes), g(r.KVBytes), g(r.FLOPs), g(r.MemorySeconds), g(r.ComputeSeconds), g(r.StepSeconds),
-			g(r.PerRequestTokensPerSec), g(r.PerServerTokensPerSec), r.Bound, strconv.FormatBool(r.FitsInMemory)})
-	}
-	w.Flush()
-	return w.Error()
+	return format.Write(f, format.CSV, table)
 }
 
 // predictPlots draws tokens/s against batch, the per-request vs per-server trade-off and the

@@ -323,25 +323,41 @@ func stepAction(c *cli.Context) error {
 	return nil
 }
 
-// printStepPlans writes each configuration's program: its calls in launch order and its
-// memory (the workspace comes on top, known once the device plans the calls).
+// printStepPlans writes each configuration's program: its calls, one line per kind (the
+// same op and sizes at every layer it runs), and its memory (the workspace comes on top,
+// known once the device plans the calls). With --out, DIR/plan.txt has every call in launch
+// order.
 func printStepPlans(w io.Writer, r stepRequest) error {
+	var full strings.Builder
 	for _, cfg := range r.sweep.axes.Configs() {
 		p, err := step.New(step.Config{Model: cfg.Model, Batch: cfg.Batch, Context: cfg.Context, Steps: r.steps, Seed: r.sweep.options.Seed})
 		if err != nil {
 			return usageError("%v", err)
 		}
 		ops := p.Ops(func(string) uint64 { return 0 })
-		fmt.Fprintf(w, "%s B=%d S=%d, %d steps: %d calls a step; weights %s, KV caches %s (%d tokens a sequence), all buffers %s (the workspace comes on top)\n",
+		head := fmt.Sprintf("%s B=%d S=%d, %d steps: %d calls a step; weights %s, KV caches %s (%d tokens a sequence), all buffers %s (the workspace comes on top)\n",
 			cfg.Model, cfg.Batch, cfg.Context, r.steps, len(ops), units.Bytes(float64(p.WeightBytes())), units.Bytes(float64(p.CacheBytes())),
 			p.Capacity(), units.Bytes(float64(p.BufferBytes())))
 		for _, n := range p.Notes {
-			fmt.Fprintln(w, "  note: "+n)
+			head += "  note: " + n + "\n"
 		}
-		for i, o := range ops {
-			fmt.Fprintf(w, "  %3d %s\n", i, o)
-		}
+		fmt.Fprint(w, head)
+		writePlan(w, ops, false)
+		full.WriteString(head)
+		writePlan(&full, ops, true)
 	}
+	if r.sweep.out == "" {
+		fmt.Fprintln(w, "(each line: calls a step x where, then the call; --out DIR writes every call in launch order to DIR/"+PlanFile+")")
+		return nil
+	}
+	if err := os.MkdirAll(r.sweep.out, 0o755); err != nil {
+		return failure("%v", err)
+	}
+	path := filepath.Join(r.sweep.out, PlanFile)
+	if err := os.WriteFile(path, []byte(full.String()), 0o644); err != nil {
+		return failure("%v", err)
+	}
+	fmt.Fprintln(w, "every call in launch order: "+path)
 	return nil
 }
 

@@ -132,8 +132,8 @@ func TestStepPlanGptOSS(t *testing.T) {
 	if code != 0 {
 		t.Fatalf("exit %d: %s", code, msg)
 	}
-	for _, want := range []string{"projections in mxfp4, attention kept bf16", "layer 23 expert_gate_up (grouped_linear)",
-		"[5760 x 2880]^T mxfp4", "layer 0 expert_down (grouped_linear)", "[2880 x 2880]^T mxfp4", "layer 0 qkv_proj (linear) [1 x 2880] . [5120 x 2880]^T\n"} {
+	for _, want := range []string{"projections in mxfp4, attention kept bf16", "layers 0-23 expert_gate_up (grouped_linear)",
+		"[5760 x 2880]^T mxfp4", "layers 0-23 expert_down (grouped_linear)", "[2880 x 2880]^T mxfp4", "layers 0-23 qkv_proj (linear) [1 x 2880] . [5120 x 2880]^T\n"} {
 		if !strings.Contains(stdout, want) { // qkv_proj ends its line: dense
 			t.Errorf("--plan does not say %q", want)
 		}

@@ -171,7 +171,7 @@ func TestStepPlan(t *testing.T) {
 		t.Fatalf("exit %d: %s", code, msg)
 	}
 	for _, want := range []string{"Llama-3-8B B=1 S=1024, 32 steps: 293 calls a step; weights 16.06 GB", "Llama-3-8B B=16 S=1024, 32 steps: 293 calls a step",
-		"layer 31 down_proj (linear) [16 x 14336] . [4096 x 14336]^T", "step lm_head (linear) [1 x 4096] . [128256 x 4096]^T", "step advance (add_i32)"} {
+		"32 x layers 0-31 down_proj (linear) [16 x 14336] . [4096 x 14336]^T", "step lm_head (linear) [1 x 4096] . [128256 x 4096]^T", "step advance (add_i32)"} {
 		if !strings.Contains(stdout, want) {
 			t.Errorf("--plan does not say %q", want)
 		}
@@ -186,7 +186,7 @@ func TestStepPlanDeepSeek(t *testing.T) {
 	if code != 0 {
 		t.Fatalf("exit %d: %s", code, msg)
 	}
-	for _, want := range []string{"layer 0 q_absorb (grouped_linear)", "layer 60 mla_rope_append", "layer 60 attention_mla", "layer 3 moe_route (moe_route) top 8 of 256, sigmoid"} {
+	for _, want := range []string{"61 x layers 0-60 q_absorb (grouped_linear)", "layers 0-60 mla_rope_append", "layers 0-60 attention_mla", "58 x layers 3-60 moe_route (moe_route) top 8 of 256, sigmoid"} {
 		if !strings.Contains(stdout, want) {
 			t.Errorf("--plan does not say %q", want)
 		}

@@ -421,9 +421,9 @@ func sweepAction(c *cli.Context) error {
 	written, reportErr := report.Write(req.out)
 	summary := sweepSummary(res, req.out)
 	if req.format != format.Table {
-		// The summary rows on stdout for programs; the prose goes to stderr.
+		// A row per configuration on stdout for programs; the prose goes to stderr.
 		fmt.Fprintln(c.App.ErrWriter, summary)
-		if err := writeSweepSummary(c.App.Writer, req.format, req.out); err != nil {
+		if err := writeSweepSummary(c.App.Writer, c.App.ErrWriter, req.format, req.out); err != nil {
 			return failure("%v", err)
 		}
 	} else {

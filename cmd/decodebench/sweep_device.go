@@ -149,7 +149,7 @@ func (t *sweepTarget) runInfo(req sweepRequest, args, flags []string) sweep.RunI
 	session := sweep.Session{CommandLine: args, Flags: flags, Version: version, Started: now, State: sweep.StateRunning}
 	return sweep.RunInfo{
 		Version: version, CommandLine: args, Flags: flags, Started: now, Updated: now, State: sweep.StateRunning,
-		Backend:   sweep.Backend{Name: t.lib.Name(), Library: t.lib.Path(), Emulated: t.lib.Emulated()},
+		Backend:   sweep.Backend{Name: t.lib.Name(), Library: t.lib.File(), Emulated: t.lib.Emulated()},
 		Card:      card,
 		Datasheet: sweep.CeilingInfo{BandwidthBytesPerSec: t.datasheet.BandwidthBytesPerSec, FLOPsPerSec: t.datasheet.FLOPsPerSec, Source: t.dsSource},
 		Axes:      req.axes,

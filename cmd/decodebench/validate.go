@@ -305,7 +305,7 @@ func runValidate(ctx context.Context, req validateRequest, report *validate.Repo
 	if err != nil {
 		return err
 	}
-	report.Backend, report.Library, report.Emulated = kernels.Name(), kernels.Path(), kernels.Emulated()
+	report.Backend, report.Library, report.Emulated = kernels.Name(), kernels.File(), kernels.Emulated()
 	var dmap gpuinfo.DeviceMap
 	if !kernels.Emulated() {
 		dmap, err = cudaDeviceMap(sys, kernels)

@@ -174,8 +174,8 @@ func TestPredictWeightFormats(t *testing.T) {
 		}
 	}
 	table, code, msg := runCLI(t, "predict", "--model", "llama3-8b", "--gpu", "h200", "--batch", "1", "--context", "4k", "--weight-dtype", "int4-zp")
-	if code != 0 || !strings.Contains(table, "FORMAT") || !strings.Contains(table, "int4-zp g128") {
-		t.Errorf("exit %d (%s): the table has no FORMAT column with int4-zp g128:\n%s", code, msg, table)
+	if code != 0 || !strings.Contains(strings.Split(table, "\n")[0], "int4-zp g128") {
+		t.Errorf("exit %d (%s): the table is not headed by its format, int4-zp g128:\n%s", code, msg, table)
 	}
 }
 

@@ -2,18 +2,21 @@ package report
 
 import (
 	"bytes"
-	"encoding/csv"
-	"github.com/decodebench/decodebench/bench/measure"
-	"strconv"
+	"math"
 	"strings"
 
+	"github.com/decodebench/decodebench/bench/format"
+	"github.com/decodebench/decodebench/bench/measure"
 	"github.com/decodebench/decodebench/bench/sweep"
 )
 
-// csvColumns are the columns of results.csv: the scalar fields of a record under their JSON
-// names, then one <kernel>_step_seconds column per kernel name (Repeat x median: its share of
-// the step), in the order the step launches them.
-var csvColumns = []string{
+// resultColumns are the columns of results.csv (and of `sweep --format`): who measured (the
+// card, its UUID, driver and CUDA version, decodebench's version: on every row, so that the
+// CSVs of several boxes concatenate, as llama-bench's do), then the scalar fields of a record
+// under their JSON names, then one <kernel>_step_seconds column per kernel name (Repeat x
+// median: its share of the step), in the order the step launches them.
+var resultColumns = []string{
+	"card", "card_uuid", "driver", "cuda_version", "decodebench_version",
 	"key", "model", "model_key", "batch", "context", "dtype", "weight_format", "kv_dtype", "tp", "status", "reason",
 	"step_seconds", "kernel_seconds", "small_ops_seconds", "per_request_tokens_per_s", "per_server_tokens_per_s",
 	"step_bytes", "step_flops", "achieved_gbps", "achieved_tflops",
@@ -24,8 +27,12 @@ var csvColumns = []string{
 	"recorded_at",
 }
 
-// CSV renders records as results.csv. Failed and skipped rows leave the numbers empty.
-func CSV(records []sweep.Record) []byte {
+// ResultRows are a run's records as rows, one a configuration, in every --format: a value
+// that is missing (a failed or skipped configuration's times, a ceiling the run does not
+// know, telemetry NVML did not give) is nil, so it prints empty or null, never 0. A record
+// written before records carried their identity takes the run's (run.json's card and first
+// session).
+func ResultRows(info sweep.RunInfo, records []sweep.Record) format.Rows {
 	var kernelNames []string
 	seen := map[string]bool{}
 	for _, r := range records {
@@ -36,31 +43,34 @@ func CSV(records []sweep.Record) []byte {
 			}
 		}
 	}
-	var buf bytes.Buffer
-	w := csv.NewWriter(&buf)
-	header := append([]string(nil), csvColumns...)
+	rows := format.Rows{Columns: append([]string(nil), resultColumns...)}
 	for _, name := range kernelNames {
-		header = append(header, name+"_step_seconds")
+		rows.Columns = append(rows.Columns, name+"_step_seconds")
 	}
-	w.Write(header)
+	runIdentity := sweep.IdentityOf(info, info.Version)
 	for _, r := range records {
 		ok := r.Status == measure.StatusOK
-		num := func(v float64) string {
-			if !ok {
-				return ""
+		num := func(v float64) any {
+			if !ok || v == 0 || math.IsNaN(v) || math.IsInf(v, 0) {
+				return nil
 			}
-			return strconv.FormatFloat(v, 'g', 8, 64)
+			return v
 		}
-		row := []string{
-			r.Key, r.Model, r.ModelKey, strconv.Itoa(r.Batch), strconv.Itoa(r.Context), r.DType, r.WeightFormat, r.KVDType, strconv.Itoa(r.TP),
+		id := r.Identity
+		if id == (sweep.Identity{}) {
+			id = runIdentity
+		}
+		row := []any{
+			text(id.Card), text(id.CardUUID), text(id.Driver), text(id.CUDAVersion), text(id.Version),
+			r.Key, r.Model, r.ModelKey, r.Batch, r.Context, r.DType, r.WeightFormat, r.KVDType, r.TP,
 			r.Status, r.Reason,
 			num(r.StepSeconds), num(r.KernelSeconds), num(r.SmallOpsSeconds), num(r.PerRequestTokensPerSec), num(r.PerServerTokensPerSec),
 			num(r.StepBytes), num(r.StepFLOPs), num(r.AchievedGBps), num(r.AchievedTFLOPs),
-			num(r.BoundSecondsDatasheet), num(r.BoundSecondsMeasured), r.BoundLimit,
+			num(r.BoundSecondsDatasheet), num(r.BoundSecondsMeasured), text(r.BoundLimit),
 			num(r.RooflineFraction), num(r.RooflineFractionDatasheet), num(r.RooflineFractionMeasured),
-			strconv.FormatBool(r.Throttled), strings.Join(r.ThrottleReasons, "; "), strconv.FormatBool(r.Converged), strconv.FormatBool(r.Emulated),
-			uintOrEmpty(r.Telemetry.SMClockMHzMin), uintOrEmpty(r.Telemetry.SMClockMHzMax), uintOrEmpty(r.Telemetry.MemClockMHzMin),
-			intOrEmpty(r.Telemetry.TemperatureCMax), floatOrEmpty(r.Telemetry.PowerWattsMax),
+			r.Throttled, text(strings.Join(r.ThrottleReasons, "; ")), r.Converged, r.Emulated,
+			known(float64(r.Telemetry.SMClockMHzMin)), known(float64(r.Telemetry.SMClockMHzMax)), known(float64(r.Telemetry.MemClockMHzMin)),
+			known(float64(r.Telemetry.TemperatureCMax)), known(r.Telemetry.PowerWattsMax),
 			r.RecordedAt.Format("2006-01-02T15:04:05Z07:00"),
 		}
 		perKernel := map[string]float64{}
@@ -69,35 +79,36 @@ func CSV(records []sweep.Record) []byte {
 		}
 		for _, name := range kernelNames {
 			v, has := perKernel[name]
-			if !has || !ok {
-				row = append(row, "")
+			if !has {
+				row = append(row, nil)
 				continue
 			}
 			row = append(row, num(v))
 		}
-		w.Write(row)
+		rows.Add(row...)
 	}
-	w.Flush()
+	return rows
+}
+
+// CSV renders records as results.csv: ResultRows, every number in every digit.
+func CSV(info sweep.RunInfo, records []sweep.Record) []byte {
+	var buf bytes.Buffer
+	format.Write(&buf, format.CSV, ResultRows(info, records)) // a bytes.Buffer does not fail
 	return buf.Bytes()
 }
 
-func uintOrEmpty(v uint32) string {
-	if v == 0 {
-		return ""
+// known is a telemetry reading, nil where NVML gave none (zero).
+func known(v float64) any {
+	if v == 0 || math.IsNaN(v) {
+		return nil
 	}
-	return strconv.FormatUint(uint64(v), 10)
+	return v
 }
 
-func intOrEmpty(v int) string {
-	if v == 0 {
-		return ""
+// text is a string, nil where empty: null in JSON rather than "".
+func text(s string) any {
+	if s == "" {
+		return nil
 	}
-	return strconv.Itoa(v)
-}
-
-func floatOrEmpty(v float64) string {
-	if v == 0 {
-		return ""
-	}
-	return strconv.FormatFloat(v, 'g', 6, 64)
+	return s
 }

@@ -77,7 +77,7 @@ func Write(dir string) (Written, error) {
 		w.Notes = append(w.Notes, fmt.Sprintf("the last line of %s was torn (a crash mid-write) and was left out", strings.Join(p.Repaired, " and ")))
 	}
 	csvPath := filepath.Join(dir, sweep.CSVFile)
-	if err := atomicfile.Write(csvPath, CSV(p.Records)); err != nil {
+	if err := atomicfile.Write(csvPath, CSV(p.Info, p.Records)); err != nil {
 		return w, err
 	}
 	var stepsCSV string
@@ -276,7 +276,7 @@ func cardSection(info sweep.RunInfo) plots.Section {
 		fact("Power limit", watts(c.PowerLimitWatts)),
 		fact("Temperature at start", celsius(c.TemperatureC)),
 		fact("NVML", c.NVML),
-		fact("Backend", fmt.Sprintf("%s (%s)", info.Backend.Name, info.Backend.Library)),
+		fact("Backend", fmt.Sprintf("%s (%s)", info.Backend.Name, filepath.Base(info.Backend.Library))), // a run.json of before it held the file name alone
 		fact("decodebench", info.Version),
 		fact("Command", strings.Join(info.CommandLine, " ")),
 		fact("Started, updated", fmt.Sprintf("%s, %s", info.Started.Format(time.RFC3339), info.Updated.Format(time.RFC3339))),

@@ -61,7 +61,7 @@ func TestWriteReport(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	if len(rows) != 1+36 || rows[0][0] != "key" || !strings.HasSuffix(rows[0][len(rows[0])-1], "_step_seconds") {
+	if len(rows) != 1+36 || rows[0][0] != "card" || rows[0][5] != "key" || !strings.HasSuffix(rows[0][len(rows[0])-1], "_step_seconds") {
 		t.Errorf("results.csv: %d rows, header %v", len(rows), rows[0])
 	}
 }

@@ -5,6 +5,7 @@ import (
 	"encoding/csv"
 	"strconv"
 
+	"github.com/decodebench/decodebench/bench/format"
 	"github.com/decodebench/decodebench/bench/step"
 )
 
@@ -27,7 +28,8 @@ var stepCSVColumns = func() []string {
 		"launches", "device_bytes", "throttled", "emulated", "recorded_at")
 }()
 
-// StepsCSV renders step records as steps.csv; a time that was not measured is empty.
+// StepsCSV renders step records as steps.csv, every number in every digit; a time that was
+// not measured is empty.
 func StepsCSV(records []step.Record) []byte {
 	var buf bytes.Buffer
 	w := csv.NewWriter(&buf)
@@ -36,7 +38,7 @@ func StepsCSV(records []step.Record) []byte {
 		if !have {
 			return ""
 		}
-		return strconv.FormatFloat(v, 'g', 8, 64)
+		return format.Exact(v)
 	}
 	for _, r := range records {
 		row := []string{r.Key, r.Model, r.ModelKey, strconv.Itoa(r.Batch), strconv.Itoa(r.Context), strconv.Itoa(r.Steps), r.DType,
