@@ -181,6 +181,9 @@ func ParseHFConfig(data []byte, source string) (Shape, error) {
 		}
 		leftOut = "vision tower and multimodal projector (" + outer.typeName() + "'s text_config read)"
 	}
+	if err := c.refuseMissingLayerKind(modelType); err != nil {
+		return Shape{}, err
+	}
 	arch, ok := hfArchs[modelType]
 	if !ok {
 		switch {

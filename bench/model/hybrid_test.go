@@ -343,3 +343,38 @@ func TestDenseFamiliesBehindNewNames(t *testing.T) {
 		})
 	}
 }
+
+// TestMissingLayerKindsRefusedByName: a real config whose layers include a kind decodebench
+// does not implement is refused naming that kind, whatever its model_type (wrapped in an
+// unknown multimodal config too), and so is a supported type that carries such a key.
+func TestMissingLayerKindsRefusedByName(t *testing.T) {
+	for file, kind := range map[string]string{
+		"deepseek-v4-flash.json":               "compressed attention",
+		"deepseek-v4-pro.json":                 "compressed attention",
+		"deepseek-v3.2.json":                   "DeepSeek sparse attention",
+		"glm-5.json":                           "DeepSeek sparse attention",
+		"minimax-m1.json":                      "lightning attention",
+		"kimi-k3.json":                         "Kimi Delta Attention",
+		"gemma-4-26b-a4b.json":                 "global layers with their own head dim",
+		"mimo-v2-flash.json":                   "sliding-window layers with their own head counts",
+		"llama-3.3-nemotron-super-49b-v1.json": "per-layer block configurations",
+	} {
+		_, err := LoadHFConfig(sharedModel(t, file))
+		if err == nil || !strings.Contains(err.Error(), kind) || !strings.Contains(err.Error(), "a layer kind decodebench does not implement") {
+			t.Errorf("%s: %v; want a refusal naming %q", file, err, kind)
+		}
+	}
+	raw, err := os.ReadFile(sharedModel(t, "qwen3-8b.json"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	var c map[string]any
+	if err := json.Unmarshal(raw, &c); err != nil {
+		t.Fatal(err)
+	}
+	c["index_topk"] = 2048
+	derived, _ := json.Marshal(c)
+	if _, err := ParseHFConfig(derived, "qwen3-with-indexer.json"); err == nil || !strings.Contains(err.Error(), "index_topk = 2048") {
+		t.Errorf("a qwen3 config with index_topk: %v; want it refused by name", err)
+	}
+}
