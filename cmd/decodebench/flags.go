@@ -14,6 +14,7 @@ import (
 
 	"github.com/urfave/cli/v2"
 
+	"github.com/decodebench/decodebench/bench/model"
 	"github.com/decodebench/decodebench/bench/timing"
 	"github.com/decodebench/decodebench/bench/units"
 )
@@ -172,7 +173,7 @@ func modelFlagsIn(category string, formatList bool) []cli.Flag {
 		&cli.StringFlag{Name: "model", Aliases: []string{"m"},
 			Usage: "a preset model name, e.g. llama3-8b (decodebench model list shows them all)"},
 		&cli.StringFlag{Name: "model-config", TakesFile: true,
-			Usage: "a Hugging Face config.json (decodebench model list names the model types read)"},
+			Usage: "a Hugging Face config.json, or the folder of a downloaded model; model_type one of " + strings.Join(model.SupportedModelTypes(), ", ")},
 		&cli.IntFlag{Name: "tp", Value: 1,
 			Usage: "tensor-parallel degree: one GPU's shard (must divide the heads, KV heads and FFN size)"},
 		weightDTypeFlag(formatList),
