@@ -45,6 +45,11 @@ func predictAbout(s model.Shape, gpu roofline.GPU, ceiling roofline.Ceiling) []s
 		s.Name, weightFormatText(s), s.KVDType, gpu.Name, max(s.TP, 1))}
 	lines = append(lines, "  "+weightsRead(s))
 	lines = append(lines, fmt.Sprintf("  KV cache: %s per token of context, read for every sequence each step", units.Bytes(s.KVBytesPerToken())))
+	if state := s.StateBytesPerSequence(); state > 0 {
+		// Why a hybrid's tokens/s falls more slowly with the context than a dense model's.
+		lines = append(lines, fmt.Sprintf("  recurrent state: %s a sequence, read and written each step at any context by the %d of %d layers that cache no KV, so tokens/s falls slowly with context",
+			units.Bytes(state), s.RecurrentLayers(), s.Layers))
+	}
 	lines = append(lines, fmt.Sprintf("  ceiling: %.0f GB/s, %.0f TFLOP/s dense bf16, from the %s",
 		ceiling.BandwidthBytesPerSec/1e9, ceiling.FLOPsPerSec/1e12, gpu.Source))
 	lines = append(lines, "  memory: "+memoryText(gpu)+"; decimal units throughout (1 GB = 1e9 bytes)")
