@@ -32,8 +32,9 @@ func validateCommand() *cli.Command {
 		UsageText: "decodebench validate [--device all|LIST] [--gpu ROW] [--thresholds FILE] [--expect-count N]\n" +
 			"                     [--out FILE] [--format table|md|csv|json|jsonl] [--idle-wait 30s] [--backend auto|cuda|emu] [--hostname NAME] [--all-checks]",
 		Description: "Runs, on every selected card at once (one worker per card), a fixed suite that takes under\n" +
-			"2 minutes per box: health from NVML (ECC and uncorrectable errors, retired pages, row\n" +
-			"remapping, PCIe link, throttling, temperature, power, other processes), every kernel\n" +
+			"2 minutes per box: health from NVML (ECC, uncorrectable and corrected errors, retired pages,\n" +
+			"row remapping, PCIe link, throttling, memory clock, temperature, power, other processes,\n" +
+			"memory size against the card's kind), every kernel\n" +
 			"verified against the float64 reference, and performance gates: read bandwidth and the\n" +
 			"tensor-core rate against the card's datasheet row, batch-1 decode linear and long-context\n" +
 			"attention against the card's measured read bandwidth, and a Llama-3-8B decode step against\n" +

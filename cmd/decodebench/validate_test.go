@@ -119,7 +119,7 @@ func TestValidateEmulatedTinySuite(t *testing.T) {
 		t.Fatalf("exit %d (%s)\n%s\n%s", code, msg, stdout, stderr)
 	}
 	for _, want := range []string{"EMULATED", "GPU 0", "GPU 1", "PASS  health.ecc_mode", "SKIP  performance.read_bandwidth",
-		"verdict: PASS (49 checks: 39 pass, 0 warn, 0 fail, 10 skip)", "10 check(s) could not run"} {
+		"verdict: PASS (53 checks: 43 pass, 0 warn, 0 fail, 10 skip)", "10 check(s) could not run"} {
 		if !strings.Contains(stdout, want) {
 			t.Errorf("table lacks %q:\n%s", want, stdout)
 		}
