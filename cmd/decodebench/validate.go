@@ -41,7 +41,7 @@ func validateCommand() *cli.Command {
 			"its roofline bound. A card more than 5% below the median of its identical peers on a gate is\n" +
 			"flagged (WARN). Thresholds: docs/thresholds.example.json; report schema:\n" +
 			"docs/validate-schema.md.\n\n" +
-			"SIGINT or SIGTERM (scancel, a pod's deletion) stops it after the measurements in flight: the\n" +
+			"SIGINT, SIGTERM (scancel, a pod's deletion) or SIGHUP stops it after the measurements in flight: the\n" +
 			"report's verdict is then INTERRUPTED (no verdict on the hardware) and it exits 130; a second\n" +
 			"signal stops it at once. A card NVML lost before the run fails by name; the others run.\n\n" +
 			"A check that could not run (the suite's budget ran out before its step, or the backend cannot\n" +

@@ -162,7 +162,7 @@ func leftovers(t *testing.T, dir string) []string {
 	return names
 }
 
-// SIGINT or SIGTERM at every phase of validate: a report that says INTERRUPTED, exit 130, and
+// SIGINT, SIGTERM or SIGHUP at every phase of validate: a report that says INTERRUPTED, exit 130, and
 // no card failed for it; once the verdict is reached, a signal only waits for the report.
 func TestValidateInterruptedAtEveryPhase(t *testing.T) {
 	useEmu(t)
@@ -175,9 +175,10 @@ func TestValidateInterruptedAtEveryPhase(t *testing.T) {
 		{"idle-wait", syscall.SIGTERM},
 		{"probe", syscall.SIGINT},
 		{"kernel", syscall.SIGTERM},
+		{"kernel", syscall.SIGHUP}, // the terminal or ssh session closed
 		{"health-after", syscall.SIGINT},
 	} {
-		t.Run(tc.phase, func(t *testing.T) {
+		t.Run(tc.phase+"-"+tc.signal.String(), func(t *testing.T) {
 			dir, _ := os.Getwd()
 			os.RemoveAll(filepath.Join(dir, "out"))
 			cmd, output, syncDir := startHeldValidate(t, tc.phase, base...)
@@ -185,7 +186,7 @@ func TestValidateInterruptedAtEveryPhase(t *testing.T) {
 			time.Sleep(50 * time.Millisecond) // the signal is taken before the phase goes on
 			os.WriteFile(filepath.Join(syncDir, "release"), nil, 0o644)
 			code := exitCodeOf(cmd.Wait())
-			name := map[syscall.Signal]string{syscall.SIGINT: "SIGINT", syscall.SIGTERM: "SIGTERM"}[tc.signal]
+			name := map[syscall.Signal]string{syscall.SIGINT: "SIGINT", syscall.SIGTERM: "SIGTERM", syscall.SIGHUP: "SIGHUP"}[tc.signal]
 			if code != exitInterrupted || !strings.Contains(output.String(), "validate was interrupted ("+name) ||
 				!strings.Contains(output.String(), "verdict: INTERRUPTED") {
 				t.Fatalf("exit %d, want 130 and the interrupt named:\n%s", code, output)
