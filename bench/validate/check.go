@@ -23,6 +23,11 @@ const (
 	Pass Verdict = "PASS" // within its threshold
 	Warn Verdict = "WARN" // worth a look, but not a reason to keep the card out of production
 	Fail Verdict = "FAIL" // keep the card (or box) out of production until fixed
+	// Skip is a check that could not run: its step was not started before the suite's budget
+	// ran out, or the backend cannot measure it (the emulator has no speed). As DCGM's Skip, it
+	// says nothing about the hardware: checks carry it, and it counts as PASS towards a card's
+	// or a box's verdict (which never is SKIP), so a budget overrun is never a FAIL.
+	Skip Verdict = "SKIP"
 	// Interrupted is the verdict of a box (and of its cards cut short) when validate was
 	// stopped (SIGINT, or SIGTERM as scancel and Kubernetes send) before it reached one: no
 	// verdict on the hardware at all. Checks never carry it.
@@ -34,7 +39,7 @@ const (
 
 func (v Verdict) rank() int {
 	switch v {
-	case Pass:
+	case Pass, Skip:
 		return 0
 	case Warn:
 		return 1
@@ -42,7 +47,7 @@ func (v Verdict) rank() int {
 	return 2 // FAIL, and anything unknown counts as a failure
 }
 
-// Valid reports whether v is PASS, WARN or FAIL: a verdict on hardware.
+// Valid reports whether v is PASS, WARN or FAIL: a verdict on hardware (SKIP is none).
 func (v Verdict) Valid() bool { return v == Pass || v == Warn || v == Fail }
 
 // Worst is the most severe of vs; PASS for none.
@@ -100,12 +105,18 @@ type Counts struct {
 	Pass int `json:"pass"`
 	Warn int `json:"warn"`
 	Fail int `json:"fail"`
+	Skip int `json:"skip"` // checks that could not run (cards are never SKIP)
 }
+
+// Total is the number counted.
+func (c Counts) Total() int { return c.Pass + c.Warn + c.Fail + c.Skip }
 
 func (c *Counts) add(v Verdict) {
 	switch v {
 	case Pass:
 		c.Pass++
+	case Skip:
+		c.Skip++
 	case Warn:
 		c.Warn++
 	default:

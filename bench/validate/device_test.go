@@ -35,15 +35,16 @@ func TestTinySuiteOnTheEmulator(t *testing.T) {
 		for _, ch := range c.Checks {
 			switch ch.Category {
 			case CategoryPerformance:
-				expect(t, ch, Warn, "emulated backend")
+				expect(t, ch, Skip, "emulated backend")
 			case CategoryOutlier:
 				t.Errorf("emulated cards compared as peers: %s", ch.Message)
 			default:
 				expect(t, ch, Pass)
 			}
 		}
-		if c.Verdict != Warn {
-			t.Errorf("card verdict %s, want WARN (healthy, correct, speed not evaluated)", c.Verdict)
+		// SKIP checks count as PASS: the emulator's missing speed says nothing about the card.
+		if c.Verdict != Pass {
+			t.Errorf("card verdict %s, want PASS (healthy, correct, speed gates SKIP)", c.Verdict)
 		}
 	}
 }

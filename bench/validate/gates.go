@@ -45,6 +45,7 @@ type gateInput struct {
 	gate, unit, label string
 	value             float64
 	measured          bool
+	skipped           bool   // not measured, for no fault of the card (Outcome.skipped): SKIP, not FAIL
 	why               string // why there is no value
 	reference         float64
 	referenceName     string
@@ -71,14 +72,14 @@ func PerformanceChecks(kind CardKind, suite Suite, plan Plan, outcomes map[strin
 	noRow := "bench/roofline has no row for this card; name its kind with --expect GPU, or give %s.min_value in a thresholds file"
 	inputs := []gateInput{{
 		gate: GateReadBandwidth, unit: UnitBytesPerSec, label: "Read bandwidth", noReference: fmt.Sprintf(noRow, GateReadBandwidth),
-		value: read.BytesPerSec, measured: read.ok(), why: read.why(),
+		value: read.BytesPerSec, measured: read.ok(), skipped: read.skipped(), why: read.why(),
 		reference: datasheetBW, referenceName: datasheetName,
 		advice: "check the memory clock (nvidia-smi -q -d CLOCK) and the throttling and power checks, reset the GPU and run again; if it stays slow, its memory is underperforming (RMA)",
 	}}
 
 	tensorIn := gateInput{
 		gate: GateTensor, unit: UnitFLOPsPerSec, label: "Tensor-core rate", noReference: fmt.Sprintf(noRow, GateTensor),
-		value: tensor.FLOPsPerSec, measured: tensor.ok(), why: tensor.why(),
+		value: tensor.FLOPsPerSec, measured: tensor.ok(), skipped: tensor.skipped(), why: tensor.why(),
 		advice: "check the SM clock (nvidia-smi -q -d CLOCK), the power limit and the throttling check, reset the GPU and run again",
 	}
 	if kind.Spec != nil {
@@ -103,7 +104,7 @@ func PerformanceChecks(kind CardKind, suite Suite, plan Plan, outcomes map[strin
 		{GateAttentionLong, StepAttentionLong, "Long-context decode attention"},
 	} {
 		o := get(g.step)
-		in := gateInput{gate: g.gate, unit: UnitBytesPerSec, label: g.label, value: o.BytesPerSec, measured: o.ok(), why: o.why(),
+		in := gateInput{gate: g.gate, unit: UnitBytesPerSec, label: g.label, value: o.BytesPerSec, measured: o.ok(), skipped: o.skipped(), why: o.why(),
 			advice: kernelAdvice, noReference: noMeasured}
 		if measuredRead {
 			in.reference, in.referenceName = read.BytesPerSec, measuredName
@@ -136,14 +137,27 @@ func modelStepInput(kind CardKind, suite Suite, plan Plan, outcomes map[string]O
 		noReference: fmt.Sprintf("bench/roofline has no row for this card; name its kind with --expect GPU, or give %s.min_value in a thresholds file", GateModelStep),
 		advice:      "see which of the gates above failed; if none did, a small kernel of the step is slow on this card: reset it and run again"}
 	stepSeconds := 0.0
+	// A kernel that failed fails the step; one only skipped (and none failed) skips it.
+	failed, skipped := "", ""
 	for _, k := range plan.ModelKernels {
 		o := outcomes[k.Step]
-		if !o.ok() {
-			in.measured = false
-			in.why = fmt.Sprintf("its %s kernel was not measured: %s", k.Kernel, o.why())
-			break
+		if o.ok() {
+			stepSeconds += k.Repeat * o.MedianSeconds
+			continue
 		}
-		stepSeconds += k.Repeat * o.MedianSeconds
+		why := fmt.Sprintf("its %s kernel was not measured: %s", k.Kernel, o.why())
+		switch {
+		case o.skipped() && skipped == "":
+			skipped = why
+		case !o.skipped() && failed == "":
+			failed = why
+		}
+	}
+	switch {
+	case failed != "":
+		in.measured, in.why = false, failed
+	case skipped != "":
+		in.measured, in.skipped, in.why = false, true, skipped
 	}
 	if in.measured && stepSeconds > 0 {
 		in.value = 1 / stepSeconds
@@ -185,11 +199,14 @@ func evaluateGate(in gateInput, th GateThreshold, emulated bool) (Check, GateVal
 		need = "needs " + FormatValue(gv.Required, in.unit)
 	}
 	switch {
+	case !in.measured && in.skipped:
+		c.Verdict = Skip
+		c.Message = fmt.Sprintf("%s: not measured (%s); the gate was not evaluated, which says nothing about the card.", in.label, in.why)
 	case !in.measured:
 		c.Verdict = Fail
 		c.Message = fmt.Sprintf("%s: not measured (%s).", in.label, in.why)
 	case emulated:
-		c.Verdict = Warn
+		c.Verdict = Skip
 		c.Message = fmt.Sprintf("%s: %s on the emulated backend, which is no speed; the gate was not evaluated. Run on the GPU (--backend cuda) to validate performance.", in.label, FormatValue(in.value, in.unit))
 	case gv.Required <= 0 && in.reference <= 0:
 		c.Verdict = Warn

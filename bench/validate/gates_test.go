@@ -74,7 +74,10 @@ func TestGateFailures(t *testing.T) {
 		{"a card without a spec row: nothing to hold the tensor rate against", goodH100(), CardKind{NVMLBandwidthBytesPerSec: 3.35e12}, nil,
 			GateTensor, Warn, []string{"no row for this card", "--expect GPU", "tensor.min_value"}},
 		{"the emulator is no speed", synthRunner{readBW: 1e8, linearEff: 0.5, attnEff: 0.5, tensorRate: 1e9, emulated: true}, h100, nil,
-			GateReadBandwidth, Warn, []string{"emulated backend", "not evaluated"}},
+			GateReadBandwidth, Skip, []string{"emulated backend", "not evaluated"}},
+		{"a step the backend cannot run is skipped, not failed", synthRunner{readBW: 3.1e12, linearEff: 0.9, attnEff: 0.85, tensorRate: 8e14,
+			skipSteps: map[string]bool{StepTensor: true}}, h100, nil,
+			GateTensor, Skip, []string{"not measured (not supported here)", "says nothing about the card"}},
 		{"a step that failed gives no value", synthRunner{readBW: 3.1e12, linearEff: 0.9, attnEff: 0.85, tensorRate: 8e14,
 			failSteps: map[string]bool{StepRead: true}}, h100, nil,
 			GateReadBandwidth, Fail, []string{"not measured (verification failed)"}},
@@ -112,7 +115,7 @@ func TestCorrectnessChecks(t *testing.T) {
 	expect(t, find(t, checks, "correctness."+StepRead), Pass, "matches the float64 reference")
 	expect(t, find(t, checks, "correctness."+StepAttentionLong), Fail, "wrong results", "relative error 0.7")
 	expect(t, find(t, checks, "correctness.x.crashed"), Fail, "illegal memory access", "decodebench verify")
-	expect(t, find(t, checks, "correctness.x.skipped"), Warn, "not run (needs 90 GB)")
+	expect(t, find(t, checks, "correctness.x.skipped"), Skip, "not run (needs 90 GB)")
 	nan := find(t, checks, "correctness.x.nan")
 	expect(t, nan, Fail, "NaN or infinite output")
 	if nan.Value != nil || nan.ValueText == "" {

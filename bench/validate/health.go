@@ -24,9 +24,12 @@ type HealthObservation struct {
 	// Memory errors and remaps that happened during the run show in After.
 	Before, After gpuinfo.Health
 	// During are the readings taken while the suite ran; UnderLoad says kernels did run then
-	// (not so for a busy card, whose suite is skipped).
+	// on the card (not so for a busy card, whose suite is skipped, nor on the emulator, which
+	// runs them on the CPU).
 	During    []Sample
 	UnderLoad bool
+	// MaxMemClockMHz is the card's maximum memory clock (NVML; 0 when unknown).
+	MaxMemClockMHz uint32
 	// Busy lists the other processes still on the card when the wait for it to go idle ended
 	// (empty: idle); WaitedSeconds is how long that wait took.
 	Busy          []gpuinfo.Process
@@ -41,17 +44,20 @@ type HealthObservation struct {
 const failThrottleMask = nvml.ClocksThrottleReasonHwSlowdown | nvml.ClocksThrottleReasonHwThermalSlowdown |
 	nvml.ClocksThrottleReasonHwPowerBrakeSlowdown | nvml.ClocksEventReasonSwThermalSlowdown
 
-// HealthChecks turns one card's observation into checks: ECC, memory errors, retired pages,
-// row remapping, PCIe link, throttling, temperature, power and other users.
+// HealthChecks turns one card's observation into checks: ECC, memory errors (uncorrectable and
+// corrected), retired pages, row remapping, PCIe link, throttling, memory clock, temperature,
+// power and other users.
 func HealthChecks(o HealthObservation, t HealthThresholds) []Check {
 	after := o.After
 	return []Check{
 		eccModeCheck(after),
 		eccErrorsCheck(after),
+		correctedECCCheck(o, t),
 		retiredPagesCheck(after, t),
 		rowRemapCheck(after),
 		pcieCheck(o),
 		throttleCheck(o),
+		memClockCheck(o),
 		temperatureCheck(o, t),
 		powerCheck(o, t),
 		idleCheck(o),

@@ -18,6 +18,9 @@ func observe(t *testing.T, g *fakenvml.GPU, load func(s *fakenvml.State)) Health
 	f := gpuinfo.DetectHealthFeatures(lib)
 	dev := g.Device()
 	o := HealthObservation{UnderLoad: true}
+	if v, ret := dev.GetMaxClockInfo(nvml.CLOCK_MEM); ret == nvml.SUCCESS {
+		o.MaxMemClockMHz = v
+	}
 	var err error
 	if o.Before, err = gpuinfo.ReadHealth(dev, f); err != nil {
 		t.Fatal(err)
@@ -53,8 +56,8 @@ func TestHealthyCardPassesEveryHealthCheck(t *testing.T) {
 	g := fakenvml.H100(0)
 	g.Set(func(s *fakenvml.State) { s.PCIeGen = 1 }) // idle: trained down before the run
 	checks := HealthChecks(observe(t, g, func(s *fakenvml.State) { s.PCIeGen = 5 }), DefaultThresholds().Health)
-	if len(checks) != 9 {
-		t.Errorf("%d health checks, want 9", len(checks))
+	if len(checks) != 11 {
+		t.Errorf("%d health checks, want 11", len(checks))
 	}
 	for _, c := range checks {
 		if c.Verdict != Pass {
@@ -85,6 +88,18 @@ func TestHealthFaults(t *testing.T) {
 		{"uncorrectable ECC errors in the card's past only",
 			func(s *fakenvml.State) { s.AggregateUncorrected = 2 }, nil,
 			"health.ecc_errors", Warn, []string{"2 over the card's life"}},
+		{"corrected ECC errors past the threshold, most during the run",
+			func(s *fakenvml.State) { s.VolatileCorrected = 40 }, func(s *fakenvml.State) { s.VolatileCorrected = 150 },
+			"health.ecc_corrected", Warn, []string{"150 corrected ECC errors", "110 of them during this run", "100 or more is flagged"}},
+		{"a few corrected ECC errors are counted, not flagged",
+			func(s *fakenvml.State) { s.VolatileCorrected = 7 }, nil,
+			"health.ecc_corrected", Pass, []string{"7 corrected ECC errors since the driver loaded, under the 100"}},
+		{"the memory clock held below its maximum under load",
+			func(s *fakenvml.State) { s.MemClockMHz = 1593 }, func(s *fakenvml.State) { s.MemClockMHz = 1593 },
+			"health.mem_clock", Warn, []string{"peaked at 1593 MHz under load", "maximum 2619 MHz", "nvidia-smi -rmc"}},
+		{"an idle memory clock rises to its maximum under load",
+			func(s *fakenvml.State) { s.MemClockMHz = 405 }, func(s *fakenvml.State) { s.MemClockMHz = 2619 },
+			"health.mem_clock", Pass, []string{"reached its maximum, 2619 MHz"}},
 		{"ECC off",
 			func(s *fakenvml.State) { s.ECC, s.ECCPending = false, false }, nil,
 			"health.ecc_mode", Fail, []string{"ECC is off", "nvidia-smi -e 1"}},
@@ -159,14 +174,15 @@ func TestHealthFaults(t *testing.T) {
 	}
 }
 
-// A reading NVML will not give must not pass silently.
+// A reading NVML will not give must not pass silently: WARN, or SKIP for the corrected errors
+// and the memory clock, whose unread inputs the ECC and throttling checks already warn of.
 func TestUnreadableHealthWarns(t *testing.T) {
 	var o HealthObservation
 	o.Before.Unavailable = []string{"row remapping: Insufficient Permissions"}
 	o.After = o.Before
 	checks := HealthChecks(o, DefaultThresholds().Health)
 	for _, c := range checks {
-		if c.Verdict != Warn {
+		if c.Verdict != Warn && !(c.Verdict == Skip && (c.ID == "health.ecc_corrected" || c.ID == "health.mem_clock")) {
 			t.Errorf("%s: %s with nothing read (%s)", c.ID, c.Verdict, c.Message)
 		}
 	}
@@ -180,6 +196,16 @@ func TestPCIeIdleOnlyWarns(t *testing.T) {
 	o := observe(t, g, func(s *fakenvml.State) { s.PCIeGen = 1 })
 	o.UnderLoad = false
 	expect(t, find(t, HealthChecks(o, DefaultThresholds().Health), "health.pcie_link"), Warn, "only read while the card idled")
+}
+
+// A low memory clock read only while the card idled (its suite skipped, or run on the
+// emulator) says nothing: SKIP, never WARN or PASS.
+func TestMemClockIdleOnlySkips(t *testing.T) {
+	g := fakenvml.H100(0)
+	g.Set(func(s *fakenvml.State) { s.MemClockMHz = 405 })
+	o := observe(t, g, func(s *fakenvml.State) { s.MemClockMHz = 405 })
+	o.UnderLoad = false
+	expect(t, find(t, HealthChecks(o, DefaultThresholds().Health), "health.mem_clock"), Skip, "405 MHz of its 2619 MHz", "only while the card idled")
 }
 
 // Rows remapped after uncorrectable errors warn, as pages retired after them do.

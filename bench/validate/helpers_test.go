@@ -11,7 +11,8 @@ import (
 )
 
 // synthRunner "measures" a step at chosen rates: memory-bound kernels at a fraction of readBW,
-// the tensor probe at tensorRate. failSteps makes the named steps fail verification.
+// the tensor probe at tensorRate. failSteps makes the named steps fail verification; skipSteps
+// makes them skipped, as a backend that cannot run their shape does.
 type synthRunner struct {
 	readBW     float64 // B/s of the read probe
 	linearEff  float64 // linear layers' B/s as a fraction of readBW
@@ -19,6 +20,7 @@ type synthRunner struct {
 	tensorRate float64 // FLOP/s of the mma probe
 	emulated   bool
 	failSteps  map[string]bool
+	skipSteps  map[string]bool
 	onRun      func(Step) // called as the step "runs"
 }
 
@@ -69,6 +71,9 @@ func (r synthRunner) Run(s Step, cfg timing.Config) measure.Outcome {
 		o.Status, o.Reason = measure.StatusFailed, "verification failed"
 		o.Verification.Passed, o.Verification.RelError = false, 0.7
 		o.Stats, o.AchievedBytesPerSec, o.AchievedFLOPsPerSec = timing.Stats{}, 0, 0
+	}
+	if r.skipSteps[s.Name] {
+		o = measure.Outcome{Spec: s.Spec, Kernel: s.Spec.Kind, Status: measure.StatusSkipped, Reason: "not supported here", Emulated: r.emulated}
 	}
 	return o
 }

@@ -69,6 +69,10 @@ func newOutcome(step Step, m measure.Outcome) Outcome {
 	return o
 }
 
+// skipped reports whether the step did not run for a reason that is no fault of the card: the
+// suite's budget ran out, the backend cannot run its shape, or validate was interrupted.
+func (o Outcome) skipped() bool { return o.Status == measure.StatusSkipped }
+
 // ok reports whether the step was measured.
 func (o Outcome) ok() bool { return o.Status == measure.StatusOK && o.MedianSeconds > 0 }
 
@@ -94,7 +98,7 @@ func CorrectnessChecks(outcomes []Outcome) []Check {
 		v := o.Verification
 		switch {
 		case o.Status == measure.StatusSkipped && !v.Ran:
-			checks = append(checks, newCheck(id, CategoryCorrectness, Warn,
+			checks = append(checks, newCheck(id, CategoryCorrectness, Skip,
 				"The %s was not run (%s), so it was not verified.", o.Kernel, o.why()))
 		case !v.Ran && o.Status == measure.StatusFailed:
 			checks = append(checks, newCheck(id, CategoryCorrectness, Fail,

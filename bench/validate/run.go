@@ -152,6 +152,13 @@ func cardIdentity(cfg Config, t Target) (Card, CardKind, []Check) {
 		checks = append(checks, c)
 	}
 	if kind.Spec != nil && kind.Spec.MemoryBytes > 0 {
+		if excess := float64(d.MemoryTotalBytes)/kind.Spec.MemoryBytes - 1; excess > memoryExcessWarn {
+			c := Check{ID: "identity.memory", Category: CategoryIdentity, Verdict: Warn,
+				Value: num(float64(d.MemoryTotalBytes)), Threshold: num((1 + memoryExcessWarn) * kind.Spec.MemoryBytes), Compare: "<=", Unit: "bytes"}
+			c.Message = fmt.Sprintf("NVML reports %.1f GiB of memory on this card, %.0f%% more than the %.0f GiB a %s has: suspicious; the card may not be what its name says (a modified or mis-flashed VBIOS, a relabelled card) or bench/roofline's row is wrong; check the board's part number and serial with the vendor.",
+				float64(d.MemoryTotalBytes)/(1<<30), 100*excess, kind.Spec.MemoryBytes/(1<<30), kind.Spec.Key)
+			checks = append(checks, c)
+		}
 		if short := 1 - float64(d.MemoryTotalBytes)/kind.Spec.MemoryBytes; short > memoryShortfallFail {
 			c := Check{ID: "identity.memory", Category: CategoryIdentity, Verdict: Fail,
 				Value: num(float64(d.MemoryTotalBytes)), Threshold: num((1 - memoryShortfallFail) * kind.Spec.MemoryBytes), Compare: ">=", Unit: "bytes"}
@@ -168,6 +175,11 @@ func cardIdentity(cfg Config, t Target) (Card, CardKind, []Check) {
 // less on a healthy card.
 const memoryShortfallFail = 0.05
 
+// memoryExcessWarn is how far above its spec row's capacity a card's memory may be: NVML never
+// reports more than the marketed size on a genuine card (79.6 of 80 GiB on an H100, 140.4 of
+// 141 on an H200, 80.0 of 80 on an A100), so 1% is rounding room, not a tolerance.
+const memoryExcessWarn = 0.01
+
 // CategoryIdentity is for checks of what a card is.
 const CategoryIdentity = "identity"
 
@@ -178,7 +190,7 @@ func validateCard(ctx context.Context, cfg Config, plan Plan, t Target) Card {
 	card, kind, checks := cardIdentity(cfg, t)
 	th := cfg.Thresholds.For(card.SpecKey)
 
-	obs := HealthObservation{IdleWaitLimit: cfg.IdleWait.Seconds()}
+	obs := HealthObservation{IdleWaitLimit: cfg.IdleWait.Seconds(), MaxMemClockMHz: t.Info.MaxMemClockMHz}
 	obs.Busy, obs.WasBusy, obs.WaitedSeconds = waitIdle(ctx, cfg, t.NVML)
 	// An interrupt during the wait leaves a busy card busy: not a finding about the card.
 	cutShort := len(obs.Busy) > 0 && ctx.Err() != nil
@@ -218,7 +230,7 @@ func validateCard(ctx context.Context, cfg Config, plan Plan, t Target) Card {
 		}
 		o := newOutcome(step, m)
 		outcomes = append(outcomes, o)
-		obs.UnderLoad = obs.UnderLoad || o.Status == measure.StatusOK
+		obs.UnderLoad = obs.UnderLoad || (o.Status == measure.StatusOK && !o.Emulated)
 		if cfg.Progress != nil {
 			cfg.Progress(card, o)
 		}

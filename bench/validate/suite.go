@@ -144,6 +144,7 @@ func (s Suite) Plan() (Plan, error) {
 // Suite names.
 const (
 	SuiteStandard = "standard"
+	SuiteEmu      = "emu"
 	SuiteTiny     = "tiny"
 )
 
@@ -195,13 +196,40 @@ func TinySuite() Suite {
 	}
 }
 
-// SuiteByName returns the standard or the tiny suite.
+// EmuSuite is the standard suite's kernels at sizes the CPU emulator runs in seconds: the
+// default of `validate --backend emu`, which checks that every kernel computes the right answer
+// and that the command works end to end, and measures no speed. The standard suite's sizes
+// (a 1 GiB read probe, a 235 MB linear layer, 512 MiB of KV cache, Llama-3-8B's step) took
+// 369 s on the emulator of a 2-core machine (2026-12, 2 simulated cards taking turns) and ran
+// out of budget. The reference model keeps Llama-3-8B's head dim (128) and 4:1 grouped
+// query attention, so the attention kernels run at the standard suite's head shape.
+func EmuSuite() Suite {
+	mini := model.Shape{
+		Name: "mini-llama-2L", Family: "custom", Hidden: 512, FFN: 1024, Layers: 2, QHeads: 4, KVHeads: 1, HeadDim: 128,
+		Vocab: 1024, GatedMLP: true, WeightDType: model.BF16, KVDType: model.BF16, TP: 1, Source: "validate emu suite",
+	}
+	return Suite{
+		Name:          SuiteEmu,
+		Timing:        timing.Config{Warmup: 1, MinSamples: 3, MinSeconds: 0, TargetSpread: 0.5, MaxSeconds: 2},
+		Budget:        90 * time.Second,
+		Read:          measure.ProbeSpec{Kind: cgo.ProbeRead, Bytes: 8 << 20},
+		Tensor:        measure.ProbeSpec{Kind: cgo.ProbeMMABF16, Iterations: 4},
+		LinearBatch1:  linearStep(1, 1024, 512),
+		AttentionLong: attentionStep(2, 8, 2, 128, 1024),
+		Model:         mini,
+		ModelContext:  256,
+	}
+}
+
+// SuiteByName returns the standard, the emu or the tiny suite.
 func SuiteByName(name string) (Suite, error) {
 	switch name {
 	case SuiteStandard:
 		return StandardSuite()
+	case SuiteEmu:
+		return EmuSuite(), nil
 	case SuiteTiny:
 		return TinySuite(), nil
 	}
-	return Suite{}, fmt.Errorf("unknown suite %q: want %s or %s", name, SuiteStandard, SuiteTiny)
+	return Suite{}, fmt.Errorf("unknown suite %q: want %s, %s or %s", name, SuiteStandard, SuiteEmu, SuiteTiny)
 }

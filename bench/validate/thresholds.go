@@ -58,6 +58,10 @@ type HealthThresholds struct {
 	// PowerLimitBelowDefault is the verdict for an enforced power limit below the card's
 	// default (someone ran nvidia-smi -pl): WARN, or PASS where a site caps power on purpose.
 	PowerLimitBelowDefault Verdict `json:"power_limit_below_default"`
+	// CorrectedECCWarn: this many corrected ECC errors since the driver loaded, or more, is a
+	// WARN (memory that keeps needing correction is wearing out). 100 is a first guess, not
+	// yet set from a fleet: a healthy card corrects a handful, if any.
+	CorrectedECCWarn int `json:"corrected_ecc_warn"`
 }
 
 // Thresholds are every number a verdict depends on, for one kind of card.
@@ -91,7 +95,7 @@ func DefaultThresholds() Thresholds {
 		Outlier:       OutlierThreshold{BelowMedian: 0.05, Verdict: Warn},
 		Health: HealthThresholds{
 			TemperatureMarginC: 5, RetiredPagesFail: 60, PowerOverLimit: 0.05,
-			PowerLimitBelowDefault: Warn,
+			PowerLimitBelowDefault: Warn, CorrectedECCWarn: 100,
 		},
 	}
 }
@@ -135,6 +139,8 @@ func (t Thresholds) Validate() error {
 		return fmt.Errorf("health.retired_pages_fail %d: want 1 or more", t.Health.RetiredPagesFail)
 	case !(t.Health.PowerOverLimit >= 0):
 		return fmt.Errorf("health.power_over_limit %g: want a fraction >= 0", t.Health.PowerOverLimit)
+	case t.Health.CorrectedECCWarn < 1:
+		return fmt.Errorf("health.corrected_ecc_warn %d: want 1 or more", t.Health.CorrectedECCWarn)
 	case !t.Health.PowerLimitBelowDefault.Valid():
 		return fmt.Errorf("health.power_limit_below_default %q: want PASS, WARN or FAIL", t.Health.PowerLimitBelowDefault)
 	}

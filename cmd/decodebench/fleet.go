@@ -23,7 +23,7 @@ func fleetCommand() *cli.Command {
 			"validate, the nodes that never reported (--expect-nodes or --hostfile), the cards more than\n" +
 			"--outlier below the fleet median of their kind on a gate, and with --baseline (a summary an\n" +
 			"earlier run wrote with --summary) the cards that got slower by more than --slower-by. Each\n" +
-			"gate's distribution is drawn into --out as PNG and SVG, with the threshold.\n\n" +
+			"gate's distribution is drawn into --out (default out/fleet) as PNG and SVG, with the threshold.\n\n" +
 			"A box whose validate was interrupted gives no verdict (its cards are not counted); a report\n" +
 			"that cannot be read (another schema version, corrupt, cut short) is listed with the reason;\n" +
 			"either makes the fleet INCOMPLETE, never PASS. A UUID on two cards, an empty UUID, or a serial\n" +
@@ -32,8 +32,8 @@ func fleetCommand() *cli.Command {
 			"is missing, a card is gone, an identity is duplicated or the fleet is INCOMPLETE, 2 for a\n" +
 			"bad flag or value.",
 		Flags: []cli.Flag{
-			&cli.StringFlag{Name: "out", Value: "fleet", TakesFile: true, // outFlag with a default
-				Usage: "directory for the plots (fleet-<gate>.png and .svg)"},
+			&cli.StringFlag{Name: "out", Value: filepath.Join("out", "fleet"), TakesFile: true, // outFlag with a default
+				Usage: "directory for the plots (fleet-<gate>.png and .svg), under out/ as every command's output"},
 			&cli.StringFlag{Name: "summary",
 				Usage: "write the fleet summary as JSON to this file (the --baseline of a later run)"},
 			&cli.StringFlag{Name: "baseline",

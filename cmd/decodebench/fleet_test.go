@@ -45,6 +45,22 @@ func fleetBox(t *testing.T, dir, host string, reads map[int]float64, fail map[in
 	}
 }
 
+// Without --out the plots go under out/, where every other command writes, not into a fleet/
+// folder of the working directory.
+func TestFleetPlotsGoUnderOut(t *testing.T) {
+	hermetic(t, "")
+	fleetBox(t, "june", "node01", nil, nil)
+	if _, _, code, msg := runFleetCLI(t, "fleet", "june"); code != 0 {
+		t.Fatalf("exit %d %q", code, msg)
+	}
+	if _, err := os.Stat(filepath.Join("out", "fleet", "fleet-read_bandwidth.svg")); err != nil {
+		t.Errorf("no plot under out/fleet: %v", err)
+	}
+	if _, err := os.Stat("fleet"); err == nil {
+		t.Errorf("fleet wrote a fleet/ folder into the working directory")
+	}
+}
+
 func TestFleetCommand(t *testing.T) {
 	hermetic(t, "")
 	fleetBox(t, "may/a", "node01", nil, nil)

@@ -10,7 +10,6 @@ import (
 	"path/filepath"
 	"slices"
 	"strings"
-	"syscall"
 
 	"github.com/urfave/cli/v2"
 
@@ -250,7 +249,7 @@ func stepAction(c *cli.Context) error {
 		defer os.RemoveAll(dir)
 		req.out = filepath.Join(dir, "run")
 	}
-	ctx, stop := signal.NotifyContext(context.Background(), os.Interrupt, syscall.SIGTERM)
+	ctx, stop := signal.NotifyContext(context.Background(), interruptSignals...) // SIGPIPE too: `| head -1` finishes run.json
 	defer stop()
 
 	target, err := openSweepTarget(req)

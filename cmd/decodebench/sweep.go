@@ -5,11 +5,9 @@ import (
 	"errors"
 	"fmt"
 	"os"
-	"os/signal"
 	"path/filepath"
 	"slices"
 	"strings"
-	"syscall"
 	"time"
 
 	"github.com/urfave/cli/v2"
@@ -64,7 +62,7 @@ func sweepCommand() *cli.Command {
 			"or both (both is the CUDA backend's default) each configuration's whole step also runs, eager and as\n" +
 			"a CUDA graph (see `decodebench step`), into steps.jsonl.\n\n" +
 			"The run directory gets run.json, results.jsonl and kernels.jsonl (appended as measured), results.csv,\n" +
-			"report.md, report.html and plots/. Ctrl-C stops after the measurement in flight, writes the report\n" +
+			"report.md, report.html and plots/. Ctrl-C (or SIGTERM, SIGHUP) stops after the measurement in flight, writes the report\n" +
 			"and exits 130; --resume DIR continues without repeating a measurement. Exit status: 0 all ok,\n" +
 			"1 a configuration failed or the device was lost, 2 a usage error, 130 interrupted.",
 		Flags:        sweepFlags(),
@@ -274,9 +272,12 @@ func sweepAction(c *cli.Context) error {
 	if err != nil {
 		return err
 	}
-	// Ctrl-C or SIGTERM: stop after the measurement in flight; a second one ends at once.
-	ctx, stop := signal.NotifyContext(context.Background(), os.Interrupt, syscall.SIGTERM)
-	defer stop()
+	// Ctrl-C, SIGTERM, SIGHUP or a closed standard output: stop after the measurement in flight;
+	// a second stop signal ends at once (interruptSweep).
+	ctx, cancel := context.WithCancel(context.Background())
+	defer cancel()
+	sigs, unnotify := notifyInterrupts()
+	defer unnotify()
 
 	// The lock comes first and is held to the end (the report included): a second writer is
 	// refused before it touches the device.
@@ -348,21 +349,8 @@ func sweepAction(c *cli.Context) error {
 		progress = phaseProgress{progress}
 	}
 	finished := make(chan struct{})
-	defer close(finished) // before stop() cancels ctx: the goroutine below then says nothing
-	go func() {
-		select {
-		case <-finished:
-			return
-		case <-ctx.Done():
-		}
-		select {
-		case <-finished:
-			return
-		default:
-		}
-		stop() // the next Ctrl-C ends the process
-		progress.Note("interrupted: stopping after the measurement in flight (Ctrl-C again to quit at once)")
-	}()
+	defer close(finished) // before cancel(): the goroutine below then says nothing
+	go interruptSweep(sigs, cancel, finished, progress)
 	runner := &sweep.Runner{
 		Info: &info, Measurer: measurer,
 		Telemetry:       telemetry.Sampler{Source: target.telemetrySource(), Interval: req.telemetry},
@@ -459,6 +447,38 @@ func sweepAction(c *cli.Context) error {
 		return failure("%d end-to-end step(s) failed (see %s)", res.StepsFailed, filepath.Join(req.out, sweep.StepsFile))
 	}
 	return nil
+}
+
+// interruptSweep cancels the sweep at the first interrupt signal and says so; at a second stop
+// signal it clears the progress bar, so that no frozen bar is left on the terminal, and ends
+// the process at once, as the signal would have.
+func interruptSweep(sigs <-chan os.Signal, cancel func(), finished <-chan struct{}, progress sweep.Progress) {
+	var sig os.Signal
+	select {
+	case <-finished:
+		return
+	case sig = <-sigs:
+	}
+	cancel()
+	select {
+	case <-finished:
+		return
+	default:
+	}
+	progress.Note(fmt.Sprintf("interrupted (%s): stopping after the measurement in flight (Ctrl-C again to quit at once)", signalName(sig)))
+	for {
+		select {
+		case <-finished:
+			return
+		case sig = <-sigs:
+		}
+		if forcesExit(sig) {
+			progress.Stop()
+			fmt.Fprintf(os.Stderr, "decodebench: %s again: stopping now (--resume continues the run)\n", signalName(sig))
+			exitProcess(signalExitCode(sig))
+			return
+		}
+	}
 }
 
 func sweepSummary(res sweep.Result, dir string) string {

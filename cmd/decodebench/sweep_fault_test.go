@@ -98,7 +98,7 @@ func TestSweepFaultNaNOutput(t *testing.T) {
 // lets the command handle it.
 func pauseAt(phase string) {
 	signals := make(chan os.Signal, 1)
-	signal.Notify(signals, syscall.SIGINT, syscall.SIGTERM)
+	signal.Notify(signals, stopSignals...)
 	var once sync.Once
 	sweepPhaseHook = func(p string) {
 		if p != phase {
@@ -180,6 +180,7 @@ func TestSweepSignalAtEachPhase(t *testing.T) {
 		{"probe", syscall.SIGTERM, exitInterrupted, sweep.StateInterrupted, "interrupted"},
 		{"probe", syscall.SIGKILL, -int(syscall.SIGKILL), sweep.StateRunning, ""},
 		{"kernel", syscall.SIGINT, exitInterrupted, sweep.StateInterrupted, "interrupted"},
+		{"kernel", syscall.SIGHUP, exitInterrupted, sweep.StateInterrupted, "interrupted (SIGHUP)"}, // the terminal closed
 		{"kernel", syscall.SIGKILL, -int(syscall.SIGKILL), sweep.StateRunning, ""},
 		{"report", syscall.SIGINT, exitInterrupted, sweep.StateComplete, "interrupted while the report was written"},
 		{"report", syscall.SIGKILL, -int(syscall.SIGKILL), sweep.StateComplete, ""},
@@ -221,7 +222,7 @@ func TestSweepSignalAtEachPhase(t *testing.T) {
 				t.Fatalf("after the resume: state %q, %d sessions", info.State, len(info.Sessions))
 			}
 			first := info.Sessions[0]
-			wantFirst := map[syscall.Signal]string{syscall.SIGINT: sweep.StateInterrupted, syscall.SIGTERM: sweep.StateInterrupted, syscall.SIGKILL: sweep.StateDied}[tc.signal]
+			wantFirst := map[syscall.Signal]string{syscall.SIGINT: sweep.StateInterrupted, syscall.SIGTERM: sweep.StateInterrupted, syscall.SIGHUP: sweep.StateInterrupted, syscall.SIGKILL: sweep.StateDied}[tc.signal]
 			if tc.phase == "report" {
 				wantFirst = sweep.StateComplete
 			}

@@ -59,6 +59,7 @@ type progress struct {
 	what     string
 	lastDraw time.Time
 	planned  bool // Start was called: the probes are over
+	stopped  bool // Stop was called: the bar is cleared for good, lines print plain
 	pb       *progressbar.ProgressBar
 	pbTotal  int // the total pb was made for; -1: the spinner of the probes
 	pbCells  int
@@ -114,9 +115,12 @@ func (p *progress) Note(msg string) {
 	}
 }
 
+// Stop clears the bar for good: a note after it (an interrupt while the report is written)
+// prints as a plain line and draws no bar again, which nothing would clear.
 func (p *progress) Stop() {
 	p.mu.Lock()
 	defer p.mu.Unlock()
+	p.stopped = true
 	if p.pb != nil {
 		p.pb.Clear()
 		p.pb = nil
@@ -125,7 +129,7 @@ func (p *progress) Stop() {
 
 // line prints a whole line, above the bar when there is one.
 func (p *progress) line(s string) {
-	if !p.bar {
+	if !p.bar || p.stopped {
 		fmt.Fprintln(p.w, s)
 		return
 	}
@@ -149,6 +153,9 @@ const (
 // draw redraws the bar: " 25% [=====>...............] 12/48 1m02s, ETA 3m10s llama B=8 S=4096: attention".
 // Before the plan (total 0: the probes) it is a spinner with what is measured.
 func (p *progress) draw() {
+	if p.stopped {
+		return
+	}
 	width := p.width() - 1 // the last column would wrap on some terminals
 	elapsed := time.Since(p.began).Seconds()
 	if p.total == 0 {

@@ -102,7 +102,8 @@ func (s *screen) text() string {
 // A sweep's progress in a pseudo-terminal of 80 columns: the probes' spinner, long notes,
 // long kernel names and every record line stay within the width (the terminal never wraps a
 // line by itself), each finished configuration prints its two tokens/s above the bar, and
-// after Stop no bar is left on the screen.
+// after Stop no bar is left on the screen, not even by a note after it (Ctrl-C while the
+// report is written), which used to draw the bar again and leave it frozen there.
 func TestProgressBarInPseudoTerminal(t *testing.T) {
 	ptmx, tty, err := pty.Open()
 	if err != nil {
@@ -137,6 +138,7 @@ func TestProgressBarInPseudoTerminal(t *testing.T) {
 		p.Recorded(rec, i+1, 12, float64(230-20*i))
 	}
 	p.Stop()
+	p.Note("interrupted (SIGINT): stopping after the measurement in flight")
 	// Nothing may draw after Stop (a spinner's own timer, say): give it time to, then look.
 	time.Sleep(350 * time.Millisecond)
 	tty.Close()
@@ -157,7 +159,8 @@ func TestProgressBarInPseudoTerminal(t *testing.T) {
 		}
 	}
 	screenText := scr.text()
-	for _, want := range []string{"B=2 S=32768: step 12.3 ms, 81.3 tok/s", "per request, 162.6 tok/s per server", "[12/12]", "SKIPPED: does not fit", "THROTTLED", "launch baseline"} {
+	for _, want := range []string{"B=2 S=32768: step 12.3 ms, 81.3 tok/s", "per request, 162.6 tok/s per server", "[12/12]", "SKIPPED: does not fit", "THROTTLED", "launch baseline",
+		"decodebench: interrupted (SIGINT)"} {
 		if !strings.Contains(screenText, want) {
 			t.Errorf("the screen lacks %q:\n%s", want, screenText)
 		}

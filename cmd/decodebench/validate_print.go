@@ -33,8 +33,8 @@ func printReport(w io.Writer, r validate.Report, allChecks bool) {
 	tw := tabwriter.NewWriter(w, 0, 0, 2, ' ', 0)
 	for _, card := range r.Cards {
 		counts := validate.CountChecks(card.Checks)
-		fmt.Fprintf(tw, "\nGPU %d\t%s\t%s\tserial %s\t%s\t%s (%d pass, %d warn, %d fail)\n", card.Index, card.Name,
-			card.UUID, orDash(card.Serial), card.PCIBusID, card.Verdict, counts.Pass, counts.Warn, counts.Fail)
+		fmt.Fprintf(tw, "\nGPU %d\t%s\t%s\tserial %s\t%s\t%s (%s)\n", card.Index, card.Name,
+			card.UUID, orDash(card.Serial), card.PCIBusID, card.Verdict, countsText(counts))
 		printChecks(tw, card.Checks, allChecks)
 	}
 	if slices.ContainsFunc(r.Checks, func(ch validate.Check) bool { return allChecks || ch.Verdict != validate.Pass }) {
@@ -57,8 +57,19 @@ func printReport(w io.Writer, r validate.Report, allChecks bool) {
 		fmt.Fprintf(w, "\nverdict: FAIL: cannot validate: %s\n", r.Error)
 		return
 	}
-	fmt.Fprintf(w, "\nverdict: %s (%d checks: %d pass, %d warn, %d fail)\n", r.Verdict,
-		r.Counts.Pass+r.Counts.Warn+r.Counts.Fail, r.Counts.Pass, r.Counts.Warn, r.Counts.Fail)
+	fmt.Fprintf(w, "\nverdict: %s (%d checks: %s)\n", r.Verdict, r.Counts.Total(), countsText(r.Counts))
+	if r.Counts.Skip > 0 {
+		fmt.Fprintf(w, "%d check(s) could not run (SKIP, listed above): they say nothing about the hardware, and the verdict does not count them\n", r.Counts.Skip)
+	}
+}
+
+// countsText is "3 pass, 1 warn, 0 fail", with the skips when there are any.
+func countsText(c validate.Counts) string {
+	text := fmt.Sprintf("%d pass, %d warn, %d fail", c.Pass, c.Warn, c.Fail)
+	if c.Skip > 0 {
+		text += fmt.Sprintf(", %d skip", c.Skip)
+	}
+	return text
 }
 
 func printChecks(tw io.Writer, checks []validate.Check, all bool) {

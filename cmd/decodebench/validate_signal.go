@@ -4,20 +4,17 @@ import (
 	"context"
 	"fmt"
 	"io"
-	"os"
-	"os/signal"
 	"sync"
-	"syscall"
 )
 
-// interruptContext is cancelled by the first SIGINT or SIGTERM (what scancel and Kubernetes
-// send), which signalled then names; validate finishes the measurements in flight and writes
-// an INTERRUPTED report. A second signal ends the process at once (the report is written
-// atomically, so none is left half-written).
+// interruptContext is cancelled by the first of interruptSignals (SIGINT, SIGTERM as scancel
+// and Kubernetes send, SIGHUP, or SIGPIPE from a closed standard output), which signalled then
+// names; validate finishes the measurements in flight and writes an INTERRUPTED report. A
+// second stop signal ends the process at once (the report is written atomically, so none is
+// left half-written); a second SIGPIPE, from the next write to the closed pipe, does not.
 func interruptContext(log io.Writer) (ctx context.Context, signalled func() string, stop func()) {
 	ctx, cancel := context.WithCancel(context.Background())
-	sigs := make(chan os.Signal, 2)
-	signal.Notify(sigs, os.Interrupt, syscall.SIGTERM)
+	sigs, unnotify := notifyInterrupts()
 	var mu sync.Mutex
 	var name string
 	decided := false // the verdict is reached: a signal no longer changes it
@@ -37,11 +34,18 @@ func interruptContext(log io.Writer) (ctx context.Context, signalled func() stri
 		case <-done:
 			return
 		}
-		select {
-		case sig := <-sigs:
-			fmt.Fprintf(log, "validate: %s again: stopping now\n", signalName(sig))
-			os.Exit(exitInterrupted)
-		case <-done:
+		for {
+			select {
+			case sig := <-sigs:
+				if !forcesExit(sig) {
+					continue
+				}
+				fmt.Fprintf(log, "validate: %s again: stopping now\n", signalName(sig))
+				exitProcess(exitInterrupted)
+				return
+			case <-done:
+				return
+			}
 		}
 	}()
 	signalled = func() string {
@@ -51,19 +55,9 @@ func interruptContext(log io.Writer) (ctx context.Context, signalled func() stri
 		return name
 	}
 	stop = func() {
-		signal.Stop(sigs)
+		unnotify()
 		close(done)
 		cancel()
 	}
 	return ctx, signalled, stop
-}
-
-func signalName(sig os.Signal) string {
-	switch sig {
-	case os.Interrupt:
-		return "SIGINT"
-	case syscall.SIGTERM:
-		return "SIGTERM"
-	}
-	return sig.String()
 }

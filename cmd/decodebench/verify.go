@@ -212,6 +212,12 @@ func verifyLinearAction(c *cli.Context) error {
 		return err
 	}
 	defer dev.Close()
+	if req.variant == cgo.LinearCUBLAS && lib.Emulated() {
+		// The library's plan says "unsupported shape" here, which blames the shape for what is
+		// the machine's: the emulator has no GPU for cuBLASLt to run on.
+		return usageError("--variant cublas runs NVIDIA's cuBLASLt, which needs a GPU, and the emu backend has none: " +
+			"run it with --backend cuda on a GPU machine, or verify our own kernels here with --variant auto, gemv, mma or tiled")
+	}
 	out, asJSON := c.App.Writer, c.Bool("json")
 	if !asJSON {
 		in := req.in

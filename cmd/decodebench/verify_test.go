@@ -296,6 +296,15 @@ func TestVerifyBackendErrors(t *testing.T) {
 			t.Errorf("exit %d, message %q", code, msg)
 		}
 	})
+	// The emulator has no GPU for cuBLASLt: say so, not "unsupported shape" (the shape is fine).
+	t.Run("cublas on the emulator", func(t *testing.T) {
+		useEmu(t)
+		out, code, msg := runCLI(t, "verify", "linear", "--backend", "emu", "--variant", "cublas", "--batch", "1", "--n", "64", "--k", "64")
+		if code != exitUsage || !strings.Contains(msg, "needs a GPU, and the emu backend has none") || !strings.Contains(msg, "--backend cuda") ||
+			strings.Contains(msg, "unsupported shape") || strings.Contains(msg, "\n") {
+			t.Errorf("exit %d, message %q (stdout %q): want exit 2 and one line saying the emulator has no GPU", code, msg, out)
+		}
+	})
 	t.Run("emu not built", func(t *testing.T) {
 		hermetic(t, t.TempDir())
 		_, code, msg := runCLI(t, "verify", "linear", "--backend", "emu", "--batch", "1", "--n", "8", "--k", "8")
