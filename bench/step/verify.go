@@ -250,7 +250,7 @@ func (k *checker) check(tr Trace) (ok bool, err error) {
 			}
 			v.Logits++
 			d := math.Abs(logits[j] - want[j])
-			if d > v.MaxError {
+			if d > v.MaxError || v.Logits == 1 {
 				v.MaxError, v.Bound = d, bounds[j]
 			}
 			if bounds[j] > 0 {
@@ -282,12 +282,12 @@ func (k *checker) check(tr Trace) (ok bool, err error) {
 // Verify runs c's verification configuration in each mode untimed and checks it against the
 // forward pass. It gives the verification and, for each mode it could not run, the error
 // (a mode the library lacks is skipped by statusOf, as when timing).
-func Verify(dev Device, c Config, modes []Mode) (Verification, map[Mode]error) {
+func Verify(dev Device, c Config, modes []Mode) (v Verification, modeErrs map[Mode]error) {
 	started := time.Now()
 	vc, seqs := VerifyConfig(c)
-	v := Verification{ModelLayers: c.Model.Layers, Layers: vc.Model.Layers, Batch: vc.Batch, Sequences: seqs, Context: vc.Context, Steps: vc.Steps}
+	v = Verification{ModelLayers: c.Model.Layers, Layers: vc.Model.Layers, Batch: vc.Batch, Sequences: seqs, Context: vc.Context, Steps: vc.Steps}
 	defer func() { v.Seconds = time.Since(started).Seconds() }()
-	modeErrs := map[Mode]error{}
+	modeErrs = map[Mode]error{}
 	if _, err := ref.ArchOf(vc.Model); err != nil {
 		v.Reason = "the float64 forward pass cannot check it: " + err.Error()
 		return v, modeErrs

@@ -60,7 +60,11 @@ func (d DeviceMeasurer) MeasureStep(c step.Config, modes []step.Mode, o step.Opt
 	if o.Timing == (timing.Config{}) {
 		o.Timing = d.Options.Timing
 	}
-	return step.Measure(d.Device, d.Device.Library().Emulated(), c, modes, o)
+	var dev step.TimedDevice = d.Device
+	if d.StepDevice != nil {
+		dev = d.StepDevice(d.Device)
+	}
+	return step.Measure(dev, d.Device.Library().Emulated(), c, modes, o)
 }
 
 // stepConfig is the end-to-end configuration of cfg.
