@@ -95,6 +95,18 @@ func (v Verification) How() string {
 	return fmt.Sprintf("verified: %s; %d logits, max error %.3g (bound %.3g), %d greedy tokens", how, v.Logits, v.MaxError, v.Bound, v.Greedy)
 }
 
+// Short says it in a table cell: "yes: 1/32 layers, 2/8 seq, S=1024, 2 steps", "NO" (the
+// step disagreed) or "-" (not run).
+func (v Verification) Short() string {
+	switch {
+	case v.Verified:
+		return fmt.Sprintf("yes: %d/%d layers, %d/%d seq, S=%d, %d steps", v.Layers, v.ModelLayers, v.Sequences, v.Batch, v.Context, v.Steps)
+	case v.FirstBad != nil:
+		return "NO"
+	}
+	return "-"
+}
+
 // VerifyConfig is the configuration c's step is checked at, and how many of its sequences
 // are recomputed (see VerifySequences).
 func VerifyConfig(c Config) (Config, int) {

@@ -118,7 +118,10 @@ func (s *state) e2e(cfg Config, composed *Record, skipReason string, done, total
 	}
 	s.stepsDone[rec.Key] = true
 	s.result.Steps++
-	if rec.Status == measure.StatusFailed {
+	switch rec.Status {
+	case measure.StatusOK:
+		s.result.StepsOK++
+	case measure.StatusFailed:
 		s.result.StepsFailed++
 	}
 	if p, ok := s.progress.(StepProgress); ok {
