@@ -2,6 +2,7 @@ package step
 
 import (
 	"fmt"
+	"strings"
 	"time"
 
 	"github.com/decodebench/decodebench/bench/measure"
@@ -123,7 +124,7 @@ func NewRecord(c Config, composedKey, modelKey string, r Result, composed StepTi
 	}
 	rec.setFormats(c)
 	if !rec.Verification.Verified && rec.Verification.Reason == "" {
-		rec.Verification.Reason = "not run: " + r.Reason
+		rec.Verification.Reason = strings.TrimSuffix("not run: "+r.Reason, ": ")
 	}
 	rec.Graph = StepTime{Status: measure.StatusNotMeasured, Reason: "not asked"}
 	rec.Eager = rec.Graph
