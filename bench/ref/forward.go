@@ -175,15 +175,16 @@ type Forward struct {
 }
 
 type layerWeights struct {
-	spec                             model.Layer
-	attnNorm, mlpNorm                []float32
-	postAttnNorm, postMLPNorm        []float32
-	qkv, qkvBias, qNorm, kNorm       []float32
-	o, oBias, sinks                  []float32
-	gateUp, gateUpBias, down, dBias  []float32 // dense MLP, or shared experts in an MoE layer
-	router, routerBias, corrBias     []float32 // corrBias: sigmoid routing's correction bias (f32)
-	expUp, expUpBias, expDown, expDB []float32
-	mla                              *mlaWeights // multi-head latent attention (qkv and the KV caches unused)
+	spec                            model.Layer
+	attnNorm, mlpNorm               []float32
+	postAttnNorm, postMLPNorm       []float32
+	qkv, qkvBias, qNorm, kNorm      []float32
+	o, oBias, sinks                 []float32
+	gateUp, gateUpBias, down, dBias []float32 // dense MLP, or shared experts in an MoE layer
+	router, routerBias, corrBias    []float32 // corrBias: sigmoid routing's correction bias (f32)
+	expUpBias, expDB                []float32
+	expUp, expDown                  *experts    // made an expert at a time where dense (table.go)
+	mla                             *mlaWeights // multi-head latent attention (qkv and the KV caches unused)
 }
 
 // NewForward fills the weights and caches of a step of shape with base seed base: batch
@@ -250,7 +251,14 @@ func (f *Forward) elements() int64 {
 		}
 		n += 3 * h * int64(ly.FFN)
 		if ly.MoE {
-			n += int64(s.Experts) * (h + 3*h*int64(s.ExpertFFN))
+			// The router, and the experts of a quantized format (dense ones are made as read).
+			n += int64(s.Experts) * h
+			if StepQuantized(s, TensorExpertUp) {
+				n += int64(s.Experts) * 2 * h * int64(s.ExpertFFN)
+			}
+			if StepQuantized(s, TensorExpertDown) {
+				n += int64(s.Experts) * h * int64(s.ExpertFFN)
+			}
 		}
 		if !s.IsMLA() {
 			n += 2 * int64(f.batch) * int64(s.KVHeads) * int64(f.capacity) * hd
@@ -337,8 +345,8 @@ func (f *Forward) fill(base uint64) {
 			} else if s.RouterBias {
 				w.routerBias = get(l, TensorRouterBias, BiasScale, e)
 			}
-			w.expUp = f.expertProjection(base, l, TensorExpertUp, e, 2*effn, h)
-			w.expDown = f.expertProjection(base, l, TensorExpertDown, e, h, effn)
+			w.expUp = f.newExperts(base, l, TensorExpertUp, e, 2*effn, h)
+			w.expDown = f.newExperts(base, l, TensorExpertDown, e, h, effn)
 			if s.MLPBias {
 				w.expUpBias = get(l, TensorExpertUpBias, BiasScale, e*2*effn)
 				w.expDB = get(l, TensorExpertDownBias, BiasScale, e*h)
@@ -731,8 +739,8 @@ func (f *Forward) moe(l int, m vec, forced []int32) (vec, error) {
 				in = f.weighRow(mb, w32[j], wSigma[j]+r.WeightBound(weights[j], e, k))
 				w32[j] = 1
 			}
-			gu := f.linear(in, w.expUp[x*2*effn*h:(x+1)*2*effn*h], upBias, 2*effn, h, true)
-			y := f.linear(f.gatedAct(gu, effn), w.expDown[x*h*effn:(x+1)*h*effn], downBias, h, effn, true)
+			gu := f.expertLinear(in, w.expUp, x, upBias)
+			y := f.expertLinear(f.gatedAct(gu, effn), w.expDown, x, downBias)
 			copy(ys.v[j*h:], y.v)
 			copy(ys.s[j*h:], y.s)
 		}

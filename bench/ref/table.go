@@ -24,6 +24,32 @@ func (t table) row(j int, buf []float32) []float32 {
 	return buf[:t.width]
 }
 
+// experts are one projection of a layer's experts, [experts x n x k]: a quantized format's
+// codes held whole (expertProjection), a dense fill's rows made from the hash as each routed
+// token reads them (a Mixtral layer's experts are 1.4G elements, a Qwen3-235B layer's 2.4G;
+// a token uses its top k).
+type experts struct {
+	whole []float32
+	n, k  int
+	fill  table // rows of k: expert x is rows x*n .. (x+1)*n-1
+}
+
+func (f *Forward) newExperts(base uint64, layer int, name string, count, n, k int) *experts {
+	if StepQuantized(f.shape, name) {
+		return &experts{whole: f.expertProjection(base, layer, name, count, n, k), n: n, k: k}
+	}
+	return &experts{n: n, k: k, fill: table{d: f.d, seed: TensorSeed(base, layer, name), scale: LinearWeightScale(k), width: k}}
+}
+
+// expertLinear is f.linear of in by expert x of e.
+func (f *Forward) expertLinear(in vec, e *experts, x int, bias []float32) vec {
+	if e.whole != nil {
+		return f.linear(in, e.whole[x*e.n*e.k:(x+1)*e.n*e.k], bias, e.n, e.k, true)
+	}
+	row := func(j int, buf []float32) []float32 { return e.fill.row(x*e.n+j, buf) }
+	return f.linearRows(in, row, nil, bias, e.n, e.k, true)
+}
+
 // gather gives the rows of ids as a small table and each id's row in it, for Embedding.
 func (t table) gather(ids []int32) (rows []float32, local []int32) {
 	at := map[int32]int32{}

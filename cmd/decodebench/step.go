@@ -56,8 +56,11 @@ func stepCommand() *cli.Command {
 			"eager - graph is what launches cost; graph - composed is what running together costs. Each sample\n" +
 			"is T steps from the same start, timed by events on the stream, under the sampling rule of every\n" +
 			"measurement. One line per configuration as it finishes, then a table (--format jsonl: the records).\n" +
-			"With --tp N the step is one GPU's shard and the all-reduces are left out. Exit status: 0 all ok,\n" +
-			"1 a configuration failed, 2 a usage error, 130 interrupted.",
+			"With --tp N the step is one GPU's shard and the all-reduces are left out. Before any sample each\n" +
+			"configuration's steps run untimed in every mode and are checked against the float64 forward pass\n" +
+			"(the first layer of each kind, 2 sequences recomputed, context up to 4096, 2 steps); a step that\n" +
+			"disagrees is failed with its first bad logit and never timed. Exit status: 0 all ok, 1 a\n" +
+			"configuration failed (or none could be built, fit and be verified), 2 a usage error, 130 interrupted.",
 		Flags:        stepFlags(),
 		OnUsageError: onUsageError,
 		Action:       stepAction,
