@@ -63,9 +63,11 @@ type Result struct {
 	Verification Verification
 }
 
-// Measure runs c in each mode: plans and allocates the step (skipped, with the reason, when it
-// does not fit or a shape is refused), optionally traces every step untimed, then times each
-// mode under the sampling rule with telemetry around it. Only a device error stops it early.
+// Measure runs c in each mode: plans the step (skipped, with the reason, when it does not fit
+// or a shape is refused), verifies it against the float64 forward pass (Verify: a step that
+// disagrees fails with its first bad logit and is never timed), allocates it, optionally
+// traces every step untimed, then times each mode under the sampling rule with telemetry
+// around it. Only a device error stops it early.
 func Measure(dev TimedDevice, emulated bool, c Config, modes []Mode, o Options) Result {
 	r := Result{Status: measure.StatusOK, Emulated: emulated}
 	p, err := New(c)
