@@ -119,3 +119,35 @@ func TestSweepE2ERefusesAWrongStep(t *testing.T) {
 		t.Errorf("%s does not give the first bad logit:\n%s", sweep.StepsFile, data)
 	}
 }
+
+// noRoom is a device that reports no free memory: no whole step fits.
+type noRoom struct{ step.TimedDevice }
+
+func (d noRoom) Props() (cgo.DeviceProps, error) {
+	p, err := d.TimedDevice.Props()
+	p.MemFreeBytes = 0
+	return p, err
+}
+
+// TestSweepE2ENothingFits: a `sweep --step e2e` of which no whole step fits records them
+// skipped and exits 1, where it exited 0.
+func TestSweepE2ENothingFits(t *testing.T) {
+	sweepHermetic(t, cgotest.EmuPath(t))
+	sweepMeasurerHook = func(m sweep.Measurer) sweep.Measurer {
+		d := m.(sweep.DeviceMeasurer)
+		d.StepDevice = func(dev *cgo.Device) step.TimedDevice { return noRoom{dev} }
+		return d
+	}
+	t.Cleanup(func() { sweepMeasurerHook = nil })
+	stdout, code, msg := runSweepCLI(t, tinySweep("run", "--step", "e2e", "--e2e-steps", "2", "--batch", "1", "--context", "64")...)
+	if code != exitFailure || !strings.Contains(msg, "none of the 1 end-to-end step(s) could be built, fit and be verified") {
+		t.Fatalf("exit %d %q; want exit 1 saying no whole step ran\n%s", code, msg, stdout)
+	}
+	p, err := sweep.Load("run")
+	if err != nil {
+		t.Fatal(err)
+	}
+	if len(p.Steps) != 1 || p.Steps[0].Status != measure.StatusSkipped || !strings.Contains(p.Steps[0].Reason, "does not fit") {
+		t.Fatalf("step records %+v; want one skipped as not fitting", p.Steps)
+	}
+}
