@@ -4,6 +4,7 @@ import (
 	"fmt"
 	"math"
 	"slices"
+	"strings"
 	"time"
 
 	"github.com/decodebench/decodebench/bench/model"
@@ -49,6 +50,10 @@ type Verification struct {
 	MaxError      float64 `json:"max_error"`
 	Bound         float64 `json:"bound"`
 	MaxBoundShare float64 `json:"max_bound_share"`
+	// Unchecked lists the kernel instances the timed step plans that the checked one does not
+	// launch (an attention split only past the checked context, say): empty when the check
+	// ran every kernel the timed step runs.
+	Unchecked []string `json:"unchecked,omitempty"`
 	// FirstBad is the first logit out of its bound, or the first wrong greedy token.
 	FirstBad *BadLogit `json:"first_bad,omitempty"`
 	Seconds  float64   `json:"seconds"` // the check's wall time, device and reference
@@ -92,13 +97,19 @@ func (v Verification) How() string {
 	if !v.Verified {
 		return "NOT VERIFIED (" + how + "): " + v.Reason
 	}
-	return fmt.Sprintf("verified: %s; %d logits, max error %.3g (bound %.3g), %d greedy tokens", how, v.Logits, v.MaxError, v.Bound, v.Greedy)
+	s := fmt.Sprintf("verified: %s; %d logits, max error %.3g (bound %.3g), %d greedy tokens", how, v.Logits, v.MaxError, v.Bound, v.Greedy)
+	if len(v.Unchecked) > 0 {
+		s += fmt.Sprintf("; not launched by the check: %s", strings.Join(v.Unchecked, ", "))
+	}
+	return s
 }
 
 // Short says it in a table cell: "yes: 1/32 layers, 2/8 seq, S=1024, 2 steps", "NO" (the
 // step disagreed) or "-" (not run).
 func (v Verification) Short() string {
 	switch {
+	case v.Verified && len(v.Unchecked) > 0:
+		return fmt.Sprintf("yes: %d/%d layers, %d/%d seq, S=%d, %d steps; unchecked: %s", v.Layers, v.ModelLayers, v.Sequences, v.Batch, v.Context, v.Steps, strings.Join(v.Unchecked, ", "))
 	case v.Verified:
 		return fmt.Sprintf("yes: %d/%d layers, %d/%d seq, S=%d, %d steps", v.Layers, v.ModelLayers, v.Sequences, v.Batch, v.Context, v.Steps)
 	case v.FirstBad != nil:
@@ -308,6 +319,11 @@ func Verify(dev Device, c Config, modes []Mode) (v Verification, modeErrs map[Mo
 	if err != nil {
 		v.Reason = err.Error()
 		return v, modeErrs
+	}
+	if full, err := New(c); err == nil {
+		if u, err := uncovered(dev, full, p); err == nil { // a call that cannot plan fails Open below
+			v.Unchecked = u
+		}
 	}
 	e, err := Open(dev, p)
 	if err != nil {

@@ -446,6 +446,9 @@ func stepLine(r step.Record) string {
 	s := strings.Join(parts, " ")
 	if v := r.Verification; v.Verified {
 		s += fmt.Sprintf(" [verified: %d/%d layers, %d/%d sequences, S=%d, %d steps]", v.Layers, v.ModelLayers, v.Sequences, v.Batch, v.Context, v.Steps)
+		if len(v.Unchecked) > 0 {
+			s += " [not launched by the check: " + strings.Join(v.Unchecked, ", ") + "]"
+		}
 	}
 	if r.ModesAgree != nil && !*r.ModesAgree {
 		s += " [GRAPH AND EAGER DIFFER]"
