@@ -20,9 +20,11 @@ func Fill(d DType, seed uint64, scale float32, n int) []float32 {
 		panic("ref.Fill: U32 buffers hold words, not floats; use FillWords")
 	}
 	out := make([]float32, n)
-	for i := range out {
-		out[i] = FillValue(d, seed, scale, uint64(i))
-	}
+	parallelRows(n, n, func(lo, hi int) { // a Llama-3-70B layer is 855M elements
+		for i := lo; i < hi; i++ {
+			out[i] = FillValue(d, seed, scale, uint64(i))
+		}
+	})
 	return out
 }
 

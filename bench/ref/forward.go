@@ -44,9 +44,11 @@ const BoundSigmas = 4
 // kernel and reference roundings may differ by up to b adds b/sqrt(3) of sigma.
 var uniformSigma = 1 / math.Sqrt(3)
 
-// maxForwardElements caps what the reference holds in host memory (weights and caches, as
-// float32): 2^28 elements, 1 GiB. The reference is for tiny models.
-const maxForwardElements = 1 << 28
+// maxForwardElements caps what the reference holds in host memory (the layers' weights and
+// caches, as float32; the embedding and the LM head are made row by row): 2^30 elements,
+// 4 GiB, which one Llama-3-70B layer (855M) fits. The whole-step check runs a layer of each
+// kind (bench/step's VerifyConfig), not a whole real model.
+const maxForwardElements = 1 << 30
 
 // StepArch is what a model's family implies for the step beyond its Shape.
 type StepArch struct {
@@ -151,8 +153,11 @@ type Forward struct {
 	hidden, qHeads, kvHeads, headDim, vocab int
 	rope                                    Rope
 
-	embedding, lmHead, lmHeadBias, finalNorm []float32
-	layers                                   []layerWeights
+	// The embedding and the LM head are vocab x hidden each (a gigabyte of float32 at
+	// Llama-3's 128256 x 4096): never held, their rows made from the hash when read (table).
+	embedding, lmHead     table
+	lmHeadBias, finalNorm []float32
+	layers                []layerWeights
 
 	kCache, vCache [][]float32 // per layer [batch, kv_heads, capacity, head_dim]
 	kSigma, vSigma [][]float64 // per layer [batch, kv_heads, steps, head_dim]: appended tokens
@@ -172,15 +177,16 @@ type Forward struct {
 }
 
 type layerWeights struct {
-	spec                             model.Layer
-	attnNorm, mlpNorm                []float32
-	postAttnNorm, postMLPNorm        []float32
-	qkv, qkvBias, qNorm, kNorm       []float32
-	o, oBias, sinks                  []float32
-	gateUp, gateUpBias, down, dBias  []float32 // dense MLP, or shared experts in an MoE layer
-	router, routerBias, corrBias     []float32 // corrBias: sigmoid routing's correction bias (f32)
-	expUp, expUpBias, expDown, expDB []float32
-	mla                              *mlaWeights // multi-head latent attention (qkv and the KV caches unused)
+	spec                            model.Layer
+	attnNorm, mlpNorm               []float32
+	postAttnNorm, postMLPNorm       []float32
+	qkv, qkvBias, qNorm, kNorm      []float32
+	o, oBias, sinks                 []float32
+	gateUp, gateUpBias, down, dBias []float32 // dense MLP, or shared experts in an MoE layer
+	router, routerBias, corrBias    []float32 // corrBias: sigmoid routing's correction bias (f32)
+	expUpBias, expDB                []float32
+	expUp, expDown                  *experts    // made an expert at a time where dense (table.go)
+	mla                             *mlaWeights // multi-head latent attention (qkv and the KV caches unused)
 }
 
 // NewForward fills the weights and caches of a step of shape with base seed base: batch
@@ -237,7 +243,7 @@ func NewForward(shape model.Shape, base uint64, batch, context, steps int, d DTy
 func (f *Forward) elements() int64 {
 	s := f.shape
 	h, hd := int64(s.Hidden), int64(s.HeadDim)
-	n := 2 * int64(s.Vocab) * h
+	var n int64 // the embedding and the LM head are not held (table)
 	for l := 0; l < s.Layers; l++ {
 		ly := s.Layer(l)
 		if s.IsMLA() {
@@ -247,7 +253,14 @@ func (f *Forward) elements() int64 {
 		}
 		n += 3 * h * int64(ly.FFN)
 		if ly.MoE {
-			n += int64(s.Experts) * (h + 3*h*int64(s.ExpertFFN))
+			// The router, and the experts of a quantized format (dense ones are made as read).
+			n += int64(s.Experts) * h
+			if StepQuantized(s, TensorExpertUp) {
+				n += int64(s.Experts) * 2 * h * int64(s.ExpertFFN)
+			}
+			if StepQuantized(s, TensorExpertDown) {
+				n += int64(s.Experts) * h * int64(s.ExpertFFN)
+			}
 		}
 		if !s.IsMLA() {
 			n += 2 * int64(f.batch) * int64(s.KVHeads) * int64(f.capacity) * hd
@@ -262,10 +275,10 @@ func (f *Forward) fill(base uint64) {
 	get := func(layer int, name string, scale float32, n int) []float32 {
 		return Fill(d, TensorSeed(base, layer, name), scale, n)
 	}
-	f.embedding = get(-1, TensorEmbedding, UnitScale, s.Vocab*h)
+	f.embedding = table{d: d, seed: TensorSeed(base, -1, TensorEmbedding), scale: UnitScale, width: h}
 	f.lmHead = f.embedding
 	if !s.TiedEmbeddings {
-		f.lmHead = get(-1, TensorLMHead, LinearWeightScale(h), s.Vocab*h)
+		f.lmHead = table{d: d, seed: TensorSeed(base, -1, TensorLMHead), scale: LinearWeightScale(h), width: h}
 	}
 	if s.LMHeadBias {
 		f.lmHeadBias = get(-1, TensorLMHeadBias, BiasScale, s.Vocab)
@@ -334,8 +347,8 @@ func (f *Forward) fill(base uint64) {
 			} else if s.RouterBias {
 				w.routerBias = get(l, TensorRouterBias, BiasScale, e)
 			}
-			w.expUp = f.expertProjection(base, l, TensorExpertUp, e, 2*effn, h)
-			w.expDown = f.expertProjection(base, l, TensorExpertDown, e, h, effn)
+			w.expUp = f.newExperts(base, l, TensorExpertUp, e, 2*effn, h)
+			w.expDown = f.newExperts(base, l, TensorExpertDown, e, h, effn)
 			if s.MLPBias {
 				w.expUpBias = get(l, TensorExpertUpBias, BiasScale, e*2*effn)
 				w.expDB = get(l, TensorExpertDownBias, BiasScale, e*h)
@@ -424,33 +437,44 @@ func (f *Forward) add(a, b vec) vec {
 // linear is x W^T for rows of x (k each) and W [n, k], with bias (n, may be nil) fused into
 // the one rounding when fused, else added and rounded apart as db_bias_add does.
 func (f *Forward) linear(x vec, w, bias []float32, n, k int, fused bool) vec {
+	row := func(j int, _ []float32) []float32 { return w[j*k : (j+1)*k] }
+	return f.linearRows(x, row, f.scalesOf(w), bias, n, k, fused)
+}
+
+// linearRows is linear with W's rows read through row (which may fill and return buf, k long),
+// and the codes' scales of fp8 and int8 weights (nil for others). The rows are shared out
+// among the CPUs: a Llama-3-8B LM head is 525M products a sequence.
+func (f *Forward) linearRows(x vec, row func(j int, buf []float32) []float32, scales *codeScales, bias []float32, n, k int, fused bool) vec {
 	rows := len(x.v) / k
 	want, kernel, in := make([]float64, rows*n), make([]float64, rows*n), make([]float64, rows*n)
-	scales := f.scalesOf(w) // fp8 and int8 weights: the codes, each product scaled in float64
-	for b := 0; b < rows; b++ {
-		xv, xs := x.v[b*k:(b+1)*k], x.s[b*k:(b+1)*k]
-		for j := 0; j < n; j++ {
-			wj := w[j*k : (j+1)*k]
-			var sum, abs, variance float64
-			for kk, wv := range wj {
-				wk := float64(wv)
-				if scales != nil {
-					wk *= scales.at(j, kk)
+	work := func(lo, hi int) {
+		buf := make([]float32, k)
+		for j := lo; j < hi; j++ {
+			wj := row(j, buf)
+			for b := 0; b < rows; b++ {
+				xv, xs := x.v[b*k:(b+1)*k], x.s[b*k:(b+1)*k]
+				var sum, abs, variance float64
+				for kk, wv := range wj {
+					wk := float64(wv)
+					if scales != nil {
+						wk *= scales.at(j, kk)
+					}
+					p := float64(xv[kk]) * wk
+					sum += p
+					abs += math.Abs(p)
+					e := wk * xs[kk]
+					variance += e * e
 				}
-				p := float64(xv[kk]) * wk
-				sum += p
-				abs += math.Abs(p)
-				e := wk * xs[kk]
-				variance += e * e
+				if fused && bias != nil {
+					sum += float64(bias[j])
+					abs += math.Abs(float64(bias[j]))
+				}
+				i := b*n + j
+				want[i], kernel[i], in[i] = sum, LinearElementBound(f.d, k, sum, abs), math.Sqrt(variance)
 			}
-			if fused && bias != nil {
-				sum += float64(bias[j])
-				abs += math.Abs(float64(bias[j]))
-			}
-			i := b*n + j
-			want[i], kernel[i], in[i] = sum, LinearElementBound(f.d, k, sum, abs), math.Sqrt(variance)
 		}
 	}
+	parallelRows(n, n*k, work)
 	y := f.store(want, kernel, in)
 	if bias != nil && !fused {
 		bw, bb := BiasAdd(f.d, y.v, bias, n)
@@ -717,8 +741,8 @@ func (f *Forward) moe(l int, m vec, forced []int32) (vec, error) {
 				in = f.weighRow(mb, w32[j], wSigma[j]+r.WeightBound(weights[j], e, k))
 				w32[j] = 1
 			}
-			gu := f.linear(in, w.expUp[x*2*effn*h:(x+1)*2*effn*h], upBias, 2*effn, h, true)
-			y := f.linear(f.gatedAct(gu, effn), w.expDown[x*h*effn:(x+1)*h*effn], downBias, h, effn, true)
+			gu := f.expertLinear(in, w.expUp, x, upBias)
+			y := f.expertLinear(f.gatedAct(gu, effn), w.expDown, x, downBias)
 			copy(ys.v[j*h:], y.v)
 			copy(ys.s[j*h:], y.s)
 		}
@@ -794,7 +818,8 @@ func (f *Forward) StepRouted(tokens []int32, routes map[int][]int32) (logits, bo
 	pos := f.context + f.step
 
 	x := newVec(f.batch * h)
-	ew, eb := Embedding(f.d, f.embedding, tokens, h, float64(f.arch.EmbeddingScale))
+	rows, ids := f.embedding.gather(tokens)
+	ew, eb := Embedding(f.d, rows, ids, h, float64(f.arch.EmbeddingScale))
 	if f.arch.EmbeddingScale == 1 {
 		for i, v := range ew {
 			x.v[i] = float32(v)
@@ -867,7 +892,7 @@ func (f *Forward) StepRouted(tokens []int32, routes map[int][]int32) (logits, bo
 	} else {
 		fin, _ = f.rmsnorm(*pending, &r, f.finalNorm, h)
 	}
-	out := f.linear(fin, f.lmHead, f.lmHeadBias, s.Vocab, h, false)
+	out := f.linearRows(fin, f.lmHead.row, nil, f.lmHeadBias, s.Vocab, h, false)
 	f.step++
 	logits, bounds = make([]float64, len(out.v)), make([]float64, len(out.v))
 	for i, v := range out.v {

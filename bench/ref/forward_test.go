@@ -575,7 +575,7 @@ func TestForwardBadInput(t *testing.T) {
 		}), 1, 4, 2, BF16, "ExpertGroups = 4"},
 		{with(func(s *model.Shape) { s.RotaryDim = 3 }), 1, 4, 2, BF16, "rotary_dim 3"},
 		{with(func(s *model.Shape) { s.Layers = -1 }), 1, 4, 2, BF16, "Layers = -1"},
-		{with(func(s *model.Shape) { s.Hidden, s.Vocab = 1<<14, 1<<15 }), 1, 4, 2, BF16, "float64 reference holds"},
+		{with(func(s *model.Shape) { s.Hidden, s.FFN = 1<<14, 1<<16 }), 1, 4, 2, BF16, "float64 reference holds"}, // 3.2G elements a layer
 	}
 	for _, c := range cases {
 		_, err := NewForward(c.shape, 1, c.batch, c.context, c.steps, c.d)

@@ -60,34 +60,61 @@ type Result struct {
 	// tokens and logits bit for bit at every step.
 	ModesAgree *bool
 	Emulated   bool
+	// Verification: how the step was checked before it was timed (Verify).
+	Verification Verification
 }
 
-// Measure runs c in each mode: plans and allocates the step (skipped, with the reason, when it
-// does not fit or a shape is refused), optionally traces every step untimed, then times each
-// mode under the sampling rule with telemetry around it. Only a device error stops it early.
+// Measure runs c in each mode: plans the step (skipped, with the reason, when it does not fit
+// or a shape is refused), verifies it against the float64 forward pass (Verify: a step that
+// disagrees fails with its first bad logit and is never timed), allocates it, optionally
+// traces every step untimed, then times each mode under the sampling rule with telemetry
+// around it. Only a device error stops it early.
 func Measure(dev TimedDevice, emulated bool, c Config, modes []Mode, o Options) Result {
 	r := Result{Status: measure.StatusOK, Emulated: emulated}
 	p, err := New(c)
 	if err != nil {
 		return Result{Status: measure.StatusSkipped, Reason: err.Error(), Emulated: emulated}
 	}
-	e, err := Open(dev, p)
 	r.Notes = p.Notes
+	// Whether the step fits is known before anything is allocated: a step that does not is
+	// skipped without spending its check.
+	workspaces, err := p.Plan(dev)
+	if err == nil {
+		err = Fits(dev, p, p.BufferBytes()+workspaces.Total())
+	}
+	var e *Engine
+	if err == nil {
+		var modeErrs map[Mode]error
+		r.Verification, modeErrs = Verify(dev, c, modes)
+		if err = verificationError(r.Verification, modeErrs, modes); err == nil {
+			e, err = Open(dev, p)
+		}
+		if err == nil {
+			defer e.Close()
+			r.Launches, r.DeviceBytes = len(e.Ops), e.DeviceBytes
+		}
+		for _, m := range modes {
+			if merr, ok := modeErrs[m]; ok && err == nil {
+				r.Modes = append(r.Modes, Timed{Mode: m, Status: statusOf(merr), Reason: "verification: " + merr.Error()})
+			}
+		}
+	}
 	if err != nil {
 		r.Status = measure.StatusFailed
-		if errors.Is(err, ErrDoesNotFit) || errors.Is(err, cgo.ErrUnsupportedShape) || errors.Is(err, cgo.ErrOutOfMemory) || errors.Is(err, cgo.ErrNotExported) {
+		if errors.Is(err, ErrDoesNotFit) || errors.Is(err, cgo.ErrUnsupportedShape) || errors.Is(err, cgo.ErrOutOfMemory) || errors.Is(err, cgo.ErrNotExported) || errors.Is(err, errUnverifiable) {
 			r.Status = measure.StatusSkipped
 		}
 		r.Reason = err.Error()
 		return r
 	}
-	defer e.Close()
-	r.Launches, r.DeviceBytes = len(e.Ops), e.DeviceBytes
 	cfg := o.Timing
 	if cfg == (timing.Config{}) {
 		cfg = timing.Default
 	}
 	for _, m := range modes {
+		if hasMode(r, m) {
+			continue // its steps could not run untimed: said above
+		}
 		t := Timed{Mode: m, Status: measure.StatusOK}
 		if o.Trace {
 			tr, err := e.Trace(m)
@@ -129,6 +156,29 @@ func Measure(dev TimedDevice, emulated bool, c Config, modes []Mode, o Options) 
 	}
 	r.Reason = strings.Join(why, "; ")
 	return r
+}
+
+// errUnverifiable marks a step the float64 forward pass cannot check: never timed, skipped.
+var errUnverifiable = errors.New("not verified")
+
+// verificationError is why a verified step is not timed at all: it was wrong (failed), the
+// reference could not check it or no mode ran (skipped, with the modes' errors). Nil when
+// it is verified; a mode that alone could not run is recorded by Measure as that mode's.
+func verificationError(v Verification, modeErrs map[Mode]error, modes []Mode) error {
+	switch {
+	case v.Verified:
+		return nil
+	case v.FirstBad != nil:
+		return fmt.Errorf("the step disagrees with the float64 forward pass (%s): %s", v.How(), v.Reason)
+	case len(modeErrs) == len(modes) && len(modes) > 0:
+		return fmt.Errorf("%s mode, run untimed to verify it: %w", modes[0], modeErrs[modes[0]])
+	}
+	return fmt.Errorf("%w: %s", errUnverifiable, v.Reason)
+}
+
+// hasMode reports whether r already holds mode m (a mode that could not run untimed).
+func hasMode(r Result, m Mode) bool {
+	return slices.ContainsFunc(r.Modes, func(t Timed) bool { return t.Mode == m })
 }
 
 // statusOf: a function the library lacks (graphs before they are built) or a shape a kernel

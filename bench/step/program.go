@@ -13,7 +13,8 @@
 // configuration found beside its composed time and its roofline bound.
 //
 // The arithmetic follows the step as bench/ref's float64 forward pass computes it; the two are
-// compared by the engine-versus-reference test.
+// compared by the engine-versus-reference test, and before every timed measurement at a
+// configuration the CPU affords (verify.go).
 package step
 
 import (

@@ -85,6 +85,10 @@ type Record struct {
 	RunTogetherSeconds float64 `json:"run_together_seconds"`
 	RunTogetherShare   float64 `json:"run_together_share"`
 
+	// Verification is how the step was checked against the float64 forward pass before it
+	// was timed; a step that failed it has no time (Status failed, the first bad logit).
+	Verification Verification `json:"verification"`
+
 	Launches    int      `json:"launches"`     // calls in one eager step
 	DeviceBytes uint64   `json:"device_bytes"` // what the step allocated
 	Notes       []string `json:"notes,omitempty"`
@@ -113,16 +117,20 @@ func NewRecord(c Config, composedKey, modelKey string, r Result, composed StepTi
 		DType: string(s.ActivationDType()), TP: max(s.TP, 1),
 		Status: r.Status, Reason: r.Reason, Composed: composed,
 		Launches: r.Launches, DeviceBytes: r.DeviceBytes, Notes: r.Notes, ModesAgree: r.ModesAgree, Emulated: r.Emulated,
-		RecordedAt: time.Now().UTC(),
+		Verification: r.Verification,
+		RecordedAt:   time.Now().UTC(),
 	}
 	if rec.TP > 1 {
 		rec.TPNote = AllReduceLeftOut
 	}
 	rec.setFormats(c)
+	if !rec.Verification.Verified && rec.Verification.Reason == "" {
+		rec.Verification.Reason = strings.TrimSuffix("not run: "+r.Reason, ": ")
+	}
 	rec.Graph = StepTime{Status: measure.StatusNotMeasured, Reason: "not asked"}
 	rec.Eager = rec.Graph
-	if r.Status == measure.StatusSkipped && len(r.Modes) == 0 {
-		rec.Graph.Status, rec.Graph.Reason = measure.StatusSkipped, r.Reason
+	if (r.Status == measure.StatusSkipped || r.Status == measure.StatusFailed) && len(r.Modes) == 0 {
+		rec.Graph.Status, rec.Graph.Reason = r.Status, r.Reason
 		rec.Eager = rec.Graph
 	}
 	for i := range r.Modes {

@@ -2,6 +2,7 @@ package sweep
 
 import (
 	"github.com/decodebench/decodebench/bench/measure"
+	"github.com/decodebench/decodebench/bench/step"
 	"github.com/decodebench/decodebench/cgo"
 )
 
@@ -9,6 +10,9 @@ import (
 type DeviceMeasurer struct {
 	Device  *cgo.Device
 	Options measure.Options
+	// StepDevice, when set, is the device whole steps run on, made from Device: tests plant a
+	// wrong op there (bench/step/steptest) to watch the step's verification refuse it.
+	StepDevice func(*cgo.Device) step.TimedDevice
 }
 
 // Fits asks bench/measure whether one copy of the call's buffers fits in free memory.

@@ -60,7 +60,11 @@ func (d DeviceMeasurer) MeasureStep(c step.Config, modes []step.Mode, o step.Opt
 	if o.Timing == (timing.Config{}) {
 		o.Timing = d.Options.Timing
 	}
-	return step.Measure(d.Device, d.Device.Library().Emulated(), c, modes, o)
+	var dev step.TimedDevice = d.Device
+	if d.StepDevice != nil {
+		dev = d.StepDevice(d.Device)
+	}
+	return step.Measure(dev, d.Device.Library().Emulated(), c, modes, o)
 }
 
 // stepConfig is the end-to-end configuration of cfg.
@@ -114,7 +118,10 @@ func (s *state) e2e(cfg Config, composed *Record, skipReason string, done, total
 	}
 	s.stepsDone[rec.Key] = true
 	s.result.Steps++
-	if rec.Status == measure.StatusFailed {
+	switch rec.Status {
+	case measure.StatusOK:
+		s.result.StepsOK++
+	case measure.StatusFailed:
 		s.result.StepsFailed++
 	}
 	if p, ok := s.progress.(StepProgress); ok {

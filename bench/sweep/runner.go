@@ -74,8 +74,9 @@ type Result struct {
 	// DeviceLost is the error of a device that stopped working (a lost CUDA context): the
 	// sweep stopped there.
 	DeviceLost error
-	// Steps: end-to-end records written by this run (steps.jsonl), StepsFailed of them failed.
-	Steps, StepsFailed int
+	// Steps: end-to-end records written by this run (steps.jsonl), StepsOK of them verified
+	// and timed, StepsFailed failed.
+	Steps, StepsOK, StepsFailed int
 }
 
 // ErrDeviceLost wraps Result.DeviceLost.

@@ -55,8 +55,11 @@ func stepCommand() *cli.Command {
 			"eager - graph is what launches cost; graph - composed is what running together costs. Each sample\n" +
 			"is T steps from the same start, timed by events on the stream, under the sampling rule of every\n" +
 			"measurement. One line per configuration as it finishes, then a table (--format jsonl: the records).\n" +
-			"With --tp N the step is one GPU's shard and the all-reduces are left out. Exit status: 0 all ok,\n" +
-			"1 a configuration failed, 2 a usage error, 130 interrupted.",
+			"With --tp N the step is one GPU's shard and the all-reduces are left out. Before any sample each\n" +
+			"configuration's steps run untimed in every mode and are checked against the float64 forward pass\n" +
+			"(the first layer of each kind, 2 sequences recomputed, context up to 4096, 2 steps); a step that\n" +
+			"disagrees is failed with its first bad logit and never timed. Exit status: 0 all ok, 1 a\n" +
+			"configuration failed (or none could be built, fit and be verified), 2 a usage error, 130 interrupted.",
 		Flags:        stepFlags(),
 		OnUsageError: onUsageError,
 		Action:       stepAction,
@@ -289,8 +292,12 @@ func stepAction(c *cli.Context) error {
 	}
 	defer dir.Close()
 	rows := &stepRows{w: c.App.Writer, stderr: stderr, format: r.format}
+	var measurer sweep.Measurer = sweep.DeviceMeasurer{Device: target.dev, Options: req.options}
+	if sweepMeasurerHook != nil {
+		measurer = sweepMeasurerHook(measurer)
+	}
 	runner := &sweep.Runner{
-		Dir: dir, Info: &info, Measurer: sweep.DeviceMeasurer{Device: target.dev, Options: req.options},
+		Dir: dir, Info: &info, Measurer: measurer,
 		Telemetry:       telemetry.Sampler{Source: target.telemetrySource(), Interval: req.telemetry},
 		Ceilings:        sweep.Ceilings{Datasheet: target.datasheet},
 		MemoryBytes:     info.Method.MemoryBytes,
@@ -318,8 +325,22 @@ func stepAction(c *cli.Context) error {
 		return failure("%v", res.DeviceLost)
 	case res.StepsFailed > 0 || res.Failed > 0:
 		return failure("%d whole step(s) and %d composed step(s) failed", res.StepsFailed, res.Failed)
+	case res.StepsOK == 0:
+		return failure("%s", noStepMeasured(rows.records))
 	}
 	return nil
+}
+
+// noStepMeasured says why a run has no verified, timed whole step, naming the first
+// configuration's reason.
+func noStepMeasured(recs []step.Record) string {
+	msg := fmt.Sprintf("no whole step could be built, fit and be verified (%d configuration(s))", len(recs))
+	for _, r := range recs {
+		if r.Reason != "" {
+			return msg + fmt.Sprintf("; the first, B=%d S=%d: %s: %s", r.Batch, r.Context, r.Status, r.Reason)
+		}
+	}
+	return msg
 }
 
 // printStepPlans writes each configuration's program: its calls, one line per kind (the
@@ -431,6 +452,12 @@ func stepLine(r step.Record) string {
 		}
 	}
 	s := strings.Join(parts, " ")
+	if v := r.Verification; v.Verified {
+		s += fmt.Sprintf(" [verified: %d/%d layers, %d/%d sequences, S=%d, %d steps]", v.Layers, v.ModelLayers, v.Sequences, v.Batch, v.Context, v.Steps)
+		if len(v.Unchecked) > 0 {
+			s += " [not launched by the check: " + strings.Join(v.Unchecked, ", ") + "]"
+		}
+	}
 	if r.ModesAgree != nil && !*r.ModesAgree {
 		s += " [GRAPH AND EAGER DIFFER]"
 	}
@@ -465,7 +492,7 @@ func writeStepTable(w io.Writer, recs []step.Record, emulated bool) {
 	if recs[0].TP > 1 {
 		fmt.Fprintf(w, "tensor parallel %d: one GPU's shard, the all-reduces left out\n", recs[0].TP)
 	}
-	header := []string{"model", "B", "S", "graph ms", "eager ms", "composed ms", "bound ms", "tok/s per request", "tok/s per server", "graph MBU", "launch gap ms (share)", "run-together gap ms (share)"}
+	header := []string{"model", "B", "S", "graph ms", "eager ms", "composed ms", "bound ms", "tok/s per request", "tok/s per server", "graph MBU", "launch gap ms (share)", "run-together gap ms (share)", "verified"}
 	var rows [][]string
 	for _, r := range recs {
 		bound := "-"
@@ -486,10 +513,11 @@ func writeStepTable(w io.Writer, recs []step.Record, emulated bool) {
 		rows = append(rows, []string{r.Model, fmt.Sprint(r.Batch), fmt.Sprint(r.Context),
 			ms(r.Graph), ms(r.Eager), ms(r.Composed), bound, perReq, perServer, pct(r.Graph.RooflineFractionMeasured),
 			gap(r.LaunchGapSeconds, r.LaunchGapShare, r.Graph.OK() && r.Eager.OK()),
-			gap(r.RunTogetherSeconds, r.RunTogetherShare, r.Graph.OK() && r.Composed.OK())})
+			gap(r.RunTogetherSeconds, r.RunTogetherShare, r.Graph.OK() && r.Composed.OK()), r.Verification.Short()})
 	}
 	format.Markdown(w, header, rows, nil)
 	fmt.Fprintln(w, "tok/s: of the graph step, else the eager one; bound: the roofline against the measured ceiling; MBU = bound / step; launch gap = eager - graph (share of eager); run-together gap = graph - composed (share of graph)")
+	fmt.Fprintln(w, "verified: before any sample, each mode's steps were run untimed and every logit and greedy token checked against the float64 forward pass, at the model's shapes with the first layer of each kind (layers checked / the model's), the batch on the device of which seq sequences recomputed, context S and the steps shown; a step that disagrees is failed and never timed")
 	if emulated {
 		fmt.Fprintln(w, "EMULATED: the kernels ran on the CPU emulator; these times are not a speed.")
 	}

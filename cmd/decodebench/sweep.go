@@ -445,6 +445,8 @@ func sweepAction(c *cli.Context) error {
 		return failure("%d configuration(s) failed (see %s)", res.Failed, filepath.Join(req.out, report.HTMLFile))
 	case res.StepsFailed > 0:
 		return failure("%d end-to-end step(s) failed (see %s)", res.StepsFailed, filepath.Join(req.out, sweep.StepsFile))
+	case res.Steps > 0 && res.StepsOK == 0:
+		return failure("none of the %d end-to-end step(s) could be built, fit and be verified (see %s)", res.Steps, filepath.Join(req.out, sweep.StepsFile))
 	}
 	return nil
 }
@@ -490,7 +492,7 @@ func sweepSummary(res sweep.Result, dir string) string {
 		s += fmt.Sprintf(", %d dropped to fit --budget", len(res.Dropped))
 	}
 	if res.Steps > 0 {
-		s += fmt.Sprintf("; %d end-to-end step record(s) (%d failed)", res.Steps, res.StepsFailed)
+		s += fmt.Sprintf("; %d end-to-end step record(s) (%d verified and timed, %d failed)", res.Steps, res.StepsOK, res.StepsFailed)
 	}
 	return s
 }

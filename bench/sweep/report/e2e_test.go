@@ -2,6 +2,7 @@ package report
 
 import (
 	"encoding/csv"
+	"fmt"
 	"os"
 	"path/filepath"
 	"strings"
@@ -34,7 +35,8 @@ func TestReportShowsWholeSteps(t *testing.T) {
 		Measured: roofline.Ceiling{Name: roofline.CeilingMeasured, BandwidthBytesPerSec: run.bandwidth, FLOPsPerSec: run.flops}}
 	for _, rec := range p.Records {
 		cfg := step.Config{Model: run.model, Batch: rec.Batch, Context: rec.Context, Steps: 32}
-		res := step.Result{Status: measure.StatusOK, Launches: 291}
+		res := step.Result{Status: measure.StatusOK, Launches: 291, Verification: step.Verification{Verified: true, Modes: step.Modes,
+			Layers: 1, ModelLayers: run.model.Layers, Batch: rec.Batch, Sequences: min(rec.Batch, 2), Context: rec.Context, Steps: 2}}
 		for _, m := range step.Modes {
 			sec := rec.StepSeconds * 1.08
 			if m == step.Eager {
@@ -51,7 +53,8 @@ func TestReportShowsWholeSteps(t *testing.T) {
 		t.Fatal(err)
 	}
 	md, _ := os.ReadFile(filepath.Join(dir, MarkdownFile))
-	for _, want := range []string{"Whole steps measured end to end", "launch gap = eager - graph", "| 16 | 4k | 32 | ok |"} {
+	for _, want := range []string{"Whole steps measured end to end", "launch gap = eager - graph", "| 16 | 4k | 32 | ok |",
+		fmt.Sprintf("yes: 1/%d layers, 2/16 seq, S=4096, 2 steps |", run.model.Layers), "verified: before any sample"} {
 		if !strings.Contains(string(md), want) {
 			t.Errorf("report.md lacks %q", want)
 		}
@@ -72,6 +75,9 @@ func TestReportShowsWholeSteps(t *testing.T) {
 		t.Errorf("steps.csv: %d rows (%v), header %v", len(rows), err, rows[0])
 	}
 	for _, row := range rows[1:] {
+		if v := row[len(row)-2:]; v[0] != "true" || !strings.HasPrefix(v[1], "verified: 1 of") {
+			t.Errorf("steps.csv row %v does not say verified and how", row)
+		}
 		if row[9] != measure.StatusOK || row[12] == "" || row[18] == "" || row[24] == "" {
 			t.Errorf("steps.csv row %v: a time is missing", row)
 		}
@@ -79,5 +85,25 @@ func TestReportShowsWholeSteps(t *testing.T) {
 	svg, _ := os.ReadFile(filepath.Join(dir, PlotsDir, "roofline.svg"))
 	if !strings.Contains(string(svg), "whole step (end to end)") {
 		t.Errorf("roofline.svg has no whole-step points")
+	}
+}
+
+// TestStepTableSaysWhyNotVerified: a step that failed its check shows NO with its first bad
+// logit, one never checked a dash.
+func TestStepTableSaysWhyNotVerified(t *testing.T) {
+	bad := step.Record{Batch: 2, Context: 64, Steps: 2, Status: measure.StatusFailed,
+		Verification: step.Verification{Modes: []step.Mode{step.Graph}, Layers: 1, ModelLayers: 2, Batch: 2, Sequences: 2, Context: 64, Steps: 2,
+			FirstBad: &step.BadLogit{Mode: step.Graph, Step: 0, Sequence: 1, Index: 17, Got: 0.5, Want: 0.625, Bound: 0.03}}}
+	skipped := step.Record{Batch: 4, Context: 64, Steps: 2, Status: measure.StatusSkipped, Verification: step.Verification{Reason: "not run: does not fit"}}
+	tab := stepTable(modelResults{steps: []step.Record{bad, skipped}})
+	last := len(tab.Header) - 1
+	if tab.Header[last] != "verified" {
+		t.Fatalf("header %v", tab.Header)
+	}
+	if got, want := tab.Rows[0][last], "NO: graph step 0 sequence 1 logit 17: got 0.5, want 0.625 (bound 0.03)"; got != want {
+		t.Errorf("failed row says %q, want %q", got, want)
+	}
+	if got := tab.Rows[1][last]; got != "-" {
+		t.Errorf("skipped row says %q, want -", got)
 	}
 }

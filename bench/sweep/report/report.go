@@ -379,8 +379,9 @@ func resultsSection(info sweep.RunInfo, m modelResults, figs []plots.Figure, nam
 func stepTable(m modelResults) plots.Table {
 	t := plots.Table{Caption: "Whole steps measured end to end (steps.jsonl): graph, eager and composed step times (decimal units; * = throttled)",
 		Header: []string{"batch", "context", "steps a sample", "status", "graph ms", "eager ms", "composed ms", "per-request tok/s", "per-server tok/s",
-			"% roofline (measured)", "launch gap ms (% of eager)", "run-together gap ms (% of graph)"},
-		Note: "launch gap = eager - graph: what launching each op in turn costs; run-together gap = graph - composed: what running the ops together costs over their isolated times. Rates and % roofline of the graph step, else the eager one."}
+			"% roofline (measured)", "launch gap ms (% of eager)", "run-together gap ms (% of graph)", "verified"},
+		Note: "launch gap = eager - graph: what launching each op in turn costs; run-together gap = graph - composed: what running the ops together costs over their isolated times. Rates and % roofline of the graph step, else the eager one. " +
+			"verified: before any sample each mode's steps ran untimed and every logit and greedy token was checked against the float64 forward pass, at the model's shapes with the first layer of each kind (layers checked / the model's), the batch on the device of which seq sequences were recomputed, context S and the steps shown; NO: the step disagreed (its first bad logit) and was never timed."}
 	ms := func(st step.StepTime) string {
 		if !st.OK() {
 			return "–"
@@ -414,8 +415,12 @@ func stepTable(m modelResults) plots.Table {
 			}
 			return fmtNum(sec*1e3) + " (" + pct(share) + ")"
 		}
+		verified := r.Verification.Short()
+		if b := r.Verification.FirstBad; b != nil {
+			verified += ": " + b.String()
+		}
 		row = append(row, gap(r.LaunchGapSeconds, r.LaunchGapShare, r.Graph.OK() && r.Eager.OK()),
-			gap(r.RunTogetherSeconds, r.RunTogetherShare, r.Graph.OK() && r.Composed.OK()))
+			gap(r.RunTogetherSeconds, r.RunTogetherShare, r.Graph.OK() && r.Composed.OK()), verified)
 		t.Rows = append(t.Rows, row)
 		t.RowClass = append(t.RowClass, class)
 	}

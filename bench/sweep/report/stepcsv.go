@@ -25,7 +25,7 @@ var stepCSVColumns = func() []string {
 	return append(cols, "graph_host_seconds_per_step", "eager_host_seconds_per_step",
 		"bound_step_seconds_datasheet", "bound_step_seconds_measured", "bound_limit",
 		"launch_gap_seconds", "launch_gap_share", "run_together_seconds", "run_together_share",
-		"launches", "device_bytes", "throttled", "emulated", "recorded_at")
+		"launches", "device_bytes", "throttled", "emulated", "recorded_at", "verified", "verification")
 }()
 
 // StepsCSV renders step records as steps.csv, every number in every digit; a time that was
@@ -59,7 +59,7 @@ func StepsCSV(records []step.Record) []byte {
 			num(r.BoundSecondsDatasheet, r.BoundSecondsDatasheet > 0), num(r.BoundSecondsMeasured, r.BoundSecondsMeasured > 0), r.BoundLimit,
 			num(r.LaunchGapSeconds, launch), num(r.LaunchGapShare, launch), num(r.RunTogetherSeconds, together), num(r.RunTogetherShare, together),
 			strconv.Itoa(r.Launches), strconv.FormatUint(r.DeviceBytes, 10), strconv.FormatBool(r.Throttled), strconv.FormatBool(r.Emulated),
-			r.RecordedAt.Format("2006-01-02T15:04:05Z07:00"))
+			r.RecordedAt.Format("2006-01-02T15:04:05Z07:00"), strconv.FormatBool(r.Verification.Verified), r.Verification.How())
 		w.Write(row)
 	}
 	w.Flush()
