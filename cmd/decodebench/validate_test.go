@@ -78,10 +78,13 @@ func TestValidateEmuBackendPicksTheEmuSuite(t *testing.T) {
 		app := newApp()
 		for _, c := range app.Commands {
 			if c.Name == "validate" {
+				// readOwnLine made the command's line its own: parse it, then look.
 				c.Action = func(c *cli.Context) error {
-					req, err := parseValidateRequest(c)
-					got = req.suite.Name
-					return err
+					return parseLine(c, func(c *cli.Context) error {
+						req, err := parseValidateRequest(c)
+						got = req.suite.Name
+						return err
+					})
 				}
 			}
 		}
