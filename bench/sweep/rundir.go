@@ -98,6 +98,9 @@ type Prior struct {
 	BadLines int
 	// Empty: the directory had no run.json and no measurement; Resume adopted it.
 	Empty bool
+	// Implausible names the records read ok but faster than the card's datasheet allows
+	// (Record.Implausible), value and bound: they are held as failed.
+	Implausible []string
 }
 
 // Resume locks path and opens it for appending (see DirLock.Resume).
@@ -190,6 +193,7 @@ func load(path string, repair bool) (Prior, error) {
 		p.Repaired = append(p.Repaired, ResultsFile)
 	}
 	p.BadLines += bad
+	p.refuseImplausible()
 	torn, bad, err = readJSONL(filepath.Join(path, KernelsFile), repair, func(line []byte) error {
 		var m Measurement
 		if err := json.Unmarshal(line, &m); err != nil {

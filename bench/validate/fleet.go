@@ -268,6 +268,7 @@ func fleetCard(host string, c Card) FleetCard {
 			fc.Findings = append(fc.Findings, Finding{ID: ch.ID, Verdict: ch.Verdict, Message: ch.Message})
 		}
 	}
+	implausibleGates(c, &fc)
 	return fc
 }
 

@@ -153,6 +153,9 @@ func planAction(c *cli.Context) error {
 		if err != nil {
 			return usageError("%v", err)
 		}
+		for _, why := range run.Implausible {
+			fmt.Fprintf(c.App.ErrWriter, "decodebench: %s: left out, not a speed: %s\n", dir, why)
+		}
 		if f, notes, err = plan.Measured(dir, run.Records, run.Info.Card.Name, c.String("model"), context); err != nil {
 			return usageError("%v", err)
 		}

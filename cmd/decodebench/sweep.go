@@ -354,6 +354,9 @@ func sweepAction(c *cli.Context) error {
 			for _, name := range prior.Repaired {
 				fmt.Fprintf(os.Stderr, "decodebench: %s/%s had a torn last line (a crash mid-write); it was cut off and that measurement is repeated\n", req.out, name)
 			}
+			for _, why := range prior.Implausible {
+				fmt.Fprintf(os.Stderr, "decodebench: %s: held as failed, not a speed: %s\n", req.out, why)
+			}
 		}
 	}
 	defer func() {

@@ -144,6 +144,14 @@ func CompareWith(dirA, dirB string, gate Gate) (Comparison, error) {
 		return c, err
 	}
 	c.InfoA, c.InfoB = a.Info, b.Info
+	for _, run := range []struct {
+		name string
+		p    sweep.Prior
+	}{{"A", a}, {"B", b}} {
+		for _, why := range run.p.Implausible {
+			c.Notes = append(c.Notes, fmt.Sprintf("%s: left out, not a speed: %s", run.name, why))
+		}
+	}
 	c.LabelA, c.LabelB = runLabels(dirA, dirB, a.Info, b.Info)
 
 	c.batches = map[int][]int{}
@@ -192,7 +200,11 @@ func CompareWith(dirA, dirB string, gate Gate) (Comparison, error) {
 		return cmp.Or(cmp.Compare(x.In, y.In), cmp.Compare(x.Model, y.Model), cmp.Compare(x.Context, y.Context), cmp.Compare(x.Batch, y.Batch))
 	})
 	if len(c.Pairs) == 0 {
-		return c, fmt.Errorf("%s and %s have no configuration measured ok in both (model, batch and context must match)", dirA, dirB)
+		why := ""
+		if len(a.Implausible)+len(b.Implausible) > 0 {
+			why = "; " + strings.Join(c.Notes, "; ")
+		}
+		return c, fmt.Errorf("%s and %s have no configuration measured ok in both (model, batch and context must match)%s", dirA, dirB, why)
 	}
 	c.judge(newResampler(gate, a.Kernels, 0), newResampler(gate, b.Kernels, 1))
 	return c, nil
