@@ -30,3 +30,22 @@ func TestFleetRefusesImplausibleGates(t *testing.T) {
 		}
 	}
 }
+
+// A whole box of the baseline that sends no report now is named and fails the fleet, as a card
+// gone from a box that reported does; one whose report is there but unreadable is left to
+// Unreadable (INCOMPLETE), not named twice.
+func TestFleetBaselineNamesAGoneBox(t *testing.T) {
+	t0 := time.Date(2026, 11, 1, 10, 0, 0, 0, time.UTC)
+	base := AnalyzeFleet([]LoadedReport{
+		{Path: "a", Report: synthBox(t, "node01", 2, nil, t0)},
+		{Path: "b", Report: synthBox(t, "node02.cluster", 2, nil, t0)},
+		{Path: "c", Report: synthBox(t, "node03", 2, nil, t0)},
+	}, nil, FleetOptions{})
+	later := t0.AddDate(0, 1, 0)
+	s := AnalyzeFleet([]LoadedReport{{Path: "a", Report: synthBox(t, "node01", 2, nil, later)}},
+		[]UnreadableReport{{File: "c", Host: "node03", Reason: "cut short"}},
+		FleetOptions{Baseline: &base, BaselineName: "base.json"})
+	if s.Verdict != Fail || len(s.GoneBoxes) != 1 || s.GoneBoxes[0] != "node02.cluster" {
+		t.Errorf("verdict %s, gone boxes %v; want FAIL naming node02.cluster alone", s.Verdict, s.GoneBoxes)
+	}
+}
