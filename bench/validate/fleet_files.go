@@ -1,6 +1,7 @@
 package validate
 
 import (
+	"bytes"
 	"encoding/json"
 	"errors"
 	"fmt"
@@ -9,6 +10,8 @@ import (
 	"path/filepath"
 	"regexp"
 	"strings"
+
+	"github.com/decodebench/decodebench/bench/format"
 )
 
 // UnreadableReport is a *.json file fleet could not take as a report, and why.
@@ -126,11 +129,11 @@ func ReadFleetSummary(path string) (FleetSummary, error) {
 
 // WriteFleetSummary writes s as indented JSON.
 func WriteFleetSummary(path string, s FleetSummary) error {
-	data, err := json.MarshalIndent(s, "", "  ")
-	if err != nil {
+	var b bytes.Buffer
+	if err := format.WriteJSON(&b, s); err != nil {
 		return err
 	}
-	return WriteFileAtomic(path, append(data, '\n'))
+	return WriteFileAtomic(path, b.Bytes())
 }
 
 // ReadHostfile reads one host name per line; blank lines and text after # are ignored
