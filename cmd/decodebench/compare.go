@@ -18,7 +18,7 @@ func compareCommand() *cli.Command {
 		Name:      "compare",
 		Usage:     "set two sweeps side by side (two cards, two drivers, two builds): ratios with confidence intervals and a verdict that can gate",
 		UsageText: "decodebench compare [--threshold 3%] [--confidence 95%] [--format table|md|json] [--out DIR] DIR_A DIR_B   (flags go before the directories)",
-		Description: "Matches the configurations measured ok in both runs (model, batch, context) and gives, per configuration\n" +
+		Description: "Matches the configurations measured ok in both runs (model, weight and KV formats, batch, context) and gives, per configuration\n" +
 			"and per kernel measurement, B / A of tokens/s (above 1: B is faster) with a bootstrap confidence interval\n" +
 			"from the kept samples, and a verdict against --threshold: SLOWER (the whole interval below 1 - threshold),\n" +
 			"FASTER (all above 1 + threshold), SAME (all within), UNSURE (the interval holds an edge, or no samples).\n" +
