@@ -2,6 +2,7 @@ package sweep
 
 import (
 	"fmt"
+	"math"
 
 	"github.com/decodebench/decodebench/bench/measure"
 )
@@ -33,11 +34,42 @@ func (r Record) Implausible(ds CeilingInfo) string {
 	return fmt.Sprintf("%s: %s", measure.ImplausibleReason, why)
 }
 
-// refuseImplausible fails every ok record of p that its run's datasheet rules out (see
-// Record.Implausible), so that no reader takes it for a speed, and names each in p.Implausible.
+// Inconsistent says why the ok record r does not add up ("" if it does): its step time must be
+// its kernels' calls x medians plus its small ops, its rates 1 and Batch over that, as Compose
+// made them. A line edited by hand (a rate halved, a kernel entry doubled) is not a record.
+func (r Record) Inconsistent() string {
+	if r.Status != measure.StatusOK {
+		return ""
+	}
+	var kernels float64
+	for _, e := range r.Kernels {
+		if e.Status == measure.StatusOK {
+			kernels += e.Repeat * e.MedianSeconds
+		}
+	}
+	near := func(x, y float64) bool { return math.Abs(x-y) <= 1e-6*math.Max(math.Abs(x), math.Abs(y)) }
+	switch {
+	case !(r.StepSeconds > 0) || math.IsInf(r.StepSeconds, 1):
+		return fmt.Sprintf("its step time %g s is not a positive number", r.StepSeconds)
+	case !near(kernels, r.KernelSeconds) || !near(r.KernelSeconds+r.SmallOpsSeconds, r.StepSeconds):
+		return fmt.Sprintf("its step time %.6g s is not its kernels' %.6g s plus its small ops' %.6g s", r.StepSeconds, kernels, r.SmallOpsSeconds)
+	case !near(r.PerRequestTokensPerSec*r.StepSeconds, 1) || !near(r.PerServerTokensPerSec, float64(r.Batch)*r.PerRequestTokensPerSec):
+		return fmt.Sprintf("its rates (%.6g tokens/s per request, %.6g per server) are not 1 and batch %d over its step time %.6g s",
+			r.PerRequestTokensPerSec, r.PerServerTokensPerSec, r.Batch, r.StepSeconds)
+	}
+	return ""
+}
+
+// refuseImplausible fails every ok record of p that does not add up (Record.Inconsistent) or
+// that its run's datasheet rules out (Record.Implausible), so that no reader takes it for a
+// speed, and names each in p.Implausible.
 func (p *Prior) refuseImplausible() {
 	for i, r := range p.Records {
-		if why := r.Implausible(p.Info.Datasheet); why != "" {
+		why := r.Implausible(p.Info.Datasheet)
+		if bad := r.Inconsistent(); bad != "" {
+			why = "inconsistent record: " + bad
+		}
+		if why != "" {
 			p.Records[i].Status, p.Records[i].Reason = measure.StatusFailed, why
 			p.Implausible = append(p.Implausible, fmt.Sprintf("%s batch %d context %d: %s", r.Model, r.Batch, r.Context, why))
 		}

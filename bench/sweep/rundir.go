@@ -96,6 +96,9 @@ type Prior struct {
 	Repaired []string
 	// BadLines counts lines in the middle of a file that did not parse and were ignored.
 	BadLines int
+	// Duplicates counts the lines of results.jsonl and steps.jsonl that a later line of the same
+	// configuration replaced (a retried configuration, or a line copied twice).
+	Duplicates int
 	// Empty: the directory had no run.json and no measurement; Resume adopted it.
 	Empty bool
 	// Implausible names the records read ok but faster than the card's datasheet allows
@@ -180,6 +183,7 @@ func load(path string, repair bool) (Prior, error) {
 		}
 		if i, ok := latest[r.Key]; ok {
 			p.Records[i] = r // a retried configuration: the newest record holds
+			p.Duplicates++
 			return nil
 		}
 		latest[r.Key] = len(p.Records)
@@ -223,6 +227,7 @@ func load(path string, repair bool) (Prior, error) {
 		}
 		if i, ok := latestStep[r.Key]; ok {
 			p.Steps[i] = r
+			p.Duplicates++
 			return nil
 		}
 		latestStep[r.Key] = len(p.Steps)

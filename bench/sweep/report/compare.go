@@ -6,6 +6,7 @@ import (
 	"encoding/csv"
 	"fmt"
 	"math"
+	"os"
 	"path/filepath"
 	"slices"
 	"strconv"
@@ -144,14 +145,8 @@ func CompareWith(dirA, dirB string, gate Gate) (Comparison, error) {
 		return c, err
 	}
 	c.InfoA, c.InfoB = a.Info, b.Info
-	for _, run := range []struct {
-		name string
-		p    sweep.Prior
-	}{{"A", a}, {"B", b}} {
-		for _, why := range run.p.Implausible {
-			c.Notes = append(c.Notes, fmt.Sprintf("%s: left out, not a speed: %s", run.name, why))
-		}
-	}
+	c.Notes = append(c.Notes, readNotes("A", dirA, a)...)
+	c.Notes = append(c.Notes, readNotes("B", dirB, b)...)
 	c.LabelA, c.LabelB = runLabels(dirA, dirB, a.Info, b.Info)
 
 	c.batches = map[int][]int{}
@@ -205,6 +200,28 @@ func CompareWith(dirA, dirB string, gate Gate) (Comparison, error) {
 	}
 	c.judge(newResampler(gate, a.Kernels, 0), newResampler(gate, b.Kernels, 1))
 	return c, nil
+}
+
+// readNotes says what reading the run directory dir (side A or B) passed over: lines that
+// could not be read, a torn last line, records held as failed, a missing kernels.jsonl.
+func readNotes(side, dir string, p sweep.Prior) []string {
+	var notes []string
+	if p.BadLines > 0 {
+		notes = append(notes, fmt.Sprintf("%s: %d line(s) of %s could not be read and were left out", side, p.BadLines, dir))
+	}
+	if p.Duplicates > 0 {
+		notes = append(notes, fmt.Sprintf("%s: %d line(s) of %s recorded a configuration again: the latest of each was kept", side, p.Duplicates, dir))
+	}
+	for _, name := range p.Repaired {
+		notes = append(notes, fmt.Sprintf("%s: the last line of %s was torn (a crash mid-write) and was left out", side, filepath.Join(dir, name)))
+	}
+	for _, why := range p.Implausible {
+		notes = append(notes, fmt.Sprintf("%s: left out, not a speed: %s", side, why))
+	}
+	if _, err := os.Stat(filepath.Join(dir, sweep.KernelsFile)); err != nil {
+		notes = append(notes, fmt.Sprintf("%s: %s has no %s: no kept samples, so no interval and no verdict but UNSURE", side, dir, sweep.KernelsFile))
+	}
+	return notes
 }
 
 // compareKey is what two records must share to be compared: the model (its key holds its
