@@ -86,7 +86,7 @@ func predictAction(c *cli.Context) error {
 	if err != nil {
 		return err
 	}
-	if err := checkPoints(axes.MaxPoints, "rows", axes.Axis{Name: "--batch", Values: len(batches)}, axes.Axis{Name: "--context", Values: len(contexts)}); err != nil {
+	if err := checkPoints(axes.MaxPoints, "rows", axes.Axis{Name: "models (--weight-dtype)", Values: len(shapes)}, axes.Axis{Name: "--batch", Values: len(batches)}, axes.Axis{Name: "--context", Values: len(contexts)}); err != nil {
 		return err
 	}
 	reserve, err := parseReserve(c)
