@@ -11,6 +11,8 @@ import (
 	"sort"
 	"strconv"
 	"strings"
+
+	"github.com/decodebench/decodebench/bench/fileio"
 )
 
 // hfArch is what one Hugging Face model_type implies beyond the fields its
@@ -115,7 +117,7 @@ func LoadHFConfig(path string) (Shape, error) {
 		}
 		path = file
 	}
-	data, err := os.ReadFile(path)
+	data, err := fileio.ReadInput(path, fileio.ConfigBytes)
 	if err != nil {
 		return Shape{}, fmt.Errorf("reading model config: %w", err)
 	}

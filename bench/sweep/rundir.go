@@ -10,6 +10,8 @@ import (
 	"path/filepath"
 
 	"github.com/decodebench/decodebench/bench/step"
+
+	"github.com/decodebench/decodebench/bench/fileio"
 )
 
 // Files of a run directory.
@@ -156,7 +158,7 @@ func Load(path string) (Prior, error) { return load(path, false) }
 
 func load(path string, repair bool) (Prior, error) {
 	var p Prior
-	data, err := os.ReadFile(filepath.Join(path, InfoFile))
+	data, err := fileio.Read(filepath.Join(path, InfoFile), fileio.DocumentBytes)
 	if errors.Is(err, fs.ErrNotExist) {
 		if fi, statErr := os.Stat(path); statErr != nil || !fi.IsDir() {
 			return p, fmt.Errorf("%s: no such directory", path)
@@ -247,7 +249,7 @@ func load(path string, repair bool) (Prior, error) {
 // does is counted in bad and skipped. A last line that parses but lost its newline is kept
 // (and, with repair, given its newline back).
 func readJSONL(path string, repair bool, parse func([]byte) error) (torn bool, bad int, err error) {
-	data, err := os.ReadFile(path)
+	data, err := fileio.Read(path, fileio.LogBytes)
 	if errors.Is(err, fs.ErrNotExist) {
 		return false, 0, nil
 	}

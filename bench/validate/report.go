@@ -3,10 +3,11 @@ package validate
 import (
 	"encoding/json"
 	"fmt"
-	"os"
 	"time"
 
 	"github.com/decodebench/decodebench/bench/gpuinfo"
+
+	"github.com/decodebench/decodebench/bench/fileio"
 )
 
 // ReportSchema names the JSON report format (docs/validate-schema.md). A change that removes or
@@ -168,7 +169,7 @@ func WriteReport(path string, r Report) error {
 
 // ReadReport reads a report and checks its schema.
 func ReadReport(path string) (Report, error) {
-	data, err := os.ReadFile(path)
+	data, err := fileio.Read(path, fileio.DocumentBytes)
 	if err != nil {
 		return Report{}, err
 	}

@@ -6,12 +6,13 @@ import (
 	"errors"
 	"fmt"
 	"maps"
-	"os"
 	"path/filepath"
 	"slices"
 	"strings"
 
 	"github.com/decodebench/decodebench/bench/roofline"
+
+	"github.com/decodebench/decodebench/bench/fileio"
 )
 
 // Gates, by the name they carry in checks ("performance.<gate>", "outlier.<gate>"), reports
@@ -194,7 +195,7 @@ func LoadThresholds(path string) (ThresholdSet, error) {
 	case ".yaml", ".yml":
 		return ThresholdSet{}, fmt.Errorf("%s: this build reads thresholds files in JSON only (see docs/thresholds.example.json)", path)
 	}
-	data, err := os.ReadFile(path)
+	data, err := fileio.ReadInput(path, fileio.ConfigBytes)
 	if err != nil {
 		return ThresholdSet{}, err
 	}

@@ -13,6 +13,8 @@ import (
 	"github.com/urfave/cli/v2"
 
 	"github.com/decodebench/decodebench/bench/sweep"
+
+	"github.com/decodebench/decodebench/bench/fileio"
 )
 
 // The resume of a run directory: what is wrong with one, the flags it stored, and its run.json
@@ -110,7 +112,7 @@ func checkResumeDir(dir string) ([]byte, error) {
 	case !fi.IsDir():
 		return nil, usageError("--resume %s: not a directory: give the run directory of a decodebench sweep", dir)
 	}
-	data, err := os.ReadFile(filepath.Join(dir, sweep.InfoFile))
+	data, err := fileio.Read(filepath.Join(dir, sweep.InfoFile), fileio.DocumentBytes)
 	if errors.Is(err, os.ErrNotExist) {
 		for _, name := range []string{sweep.ResultsFile, sweep.KernelsFile} {
 			if fi, err := os.Stat(filepath.Join(dir, name)); err == nil && fi.Size() > 0 {
