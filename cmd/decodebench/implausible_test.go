@@ -1,6 +1,8 @@
 package main
 
 import (
+	"os"
+	"path/filepath"
 	"strings"
 	"testing"
 )
@@ -26,5 +28,18 @@ func TestImplausibleRecordsReadBack(t *testing.T) {
 	out, _, code, msg := runApp(t, "compare", "--out", "cmp", "base", "forged")
 	if code == 0 || strings.Contains(out, "FASTER") || !strings.Contains(out+msg, "datasheet bound of") {
 		t.Errorf("compare with a 7x run: exit %d %q\n%s\nwant no FASTER verdict and the implausible records named", code, msg, out)
+	}
+}
+
+// compare that judged the runs but cannot write the comparison exits 3, not SLOWER's 1.
+func TestCompareWriteFailureHasItsOwnCode(t *testing.T) {
+	testEnv(t, "")
+	writeSynthRun(t, "base", 1, 0.003, 1)
+	if err := os.WriteFile("afile", nil, 0o644); err != nil {
+		t.Fatal(err)
+	}
+	_, _, code, msg := runApp(t, "compare", "--out", filepath.Join("afile", "cmp"), "base", "base")
+	if code != exitCompareWrite || !strings.Contains(msg, "afile") {
+		t.Errorf("--out under a file: exit %d %q; want %d naming it", code, msg, exitCompareWrite)
 	}
 }
