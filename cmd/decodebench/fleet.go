@@ -127,6 +127,7 @@ func fleetAction(c *cli.Context) error {
 
 // printFleet prints the verdict for a technician: what failed where, then what to look at.
 func printFleet(w io.Writer, s validate.FleetSummary, plots []string) {
+	s = printableSummary(s)
 	kinds := ""
 	if len(s.Kinds) > 0 {
 		kinds = " (" + strings.Join(s.Kinds, ", ") + ")"
