@@ -36,8 +36,15 @@ func Finite(v any) error {
 // maxDepth bounds the walk (no JSON output here nests deeper; a cycle would never end).
 const maxDepth = 64
 
+// marshaler is what writes its own JSON (a float that writes NaN as a string, an Outcome that
+// writes null): trusted, as encoding/json trusts it.
+var marshaler = reflect.TypeFor[json.Marshaler]()
+
 func firstNonFinite(v reflect.Value, path string, depth int) (string, float64, bool) {
 	if !v.IsValid() || depth > maxDepth {
+		return "", 0, false
+	}
+	if v.Type().Implements(marshaler) || (v.CanAddr() && v.Addr().Type().Implements(marshaler)) {
 		return "", 0, false
 	}
 	switch v.Kind() {

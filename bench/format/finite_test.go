@@ -7,6 +7,11 @@ import (
 	"testing"
 )
 
+// nanAsString writes NaN as a string, as a json.Marshaler may.
+type nanAsString float64
+
+func (f nanAsString) MarshalJSON() ([]byte, error) { return []byte(`"NaN"`), nil }
+
 // The JSON guard names the field that is not a finite number and writes nothing; a finite
 // value is written as encoding/json would.
 func TestWriteJSONRefusesNonFinite(t *testing.T) {
@@ -27,6 +32,7 @@ func TestWriteJSONRefusesNonFinite(t *testing.T) {
 		{"+Inf in a struct", plan{Chosen: option{math.Inf(1)}}, "chosen.cost_per_million_tokens is +Inf"},
 		{"NaN in a slice", &plan{Neighbours: []option{{1}, {math.NaN()}}}, "neighbours[1].cost_per_million_tokens is NaN"},
 		{"-Inf in a map", plan{Ratios: map[string]float64{"b/a": math.Inf(-1)}}, "ratios[b/a] is -Inf"},
+		{"a float that writes its own JSON", []nanAsString{nanAsString(math.NaN())}, ""},
 	}
 	for _, tc := range tests {
 		var b bytes.Buffer
