@@ -1,13 +1,14 @@
 package validate
 
 import (
+	"bytes"
 	"encoding/json"
 	"fmt"
 	"time"
 
-	"github.com/decodebench/decodebench/bench/gpuinfo"
-
 	"github.com/decodebench/decodebench/bench/fileio"
+	"github.com/decodebench/decodebench/bench/format"
+	"github.com/decodebench/decodebench/bench/gpuinfo"
 )
 
 // ReportSchema names the JSON report format (docs/validate-schema.md). A change that removes or
@@ -151,11 +152,11 @@ func (r Report) ExitCode() int {
 
 // EncodeReport is r as the indented JSON WriteReport writes.
 func EncodeReport(r Report) ([]byte, error) {
-	data, err := json.MarshalIndent(r, "", "  ")
-	if err != nil {
+	var data bytes.Buffer
+	if err := format.WriteJSON(&data, r); err != nil {
 		return nil, err
 	}
-	return append(data, '\n'), nil
+	return data.Bytes(), nil
 }
 
 // WriteReport writes r as indented JSON to path, atomically (WriteFileAtomic).

@@ -1,8 +1,8 @@
 package main
 
 import (
+	"bytes"
 	"encoding/csv"
-	"encoding/json"
 	"errors"
 	"fmt"
 	"github.com/decodebench/decodebench/bench/units"
@@ -251,11 +251,11 @@ func writePredictOutputs(dir string, shapes []model.Shape, gpu roofline.GPU, cei
 	}
 	var paths []string
 	jsonPath := filepath.Join(dir, "predict.json")
-	data, err := json.MarshalIndent(rows, "", "  ")
-	if err != nil {
+	var data bytes.Buffer
+	if err := format.WriteJSON(&data, rows); err != nil {
 		return nil, err
 	}
-	if err := os.WriteFile(jsonPath, append(data, '\n'), 0o644); err != nil {
+	if err := os.WriteFile(jsonPath, data.Bytes(), 0o644); err != nil {
 		return nil, err
 	}
 	paths = append(paths, jsonPath)
