@@ -9,9 +9,8 @@ import (
 	"os"
 	"path/filepath"
 
-	"github.com/decodebench/decodebench/bench/step"
-
 	"github.com/decodebench/decodebench/bench/fileio"
+	"github.com/decodebench/decodebench/bench/step"
 )
 
 // Files of a run directory.

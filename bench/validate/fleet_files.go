@@ -10,9 +10,8 @@ import (
 	"regexp"
 	"strings"
 
-	"github.com/decodebench/decodebench/bench/format"
-
 	"github.com/decodebench/decodebench/bench/fileio"
+	"github.com/decodebench/decodebench/bench/format"
 )
 
 // UnreadableReport is a *.json file fleet could not take as a report, and why.

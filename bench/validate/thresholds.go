@@ -10,9 +10,8 @@ import (
 	"slices"
 	"strings"
 
-	"github.com/decodebench/decodebench/bench/roofline"
-
 	"github.com/decodebench/decodebench/bench/fileio"
+	"github.com/decodebench/decodebench/bench/roofline"
 )
 
 // Gates, by the name they carry in checks ("performance.<gate>", "outlier.<gate>"), reports

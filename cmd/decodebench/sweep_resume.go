@@ -12,9 +12,8 @@ import (
 
 	"github.com/urfave/cli/v2"
 
-	"github.com/decodebench/decodebench/bench/sweep"
-
 	"github.com/decodebench/decodebench/bench/fileio"
+	"github.com/decodebench/decodebench/bench/sweep"
 )
 
 // The resume of a run directory: what is wrong with one, the flags it stored, and its run.json
