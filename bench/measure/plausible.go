@@ -2,6 +2,7 @@ package measure
 
 import (
 	"fmt"
+	"math"
 
 	"github.com/decodebench/decodebench/bench/roofline"
 	"github.com/decodebench/decodebench/bench/units"
@@ -58,21 +59,60 @@ func implausible(bytes, flops, secondsPerCall float64, d Datasheet, inL2 bool) s
 	if !(secondsPerCall > 0) {
 		return ""
 	}
-	bw, rate := bytes/secondsPerCall, flops/secondsPerCall
 	margin := PlausibleMargin
 	if inL2 {
 		margin = L2Margin
 	}
-	var why string
-	switch {
-	case d.BytesPerSec > 0 && bw > margin*d.BytesPerSec:
-		why = fmt.Sprintf("%s/s is %.3gx the datasheet's %s/s", units.Bytes(bw), bw/d.BytesPerSec, units.Bytes(d.BytesPerSec))
-	case d.FLOPsPerSec > 0 && rate > PlausibleMargin*d.FLOPsPerSec:
-		why = fmt.Sprintf("%.3g FLOP/s is %.3gx the datasheet's %.3g FLOP/s", rate, rate/d.FLOPsPerSec, d.FLOPsPerSec)
-	default:
+	why := beyond("bandwidth", bytes/secondsPerCall, d.BytesPerSec, margin, UnitBytesPerSec)
+	if why == "" {
+		why = beyond("arithmetic rate", flops/secondsPerCall, d.FLOPsPerSec, PlausibleMargin, UnitFLOPsPerSec)
+	}
+	if why == "" {
 		return ""
 	}
 	return fmt.Sprintf("%s: %s (%s; %.3g s a call)", ImplausibleReason, why, d.Source, secondsPerCall)
+}
+
+// Units Implausible formats (any other is printed after the number as it is).
+const (
+	UnitBytesPerSec  = "B/s"
+	UnitFLOPsPerSec  = "FLOP/s"
+	UnitTokensPerSec = "tokens/s"
+)
+
+// CacheableBytes is more than any card's last-level cache holds twice over (an H200 has 60 MB
+// of L2): a step or call that reads more cannot have been served by a cache.
+const CacheableBytes = 256e6
+
+// Implausible is the one check of a number against the datasheet bound no card passes, for
+// every number read back from a file (a sweep's records, a validate report): it says why value
+// (what, in unit) is more than PlausibleMargin x bound, naming both, or "" when it is not or the
+// bound is unknown (0). inCache: the value's operands may have come from a cache (it read under
+// CacheableBytes), so only L2Margin x bound is a fault. A value that is not a finite number is
+// implausible whatever the bound.
+func Implausible(what string, value, bound float64, unit string, inCache bool) string {
+	margin := PlausibleMargin
+	if inCache {
+		margin = L2Margin
+	}
+	return beyond(what, value, bound, margin, unit)
+}
+
+func beyond(what string, value, bound, margin float64, unit string) string {
+	if math.IsNaN(value) || math.IsInf(value, 0) {
+		return fmt.Sprintf("%s is %v, not a number", what, value)
+	}
+	if !(bound > 0) || value <= margin*bound {
+		return ""
+	}
+	return fmt.Sprintf("%s %s is %.3gx the datasheet bound of %s", what, formatRate(value, unit), value/bound, formatRate(bound, unit))
+}
+
+func formatRate(v float64, unit string) string {
+	if unit == UnitBytesPerSec {
+		return units.Bytes(v) + "/s"
+	}
+	return fmt.Sprintf("%.4g %s", v, unit)
 }
 
 // errImplausible is a sample no card could give, found while calibrating.

@@ -12,6 +12,7 @@ import (
 	"strconv"
 	"strings"
 
+	"github.com/decodebench/decodebench/bench/fileio"
 	"github.com/decodebench/decodebench/bench/internal/textdist"
 )
 
@@ -146,7 +147,7 @@ func LoadHFConfig(path string) (Shape, error) {
 		}
 		path = file
 	}
-	data, err := os.ReadFile(path)
+	data, err := fileio.ReadInput(path, fileio.ConfigBytes)
 	if err != nil {
 		return Shape{}, fmt.Errorf("reading model config: %w", err)
 	}

@@ -1,7 +1,6 @@
 package plan
 
 import (
-	"encoding/json"
 	"fmt"
 	"github.com/decodebench/decodebench/bench/format"
 	"io"
@@ -120,13 +119,11 @@ func (p Plan) table() (header []string, rows [][]string) {
 }
 
 // Write writes the plan to w as an aligned table, Markdown or JSON.
-func Write(w io.Writer, p Plan, format string) error {
+func Write(w io.Writer, p Plan, name string) error {
 	var b strings.Builder
-	switch format {
+	switch name {
 	case FormatJSON:
-		enc := json.NewEncoder(w)
-		enc.SetIndent("", "  ")
-		return enc.Encode(p)
+		return format.WriteJSON(w, p)
 	case FormatTable:
 		for _, l := range p.Header() {
 			b.WriteString(l + "\n")
@@ -158,7 +155,7 @@ func Write(w io.Writer, p Plan, format string) error {
 		}
 		b.WriteString("\n")
 	default:
-		return fmt.Errorf("format %q: accepted are %s", format, strings.Join(Formats, ", "))
+		return fmt.Errorf("format %q: accepted are %s", name, strings.Join(Formats, ", "))
 	}
 	lines := strings.Split(b.String(), "\n")
 	for i, l := range lines {

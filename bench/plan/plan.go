@@ -22,9 +22,20 @@ type Request struct {
 	PricePerGPUHour float64 `json:"price_per_gpu_hour,omitempty"`
 }
 
+// Limits of a request: past them a plan's counts overflow an int (about 3.6e22 tokens/s once
+// answered "1 server") and its costs leave float64. A trillion output tokens a second is
+// thousands of times any fleet's traffic; a billion servers, or a billion a GPU-hour, likewise.
+const (
+	MaxTokensPerSec    = 1e12
+	MaxServers         = 1e9
+	MaxPricePerGPUHour = 1e9
+	MaxMinRequestRate  = 1e9
+)
+
 // Validate refuses a request that cannot be planned, naming the field.
 func (r Request) Validate() error {
 	positive := func(v float64) bool { return v > 0 && !math.IsInf(v, 1) }
+	demand, _ := r.Demand()
 	switch {
 	case !positive(r.MinRequestRate):
 		return fmt.Errorf("minimum request rate %g: must be a positive number of tokens/s", r.MinRequestRate)
@@ -40,6 +51,12 @@ func (r Request) Validate() error {
 		return fmt.Errorf("headroom %g: must be a fraction in [0, 1)", r.Headroom)
 	case r.PricePerGPUHour != 0 && !positive(r.PricePerGPUHour):
 		return fmt.Errorf("price per GPU-hour %g: must be positive", r.PricePerGPUHour)
+	case r.MinRequestRate > MaxMinRequestRate:
+		return fmt.Errorf("minimum request rate %g tokens/s: more than the %g a plan takes", r.MinRequestRate, float64(MaxMinRequestRate))
+	case !(demand <= MaxTokensPerSec):
+		return fmt.Errorf("traffic %g output tokens/s: more than the %g tokens/s a plan takes", demand, float64(MaxTokensPerSec))
+	case r.PricePerGPUHour > MaxPricePerGPUHour:
+		return fmt.Errorf("price per GPU-hour %g: more than the %g a plan takes", r.PricePerGPUHour, float64(MaxPricePerGPUHour))
 	}
 	return nil
 }
@@ -150,22 +167,30 @@ func Make(f Frontier, r Request) (Plan, error) {
 			}
 		}
 	}
-	p.Chosen = p.option(chosen)
+	var err error
+	if p.Chosen, err = p.option(chosen); err != nil {
+		return Plan{}, err
+	}
 	below, above := top-1, top+1
 	if chosen.Batch != f.Knots[top].Batch {
 		below = top // the chosen batch lies strictly between knots top and top+1
 	}
-	if below >= 0 {
-		p.Neighbours = append(p.Neighbours, p.option(f.Knots[below]))
-	}
-	if above < len(f.Knots) {
-		p.Neighbours = append(p.Neighbours, p.option(f.Knots[above]))
+	for _, i := range []int{below, above} {
+		if i < 0 || i >= len(f.Knots) {
+			continue
+		}
+		o, err := p.option(f.Knots[i])
+		if err != nil {
+			return Plan{}, err
+		}
+		p.Neighbours = append(p.Neighbours, o)
 	}
 	return p, nil
 }
 
-// option is what serving the plan's traffic at pt takes.
-func (p Plan) option(pt Point) Option {
+// option is what serving the plan's traffic at pt takes; an error where that is more than
+// MaxServers servers.
+func (p Plan) option(pt Point) (Option, error) {
 	o := Option{Point: pt, MeetsTarget: pt.PerRequestTokensPerSec >= p.Request.MinRequestRate}
 	tp := max(p.Frontier.TP, 1)
 	price := p.Request.PricePerGPUHour
@@ -174,13 +199,17 @@ func (p Plan) option(pt Point) Option {
 	}
 	if d := p.DemandTokensPerSec; d > 0 {
 		usable := pt.PerServerTokensPerSec * (1 - p.Request.Headroom)
+		if servers := d / usable; !(servers <= MaxServers) {
+			return o, fmt.Errorf("traffic %g tokens/s needs %.3g servers at batch %d (%s tokens/s each at headroom %g): more than the %g a plan counts",
+				d, servers, pt.Batch, num(pt.PerServerTokensPerSec), p.Request.Headroom, float64(MaxServers))
+		}
 		o.Servers = ceilServers(d / usable)
 		o.GPUs = o.Servers * tp
 		if price > 0 {
 			o.CostPerMillionTokens = float64(o.GPUs) * price / (d * 3600) * 1e6
 		}
 	}
-	return o
+	return o, nil
 }
 
 // ceilServers rounds a fractional server count up: 3.2 servers' worth of traffic needs 4. A

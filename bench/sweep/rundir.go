@@ -10,6 +10,7 @@ import (
 	"path/filepath"
 
 	"github.com/decodebench/decodebench/bench/atomicfile"
+	"github.com/decodebench/decodebench/bench/fileio"
 	"github.com/decodebench/decodebench/bench/step"
 )
 
@@ -97,8 +98,14 @@ type Prior struct {
 	Repaired []string
 	// BadLines counts lines in the middle of a file that did not parse and were ignored.
 	BadLines int
+	// Duplicates counts the lines of results.jsonl and steps.jsonl that a later line of the same
+	// configuration replaced (a retried configuration, or a line copied twice).
+	Duplicates int
 	// Empty: the directory had no run.json and no measurement; Resume adopted it.
 	Empty bool
+	// Implausible names the records read ok but faster than the card's datasheet allows
+	// (Record.Implausible), value and bound: they are held as failed.
+	Implausible []string
 }
 
 // Resume locks path and opens it for appending (see DirLock.Resume).
@@ -151,7 +158,7 @@ func Load(path string) (Prior, error) { return load(path, false) }
 
 func load(path string, repair bool) (Prior, error) {
 	var p Prior
-	data, err := os.ReadFile(filepath.Join(path, InfoFile))
+	data, err := fileio.Read(filepath.Join(path, InfoFile), fileio.DocumentBytes)
 	if errors.Is(err, fs.ErrNotExist) {
 		if fi, statErr := os.Stat(path); statErr != nil || !fi.IsDir() {
 			return p, fmt.Errorf("%s: no such directory", path)
@@ -178,6 +185,7 @@ func load(path string, repair bool) (Prior, error) {
 		}
 		if i, ok := latest[r.Key]; ok {
 			p.Records[i] = r // a retried configuration: the newest record holds
+			p.Duplicates++
 			return nil
 		}
 		latest[r.Key] = len(p.Records)
@@ -191,6 +199,7 @@ func load(path string, repair bool) (Prior, error) {
 		p.Repaired = append(p.Repaired, ResultsFile)
 	}
 	p.BadLines += bad
+	p.refuseImplausible()
 	torn, bad, err = readJSONL(filepath.Join(path, KernelsFile), repair, func(line []byte) error {
 		var m Measurement
 		if err := json.Unmarshal(line, &m); err != nil {
@@ -220,6 +229,7 @@ func load(path string, repair bool) (Prior, error) {
 		}
 		if i, ok := latestStep[r.Key]; ok {
 			p.Steps[i] = r
+			p.Duplicates++
 			return nil
 		}
 		latestStep[r.Key] = len(p.Steps)
@@ -239,7 +249,7 @@ func load(path string, repair bool) (Prior, error) {
 // does is counted in bad and skipped. A last line that parses but lost its newline is kept
 // (and, with repair, given its newline back).
 func readJSONL(path string, repair bool, parse func([]byte) error) (torn bool, bad int, err error) {
-	data, err := os.ReadFile(path)
+	data, err := fileio.Read(path, fileio.LogBytes)
 	if errors.Is(err, fs.ErrNotExist) {
 		return false, 0, nil
 	}

@@ -419,6 +419,9 @@ func (s *state) useCeilingForCost() {
 // stepFits asks whether the library has the step's kernels and whether the weights and the
 // batch's KV caches fit in the card's memory.
 func (s *state) stepFits(cfg Config) (bool, string) {
+	if why := StepCallsWithin(cfg); why != "" {
+		return false, why
+	}
 	// A kernel the library lacks (MissingKernel): the step is skipped, naming it, before
 	// anything is allocated; predict still models it.
 	if why := MissingKernels(cfg.Model.Kernels(cfg.Batch, cfg.Context), cfg.Model); why != "" {

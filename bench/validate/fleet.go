@@ -126,6 +126,9 @@ type FleetSummary struct {
 	Baseline  string       `json:"baseline,omitempty"`
 	Slower    []Regression `json:"slower,omitempty"`
 	GoneCards []FleetCard  `json:"gone_cards,omitempty"`
+	// GoneBoxes were in the baseline but gave no report now (an unreadable one is listed
+	// under Unreadable instead): each fails the fleet.
+	GoneBoxes []string `json:"gone_boxes,omitempty"`
 
 	Distributions []GateDistribution `json:"distributions"`
 	EmulatedBoxes []string           `json:"emulated_boxes,omitempty"`
@@ -244,7 +247,7 @@ func AnalyzeFleet(loaded []LoadedReport, unreadable []UnreadableReport, o FleetO
 	s.distributions()
 	if o.Baseline != nil {
 		s.Baseline = o.BaselineName
-		s.compareBaseline(*o.Baseline, hosts, o.SlowerBy)
+		s.compareBaseline(*o.Baseline, hosts, unreadable, o.SlowerBy)
 	}
 	s.Verdict = s.verdict()
 	return s
@@ -270,6 +273,7 @@ func fleetCard(host string, c Card) FleetCard {
 			fc.Findings = append(fc.Findings, Finding{ID: ch.ID, Verdict: ch.Verdict, Message: ch.Message})
 		}
 	}
+	implausibleGates(c, &fc)
 	return fc
 }
 
@@ -358,28 +362,35 @@ func (s *FleetSummary) distributions() {
 	}
 }
 
-// compareBaseline names the cards slower than in the baseline, and the cards a box that
-// reported has lost.
+// compareBaseline names the cards slower than in the baseline, the cards a box that reported
+// has lost, and the boxes of the baseline that did not report at all.
 //
 // Cards are matched by (host, UUID): a UUID that two cards report must not let one card's
 // numbers stand for the other's. Where one box reports a UUID twice, the baseline card is held
 // against each of them.
-func (s *FleetSummary) compareBaseline(base FleetSummary, hosts []string, slowerBy float64) {
+func (s *FleetSummary) compareBaseline(base FleetSummary, hosts []string, unreadable []UnreadableReport, slowerBy float64) {
 	type key struct{ host, uuid string }
 	now := map[key][]FleetCard{}
 	for _, c := range s.Cards {
 		k := key{shortHost(c.Host), c.UUID}
 		now[k] = append(now[k], c)
 	}
-	reported := map[string]bool{}
+	reported, damaged := map[string]bool{}, map[string]bool{}
 	for _, h := range hosts {
-		reported[h] = true
+		reported[shortHost(h)] = true
+	}
+	for _, u := range unreadable {
+		damaged[shortHost(u.Host)] = true
 	}
 	for _, before := range base.Cards {
-		matches := now[key{shortHost(before.Host), before.UUID}]
+		host := shortHost(before.Host)
+		matches := now[key{host, before.UUID}]
 		if len(matches) == 0 {
-			if reported[before.Host] {
+			switch {
+			case reported[host]:
 				s.GoneCards = append(s.GoneCards, before)
+			case !damaged[host] && !slices.Contains(s.GoneBoxes, before.Host) && !slices.ContainsFunc(s.MissingNodes, func(h string) bool { return shortHost(h) == host }):
+				s.GoneBoxes = append(s.GoneBoxes, before.Host)
 			}
 			continue
 		}
@@ -404,13 +415,13 @@ func (s *FleetSummary) compareCard(before, c FleetCard, slowerBy float64) {
 }
 
 // verdict: FAIL for a failing card, a box that could not validate, a missing node, a card gone
-// from its box or an identity conflict; INCOMPLETE, short of that, while a box gave no verdict
+// from its box, a box gone since the baseline or an identity conflict; INCOMPLETE, short of that, while a box gave no verdict
 // (interrupted) or a report cannot be read; WARN for warnings, outliers, regressions or
 // emulated reports; PASS otherwise. A fleet with no report at all fails.
 func (s FleetSummary) verdict() Verdict {
 	switch {
 	case s.Boxes == 0, len(s.FailingCards) > 0, len(s.BoxErrors) > 0, s.MissingCount > 0, len(s.GoneCards) > 0,
-		len(s.IdentityConflicts) > 0:
+		len(s.GoneBoxes) > 0, len(s.IdentityConflicts) > 0:
 		return Fail
 	case len(s.InterruptedBoxes) > 0, len(s.Unreadable) > 0:
 		return Incomplete

@@ -1,16 +1,18 @@
 package validate
 
 import (
+	"bytes"
 	"encoding/json"
 	"errors"
 	"fmt"
 	"io/fs"
-	"os"
 	"path/filepath"
 	"regexp"
 	"strings"
 
 	"github.com/decodebench/decodebench/bench/atomicfile"
+	"github.com/decodebench/decodebench/bench/fileio"
+	"github.com/decodebench/decodebench/bench/format"
 )
 
 // UnreadableReport is a *.json file fleet could not take as a report, and why.
@@ -56,7 +58,7 @@ func LoadReports(dirs []string) (reports []LoadedReport, unreadable []Unreadable
 // loadReport reads one file: a report, a file of another decodebench kind to pass over (skip),
 // or why it cannot be read.
 func loadReport(path string) (r Report, skip bool, reason string) {
-	data, err := os.ReadFile(path)
+	data, err := fileio.Read(path, fileio.DocumentBytes)
 	if err != nil {
 		return r, false, err.Error()
 	}
@@ -96,7 +98,7 @@ var hostnameField = regexp.MustCompile(`"hostname"\s*:\s*"([^"]+)"`)
 // reportHost is the host an unreadable report seems to be of: its hostname field where that
 // survived, else the file's name (the recipes write <node>.json).
 func reportHost(path string) string {
-	if data, err := os.ReadFile(path); err == nil {
+	if data, err := fileio.Read(path, fileio.DocumentBytes); err == nil {
 		if m := hostnameField.FindSubmatch(data); m != nil {
 			return string(m[1])
 		}
@@ -106,7 +108,7 @@ func reportHost(path string) string {
 
 // ReadFleetSummary reads a summary written by WriteFleetSummary (a --baseline).
 func ReadFleetSummary(path string) (FleetSummary, error) {
-	data, err := os.ReadFile(path)
+	data, err := fileio.ReadInput(path, fileio.DocumentBytes)
 	if err != nil {
 		return FleetSummary{}, err
 	}
@@ -128,17 +130,17 @@ func ReadFleetSummary(path string) (FleetSummary, error) {
 
 // WriteFleetSummary writes s as indented JSON.
 func WriteFleetSummary(path string, s FleetSummary) error {
-	data, err := json.MarshalIndent(s, "", "  ")
-	if err != nil {
+	var b bytes.Buffer
+	if err := format.WriteJSON(&b, s); err != nil {
 		return err
 	}
-	return atomicfile.Write(path, append(data, '\n'))
+	return atomicfile.Write(path, b.Bytes())
 }
 
 // ReadHostfile reads one host name per line; blank lines and text after # are ignored
 // (`scontrol show hostnames "$SLURM_JOB_NODELIST"` writes such a file).
 func ReadHostfile(path string) ([]string, error) {
-	data, err := os.ReadFile(path)
+	data, err := fileio.ReadInput(path, fileio.ConfigBytes)
 	if err != nil {
 		return nil, err
 	}

@@ -1,12 +1,14 @@
 package validate
 
 import (
+	"bytes"
 	"encoding/json"
 	"fmt"
-	"os"
 	"time"
 
 	"github.com/decodebench/decodebench/bench/atomicfile"
+	"github.com/decodebench/decodebench/bench/fileio"
+	"github.com/decodebench/decodebench/bench/format"
 	"github.com/decodebench/decodebench/bench/gpuinfo"
 )
 
@@ -151,11 +153,11 @@ func (r Report) ExitCode() int {
 
 // EncodeReport is r as the indented JSON WriteReport writes.
 func EncodeReport(r Report) ([]byte, error) {
-	data, err := json.MarshalIndent(r, "", "  ")
-	if err != nil {
+	var data bytes.Buffer
+	if err := format.WriteJSON(&data, r); err != nil {
 		return nil, err
 	}
-	return append(data, '\n'), nil
+	return data.Bytes(), nil
 }
 
 // WriteReport writes r as indented JSON to path, atomically (atomicfile.Write).
@@ -169,7 +171,7 @@ func WriteReport(path string, r Report) error {
 
 // ReadReport reads a report and checks its schema.
 func ReadReport(path string) (Report, error) {
-	data, err := os.ReadFile(path)
+	data, err := fileio.Read(path, fileio.DocumentBytes)
 	if err != nil {
 		return Report{}, err
 	}

@@ -6,11 +6,11 @@ import (
 	"errors"
 	"fmt"
 	"maps"
-	"os"
 	"path/filepath"
 	"slices"
 	"strings"
 
+	"github.com/decodebench/decodebench/bench/fileio"
 	"github.com/decodebench/decodebench/bench/roofline"
 )
 
@@ -200,7 +200,7 @@ func LoadThresholds(path string) (ThresholdSet, error) {
 	case ".yaml", ".yml":
 		return ThresholdSet{}, fmt.Errorf("%s: this build reads thresholds files in JSON only (see docs/thresholds.example.json)", path)
 	}
-	data, err := os.ReadFile(path)
+	data, err := fileio.ReadInput(path, fileio.ConfigBytes)
 	if err != nil {
 		return ThresholdSet{}, err
 	}

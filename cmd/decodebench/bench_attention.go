@@ -104,6 +104,9 @@ func parseBenchAttention(c *cli.Context) (jobs []attentionJob, modelName string,
 			}
 		}
 		qHeads, kvHeads, headDim = c.Int("q-heads"), c.Int("kv-heads"), c.Int("head-dim")
+		if c.IsSet("weight-dtype") {
+			return nil, "", 0, usageError("--weight-dtype %q: attention of given heads reads no weights; --kv-dtype gives its cache's format (--weight-dtype goes with --model)", c.String("weight-dtype"))
+		}
 	case !haveModel:
 		return nil, "", 0, usageError("bench attention needs --model NAME (or --model-config FILE), or --q-heads, --kv-heads and --head-dim")
 	default:

@@ -80,6 +80,9 @@ func parseBenchLinear(c *cli.Context) (jobs []linearJob, modelName string, tp in
 	case explicit && haveModel:
 		return nil, "", 0, usageError("give either --model (or --model-config) or --n and --k, not both")
 	case explicit:
+		if c.IsSet("kv-dtype") {
+			return nil, "", 0, usageError("--kv-dtype %q: a linear layer of --n and --k has no KV cache; --weight-dtype gives its weights' format", c.String("kv-dtype"))
+		}
 		n, k := c.Int("n"), c.Int("k")
 		if n < 1 || n > math.MaxInt32 {
 			return nil, "", 0, usageError("--n %d: want 1..%d output features", n, math.MaxInt32)

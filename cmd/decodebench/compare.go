@@ -13,16 +13,22 @@ import (
 	"github.com/decodebench/decodebench/bench/units"
 )
 
+// exitCompareWrite is compare's exit status when it judged the runs but could not write the
+// comparison (a full disk, an --out it may not write): distinct from SLOWER's 1, so that a CI
+// gate does not take a broken disk for a regression, nor a regression for a broken disk.
+const exitCompareWrite = 3
+
 func compareCommand() *cli.Command {
 	return &cli.Command{
 		Name:      "compare",
 		Usage:     "set two sweeps side by side (two cards, two drivers, two builds): ratios with confidence intervals and a verdict that can gate",
 		UsageText: "decodebench compare [--threshold 3%] [--confidence 95%] [--format table|md|json] [--out DIR] DIR_A DIR_B",
-		Description: "Matches the configurations measured ok in both runs (model, batch, context) and gives, per configuration\n" +
+		Description: "Matches the configurations measured ok in both runs (model, weight and KV formats, batch, context) and gives, per configuration\n" +
 			"and per kernel measurement, B / A of tokens/s (above 1: B is faster) with a bootstrap confidence interval\n" +
 			"from the kept samples, and a verdict against --threshold: SLOWER (the whole interval below 1 - threshold),\n" +
 			"FASTER (all above 1 + threshold), SAME (all within), UNSURE (the interval holds an edge, or no samples).\n" +
-			"Exit status: 0 nothing SLOWER, 1 something SLOWER (for CI and fleet qualification), 2 bad input.\n" +
+			"Exit status: 0 nothing SLOWER, 1 something SLOWER (for CI and fleet qualification), 2 bad input,\n" +
+			"3 the comparison could not be written (stdout or --out).\n" +
 			"Writes compare.html, compare.md, compare.csv and charts into --out.",
 		Flags: []cli.Flag{
 			outFlag("directory for the comparison (default: compare-<A>-vs-<B> beside DIR_A)", "o"),
@@ -90,11 +96,11 @@ func compareAction(c *cli.Context) error {
 			fmt.Sprintf("compare-%s-vs-%s", filepath.Base(filepath.Clean(a)), filepath.Base(filepath.Clean(b))))
 	}
 	if err := report.WriteCompareText(c.App.Writer, cmp, format); err != nil {
-		return failure("%v", err)
+		return cli.Exit(fmt.Sprintf("writing the comparison: %v", err), exitCompareWrite)
 	}
 	written, err := report.WriteComparison(cmp, out)
 	if err != nil {
-		return failure("writing %s: %v", out, err)
+		return cli.Exit(fmt.Sprintf("writing %s: %v", out, err), exitCompareWrite)
 	}
 	where := c.App.Writer
 	if format == report.FormatJSON {

@@ -29,7 +29,7 @@ func fleetCommand() *cli.Command {
 			"either makes the fleet INCOMPLETE, never PASS. A UUID on two cards, an empty UUID, or a serial\n" +
 			"or bus id twice in a box fails the fleet, both places named.\n\n" +
 			"Exit status: 0 when the fleet passes (warnings allowed), 1 when a card or box fails, a node\n" +
-			"is missing, a card is gone, an identity is duplicated or the fleet is INCOMPLETE, 2 for a\n" +
+			"is missing, a card or a box is gone since the baseline, an identity is duplicated or the fleet is INCOMPLETE, 2 for a\n" +
 			"bad flag or value.",
 		Flags: []cli.Flag{
 			&cli.StringFlag{Name: "out", Value: filepath.Join("out", "fleet"), TakesFile: true, // outFlag with a default
@@ -125,6 +125,7 @@ func fleetAction(c *cli.Context) error {
 
 // printFleet prints the verdict for a technician: what failed where, then what to look at.
 func printFleet(w io.Writer, s validate.FleetSummary, plots []string) {
+	s = printableSummary(s)
 	kinds := ""
 	if len(s.Kinds) > 0 {
 		kinds = " (" + strings.Join(s.Kinds, ", ") + ")"
@@ -187,6 +188,9 @@ func printFleet(w io.Writer, s validate.FleetSummary, plots []string) {
 		for _, c := range s.GoneCards {
 			fmt.Fprintf(tw, "  %s\tGPU %d\t%s\tserial %s\tno longer seen on its box\n", c.Host, c.Index, c.UUID, orDash(c.Serial))
 		}
+	}
+	if section("BOXES GONE SINCE THE BASELINE (no report now)", len(s.GoneBoxes)) {
+		fmt.Fprintf(tw, "  %s\n", strings.Join(s.GoneBoxes, " "))
 	}
 	if section("FLEET OUTLIERS (below the fleet median of their kind)", len(s.Outliers)) {
 		for _, o := range s.Outliers {

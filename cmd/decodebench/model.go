@@ -1,7 +1,6 @@
 package main
 
 import (
-	"encoding/json"
 	"fmt"
 	"github.com/decodebench/decodebench/bench/units"
 	"io"
@@ -325,7 +324,5 @@ func kernelShapeText(k model.Kernel) string {
 }
 
 func writeJSON(w io.Writer, v any) error {
-	enc := json.NewEncoder(w)
-	enc.SetIndent("", "  ")
-	return enc.Encode(v)
+	return format.WriteJSON(w, v)
 }

@@ -2,6 +2,7 @@ package main
 
 import (
 	"bytes"
+	"errors"
 	"fmt"
 	"math"
 	"os"
@@ -96,6 +97,13 @@ func planRequest(c *cli.Context) (plan.Request, error) {
 	if r.Headroom, err = units.ParseFraction(h); err != nil || !(r.Headroom >= 0 && r.Headroom < 1) {
 		return r, usageError("--headroom %s: give the fraction of each server's rate kept spare, in [0, 1), such as 0.2 or 20%%", h)
 	}
+	if d, ok := r.Demand(); ok && !(d <= plan.MaxTokensPerSec) {
+		given := "--tokens-per-s " + c.String("tokens-per-s")
+		if r.TokensPerSec == 0 {
+			given = fmt.Sprintf("--requests-per-s %s x --output-tokens %s = %g tokens/s", c.String("requests-per-s"), c.String("output-tokens"), d)
+		}
+		return r, usageError("%s: more than the %g output tokens/s a plan takes", given, float64(plan.MaxTokensPerSec))
+	}
 	if err := r.Validate(); err != nil {
 		return r, usageError("%v", err)
 	}
@@ -154,6 +162,9 @@ func planAction(c *cli.Context) error {
 		if err != nil {
 			return usageError("%v", err)
 		}
+		for _, why := range run.Implausible {
+			fmt.Fprintf(c.App.ErrWriter, "decodebench: %s: left out, not a speed: %s\n", dir, why)
+		}
 		if f, notes, err = plan.Measured(dir, run.Records, run.Info.Card.Name, c.String("model"), context); err != nil {
 			return usageError("%v", err)
 		}
@@ -185,8 +196,10 @@ func planAction(c *cli.Context) error {
 		}
 	}
 	p, err := plan.Make(f, req)
-	if err != nil {
+	if unreachable := (plan.UnreachableError{}); errors.As(err, &unreachable) {
 		return usageError("--min-request-rate %s: %v", c.String("min-request-rate"), err)
+	} else if err != nil {
+		return usageError("%v", err)
 	}
 	p.Notes = notes
 	var text bytes.Buffer

@@ -1,7 +1,7 @@
 package main
 
 import (
-	"encoding/json"
+	"bytes"
 	"errors"
 	"fmt"
 	"os"
@@ -77,7 +77,7 @@ func predictAction(c *cli.Context) error {
 	if err != nil {
 		return err
 	}
-	if err := checkPoints(axes.MaxPoints, "rows", axes.Axis{Name: "--batch", Values: len(batches)}, axes.Axis{Name: "--context", Values: len(contexts)}); err != nil {
+	if err := checkPoints(axes.MaxPoints, "rows", axes.Axis{Name: "models (--weight-dtype)", Values: len(shapes)}, axes.Axis{Name: "--batch", Values: len(batches)}, axes.Axis{Name: "--context", Values: len(contexts)}); err != nil {
 		return err
 	}
 	reserve, err := parseReserve(c)
@@ -208,11 +208,11 @@ func writePredictOutputs(dir string, shapes []model.Shape, gpu roofline.GPU, cei
 	}
 	var paths []string
 	jsonPath := filepath.Join(dir, "predict.json")
-	data, err := json.MarshalIndent(rows, "", "  ")
-	if err != nil {
+	var data bytes.Buffer
+	if err := format.WriteJSON(&data, rows); err != nil {
 		return nil, err
 	}
-	if err := os.WriteFile(jsonPath, append(data, '\n'), 0o644); err != nil {
+	if err := os.WriteFile(jsonPath, data.Bytes(), 0o644); err != nil {
 		return nil, err
 	}
 	paths = append(paths, jsonPath)

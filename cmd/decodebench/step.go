@@ -286,18 +286,13 @@ func stepAction(c *cli.Context) error {
 		req.options.Datasheet = measure.Datasheet{BytesPerSec: ds.BandwidthBytesPerSec, FLOPsPerSec: ds.FLOPsPerSec, Source: target.dsSource}
 	}
 	info := target.runInfo(req, os.Args, setFlags(c))
-	dir, err := sweep.Create(req.out, info)
-	if err != nil {
-		return failure("%v", err)
-	}
-	defer dir.Close()
 	rows := &stepRows{w: c.App.Writer, stderr: stderr, format: r.format}
 	var measurer sweep.Measurer = sweep.DeviceMeasurer{Device: target.dev, Options: req.options}
 	if sweepMeasurerHook != nil {
 		measurer = sweepMeasurerHook(measurer)
 	}
 	runner := &sweep.Runner{
-		Dir: dir, Info: &info, Measurer: measurer,
+		Info: &info, Measurer: measurer,
 		Telemetry:       telemetry.Sampler{Source: target.telemetrySource(), Interval: req.telemetry},
 		Ceilings:        sweep.Ceilings{Datasheet: target.datasheet},
 		MemoryBytes:     info.Method.MemoryBytes,
@@ -308,6 +303,17 @@ func stepAction(c *cli.Context) error {
 		Step:            sweep.StepBoth,
 		E2E:             sweep.E2EOptions{Steps: r.steps, Modes: modes, Seed: req.options.Seed, CompareModes: r.compare},
 	}
+	// The limit sweep holds a configuration to (Runner.StepFits), before any step is built:
+	// a config of 1e7 layers is refused here, not by Go running out of memory.
+	if err := checkAnythingFits(runner, req.axes.Configs(), target.lib.Emulated()); err != nil {
+		return err
+	}
+	dir, err := sweep.Create(req.out, info)
+	if err != nil {
+		return failure("%v", err)
+	}
+	defer dir.Close()
+	runner.Dir = dir
 	res, err := runner.Run(ctx, req.axes.Configs(), sweep.Prior{})
 	if err != nil {
 		return failure("step stopped: %v", err)
@@ -350,6 +356,11 @@ func noStepMeasured(recs []step.Record) string {
 func printStepPlans(w io.Writer, r stepRequest) error {
 	var full strings.Builder
 	for _, cfg := range r.sweep.axes.Configs() {
+		// No device here to fit it to; sweep's count limit still holds before a program is
+		// built call by call (a config of 1e7 layers once ran Go out of memory here).
+		if why := sweep.StepCallsWithin(cfg); why != "" {
+			return usageError("%s batch %d context %d: %s", cfg.Model.Name, cfg.Batch, cfg.Context, why)
+		}
 		p, err := step.New(step.Config{Model: cfg.Model, Batch: cfg.Batch, Context: cfg.Context, Steps: r.steps, Seed: r.sweep.options.Seed})
 		if err != nil {
 			return usageError("%v", err)

@@ -329,6 +329,12 @@ func sweepAction(c *cli.Context) error {
 			for _, name := range prior.Repaired {
 				fmt.Fprintf(os.Stderr, "decodebench: %s/%s had a torn last line (a crash mid-write); it was cut off and that measurement is repeated\n", req.out, name)
 			}
+			if prior.BadLines > 0 {
+				fmt.Fprintf(os.Stderr, "decodebench: %s: %d line(s) in the middle of its files could not be read and were passed over (the rest is kept)\n", req.out, prior.BadLines)
+			}
+			for _, why := range prior.Implausible {
+				fmt.Fprintf(os.Stderr, "decodebench: %s: held as failed, not a speed: %s\n", req.out, why)
+			}
 		}
 	}
 	defer func() {

@@ -12,6 +12,7 @@ import (
 
 	"github.com/urfave/cli/v2"
 
+	"github.com/decodebench/decodebench/bench/fileio"
 	"github.com/decodebench/decodebench/bench/sweep"
 )
 
@@ -61,14 +62,32 @@ func resumeFlags(c *cli.Context) error {
 		return err
 	}
 	var stored struct {
-		Flags []string `json:"flags"`
-		Axes  struct {
-			Batches  []int `json:"batches"`
-			Contexts []int `json:"contexts"`
+		Flags   []string `json:"flags"`
+		Backend struct {
+			Name string `json:"name"`
+		} `json:"backend"`
+		Axes struct {
+			Models   []json.RawMessage `json:"models"`
+			Batches  []int             `json:"batches"`
+			Contexts []int             `json:"contexts"`
 		} `json:"axes"`
 	}
 	if err := json.Unmarshal(data, &stored); err != nil {
 		return usageError("--resume %s: its %s is not readable JSON (%v): damaged, or not decodebench's; move it away to start the directory afresh", dir, sweep.InfoFile, err)
+	}
+	// A run.json names what was measured: one without a backend or a model (`{}`) was not
+	// written by decodebench, and a resume of it would name an empty backend and write beside
+	// it. Refused before the directory is locked or touched.
+	var missing []string
+	if stored.Backend.Name == "" {
+		missing = append(missing, "backend.name")
+	}
+	if len(stored.Axes.Models) == 0 {
+		missing = append(missing, "axes.models")
+	}
+	if len(missing) > 0 {
+		return usageError("--resume %s: its %s has no %s: damaged, or not written by decodebench; move it away to start the directory afresh",
+			dir, sweep.InfoFile, strings.Join(missing, " and no "))
 	}
 	// The axes as they stand now: an earlier resume may have grown them past the first flags.
 	for name, values := range map[string][]int{"batch": stored.Axes.Batches, "context": stored.Axes.Contexts} {
@@ -110,7 +129,7 @@ func checkResumeDir(dir string) ([]byte, error) {
 	case !fi.IsDir():
 		return nil, usageError("--resume %s: not a directory: give the run directory of a decodebench sweep", dir)
 	}
-	data, err := os.ReadFile(filepath.Join(dir, sweep.InfoFile))
+	data, err := fileio.Read(filepath.Join(dir, sweep.InfoFile), fileio.DocumentBytes)
 	if errors.Is(err, os.ErrNotExist) {
 		for _, name := range []string{sweep.ResultsFile, sweep.KernelsFile} {
 			if fi, err := os.Stat(filepath.Join(dir, name)); err == nil && fi.Size() > 0 {

@@ -37,6 +37,16 @@ func parseMLARequest(c *cli.Context) (mlaRequest, error) {
 				name, cgo.MLAQKDim, cgo.MLAVDim)
 		}
 	}
+	// What the GQA kernels take and the MLA kernel has not: refused by name, where they were
+	// once ignored and a bf16 run reported PASS for an fp8 or windowed question.
+	for _, name := range []string{"kv-scales", "window", "chunk", "sinks"} {
+		if c.IsSet(name) {
+			return r, usageError("verify attention --mla: --%s does not apply: the MLA kernel attends to every cached token of a latent cache in --dtype (no fp8 scales, window, chunk or sinks)", name)
+		}
+	}
+	if kv := c.String("kv-dtype"); c.IsSet("kv-dtype") && kv != c.String("dtype") {
+		return r, usageError("verify attention --mla: --kv-dtype %s: the MLA kernel keeps its latent cache in --dtype (%s); it has no %s cache", kv, c.String("dtype"), kv)
+	}
 	for _, name := range []string{"batch", "q-heads", "context", "scale"} {
 		if !c.IsSet(name) {
 			return r, usageError("verify attention --mla needs --%s (usage: --mla --batch B --q-heads H --context LIST --scale S)", name)

@@ -6,6 +6,7 @@ import (
 	"encoding/csv"
 	"fmt"
 	"math"
+	"os"
 	"path/filepath"
 	"slices"
 	"strconv"
@@ -127,10 +128,10 @@ func (c Comparison) KernelVerdicts() map[string]int {
 // Compare is CompareWith under DefaultGate.
 func Compare(dirA, dirB string) (Comparison, error) { return CompareWith(dirA, dirB, DefaultGate) }
 
-// CompareWith matches the ok records of two run directories by model, batch and context, and
-// judges each pair and each kernel measurement under gate. Runs of one model each but of
-// different model keys (say one bf16, one fp16) are matched by batch and context alone, and the
-// notes say so.
+// CompareWith matches the ok records of two run directories by model, weight and KV formats,
+// batch and context (compareKey), and judges each pair and each kernel measurement under gate.
+// Two runs of different models or formats (bf16 against fp8) have nothing to compare: an error
+// names what each run measured, and no verdict gates on them.
 func CompareWith(dirA, dirB string, gate Gate) (Comparison, error) {
 	c := Comparison{DirA: dirA, DirB: dirB, Gate: gate}
 	if err := gate.Validate(); err != nil {
@@ -145,6 +146,8 @@ func CompareWith(dirA, dirB string, gate Gate) (Comparison, error) {
 		return c, err
 	}
 	c.InfoA, c.InfoB = a.Info, b.Info
+	c.Notes = append(c.Notes, readNotes("A", dirA, a)...)
+	c.Notes = append(c.Notes, readNotes("B", dirB, b)...)
 	c.LabelA, c.LabelB = runLabels(dirA, dirB, a.Info, b.Info)
 
 	c.batches = map[int][]int{}
@@ -156,13 +159,7 @@ func CompareWith(dirA, dirB string, gate Gate) (Comparison, error) {
 	for ctx := range c.batches {
 		slices.Sort(c.batches[ctx])
 	}
-	key := func(r sweep.Record) string { return fmt.Sprintf("%s|%d|%d", r.ModelKey, r.Batch, r.Context) }
-	if len(a.Info.Axes.Models) == 1 && len(b.Info.Axes.Models) == 1 &&
-		sweep.ModelKey(a.Info.Axes.Models[0]) != sweep.ModelKey(b.Info.Axes.Models[0]) {
-		key = func(r sweep.Record) string { return fmt.Sprintf("|%d|%d", r.Batch, r.Context) }
-		c.Notes = append(c.Notes, fmt.Sprintf("the runs measured different models (%s and %s): matched by batch and context alone",
-			a.Info.Axes.Models[0].Name, b.Info.Axes.Models[0].Name))
-	}
+	key := compareKey
 	allA, allB := map[string]sweep.Record{}, map[string]sweep.Record{}
 	for _, r := range a.Records {
 		allA[key(r)] = r
@@ -193,10 +190,61 @@ func CompareWith(dirA, dirB string, gate Gate) (Comparison, error) {
 		return cmp.Or(cmp.Compare(x.In, y.In), cmp.Compare(x.Model, y.Model), cmp.Compare(x.Context, y.Context), cmp.Compare(x.Batch, y.Batch))
 	})
 	if len(c.Pairs) == 0 {
-		return c, fmt.Errorf("%s and %s have no configuration measured ok in both (model, batch and context must match)", dirA, dirB)
+		why := ""
+		if len(a.Implausible)+len(b.Implausible) > 0 {
+			why = "; " + strings.Join(c.Notes, "; ")
+		}
+		if ma, mb := runModelsFormats(a.Records), runModelsFormats(b.Records); ma != mb {
+			why += fmt.Sprintf("; they are not comparable: %s measured %s, %s measured %s", dirA, ma, dirB, mb)
+		}
+		return c, fmt.Errorf("%s and %s have no configuration measured ok in both (model, weight and KV formats, batch and context must match)%s", dirA, dirB, why)
 	}
 	c.judge(newResampler(gate, a.Kernels, 0), newResampler(gate, b.Kernels, 1))
 	return c, nil
+}
+
+// readNotes says what reading the run directory dir (side A or B) passed over: lines that
+// could not be read, a torn last line, records held as failed, a missing kernels.jsonl.
+func readNotes(side, dir string, p sweep.Prior) []string {
+	var notes []string
+	if p.BadLines > 0 {
+		notes = append(notes, fmt.Sprintf("%s: %d line(s) of %s could not be read and were left out", side, p.BadLines, dir))
+	}
+	if p.Duplicates > 0 {
+		notes = append(notes, fmt.Sprintf("%s: %d line(s) of %s recorded a configuration again: the latest of each was kept", side, p.Duplicates, dir))
+	}
+	for _, name := range p.Repaired {
+		notes = append(notes, fmt.Sprintf("%s: the last line of %s was torn (a crash mid-write) and was left out", side, filepath.Join(dir, name)))
+	}
+	for _, why := range p.Implausible {
+		notes = append(notes, fmt.Sprintf("%s: left out, not a speed: %s", side, why))
+	}
+	if _, err := os.Stat(filepath.Join(dir, sweep.KernelsFile)); err != nil {
+		notes = append(notes, fmt.Sprintf("%s: %s has no %s: no kept samples, so no interval and no verdict but UNSURE", side, dir, sweep.KernelsFile))
+	}
+	return notes
+}
+
+// compareKey is what two records must share to be compared: the model (its key holds its
+// shape and formats), the formats as the record names them, the batch and the context.
+func compareKey(r sweep.Record) string {
+	return fmt.Sprintf("%s|%s|%s|%s|%d|%d", r.ModelKey, r.DType, r.WeightFormat, r.KVDType, r.Batch, r.Context)
+}
+
+// runModelsFormats names the models and formats of records: "Llama-3-8B (bf16 weights, bf16 KV)".
+func runModelsFormats(records []sweep.Record) string {
+	var names []string
+	for _, r := range records {
+		n := fmt.Sprintf("%s (%s weights, %s KV)", r.Model, orDash(r.WeightFormat), orDash(r.KVDType))
+		if !slices.Contains(names, n) {
+			names = append(names, n)
+		}
+	}
+	slices.Sort(names)
+	if len(names) == 0 {
+		return "nothing"
+	}
+	return strings.Join(names, ", ")
 }
 
 // otherStatus says what the other run holds of a configuration.

@@ -244,7 +244,8 @@ func newResampler(g Gate, kernels []sweep.Measurement, side uint64) *resampler {
 }
 
 // measurement is the one a record's kernel entry was composed from: of its key, the ok one
-// whose median is the entry's (a resume may have measured a key again), else the latest ok one.
+// whose median is the entry's (a resume may have measured a key again). None: the record and
+// kernels.jsonl disagree (one of them was edited or damaged), and its samples say nothing of it.
 func (r *resampler) measurement(e sweep.KernelEntry) (sweep.Measurement, bool) {
 	ms := r.measured[e.Key]
 	for i := len(ms) - 1; i >= 0; i-- {
@@ -252,12 +253,18 @@ func (r *resampler) measurement(e sweep.KernelEntry) (sweep.Measurement, bool) {
 			return ms[i], true
 		}
 	}
-	for i := len(ms) - 1; i >= 0; i-- {
-		if ms[i].OK() {
-			return ms[i], true
+	return sweep.Measurement{}, false
+}
+
+// badSamples says why samples cannot be resampled ("" if they can): a time that is not a
+// positive, finite number of seconds, or a median that is not theirs.
+func badSamples(m sweep.Measurement) string {
+	for _, s := range m.Stats.Samples {
+		if !(s > 0) || math.IsInf(s, 1) {
+			return fmt.Sprintf("%s kept a sample of %g s: a time must be a positive number", m.Key, s)
 		}
 	}
-	return sweep.Measurement{}, false
+	return ""
 }
 
 func (r *resampler) label(e sweep.KernelEntry) string {
@@ -290,7 +297,7 @@ func (r *resampler) prefetch(entries []sweep.KernelEntry) {
 		go func() {
 			defer wg.Done()
 			for i := range jobs {
-				if m, ok := r.measurement(todo[i]); ok && len(m.Stats.Samples) >= 2 {
+				if m, ok := r.measurement(todo[i]); ok && len(m.Stats.Samples) >= 2 && badSamples(m) == "" {
 					drawn[i] = r.gate.bootstrapMedians(m.Stats.Samples, todo[i].Key, r.side)
 				}
 			}
@@ -311,8 +318,12 @@ func (r *resampler) medians(e sweep.KernelEntry) ([]float64, string) {
 	}
 	m, ok := r.measurement(e)
 	switch {
+	case !ok && len(r.measured[e.Key]) > 0:
+		return nil, fmt.Sprintf("the record's median of %.4g s for %s is in no ok measurement of %s: the two files disagree", e.MedianSeconds, e.Key, sweep.KernelsFile)
 	case !ok:
 		return nil, fmt.Sprintf("no measurement of %s in %s", e.Key, sweep.KernelsFile)
+	case badSamples(m) != "":
+		return nil, badSamples(m)
 	case len(m.Stats.Samples) < 2:
 		return nil, fmt.Sprintf("%s kept %d sample(s)", e.Key, len(m.Stats.Samples))
 	}

@@ -1,7 +1,6 @@
 package report
 
 import (
-	"encoding/json"
 	"fmt"
 	"github.com/decodebench/decodebench/bench/format"
 	"io"
@@ -126,17 +125,15 @@ func (c Comparison) noIntervalLines() []string {
 }
 
 // WriteCompareText writes the comparison to w as an aligned table, Markdown or JSON.
-func WriteCompareText(w io.Writer, c Comparison, format string) error {
-	switch format {
+func WriteCompareText(w io.Writer, c Comparison, name string) error {
+	switch name {
 	case FormatJSON:
-		enc := json.NewEncoder(w)
-		enc.SetIndent("", "  ")
-		return enc.Encode(c.JSON())
+		return format.WriteJSON(w, c.JSON())
 	case FormatTable, FormatMarkdown:
 	default:
-		return fmt.Errorf("format %q: accepted are %s", format, strings.Join(CompareFormats, ", "))
+		return fmt.Errorf("format %q: accepted are %s", name, strings.Join(CompareFormats, ", "))
 	}
-	md := format == FormatMarkdown
+	md := name == FormatMarkdown
 	var b strings.Builder
 	if md {
 		fmt.Fprintf(&b, "# decodebench compare\n\n- **A**: %s (`%s`)\n- **B**: %s (`%s`)\n\n%s\n\n", c.LabelA, c.DirA, c.LabelB, c.DirB, c.Gate.Method())

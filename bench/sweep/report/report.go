@@ -76,6 +76,9 @@ func Write(dir string) (Written, error) {
 	if len(p.Repaired) > 0 {
 		w.Notes = append(w.Notes, fmt.Sprintf("the last line of %s was torn (a crash mid-write) and was left out", strings.Join(p.Repaired, " and ")))
 	}
+	for _, why := range p.Implausible {
+		w.Notes = append(w.Notes, "held as failed, not a speed: "+why)
+	}
 	csvPath := filepath.Join(dir, sweep.CSVFile)
 	if err := atomicfile.Write(csvPath, CSV(p.Info, p.Records)); err != nil {
 		return w, err
