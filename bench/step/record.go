@@ -173,20 +173,16 @@ func NewRecord(c Config, composedKey, modelKey string, r Result, composed StepTi
 	return rec
 }
 
-// l2Bound is more than any card's last-level cache holds twice over (an H200 has 60 MB of L2):
-// a step that reads more cannot have been served by a cache.
-const l2Bound = 256e6
-
 // checkPlausible fails a measured mode faster than the datasheet's roofline allows: a timer
 // that under-reports or a step that skipped its work, as bench/measure fails such a kernel.
-// A step reading under l2Bound may have come from a cache, and only a rate past any cache's
+// A step reading under measure.CacheableBytes may have come from a cache, and only a rate past any cache's
 // (measure.L2Margin) is refused there.
 func (r *Record) checkPlausible(stepBytes float64) {
 	if !(r.BoundSecondsDatasheet > 0) {
 		return
 	}
 	margin := measure.PlausibleMargin
-	if stepBytes < l2Bound {
+	if stepBytes < measure.CacheableBytes {
 		margin = measure.L2Margin
 	}
 	for _, t := range []*StepTime{&r.Graph, &r.Eager} {
