@@ -30,9 +30,9 @@ func TestShimCoversTheHeader(t *testing.T) {
 		t.Fatalf("found only %d functions in decodebench.h: the pattern is stale", len(declared))
 	}
 	// The optional functions are looked up on first use (so a library built before them still
-	// loads), not by the loader: launches.go, graph.go, mla.go, mla_step.go and quant.go.
+	// loads), not by the loader: launches.go, graph.go, mla.go, mla_step.go, quant.go and recurrent.go.
 	var launches []byte
-	for _, file := range []string{"launches.go", "graph.go", "mla.go", "mla_step.go", "quant.go"} {
+	for _, file := range []string{"launches.go", "graph.go", "mla.go", "mla_step.go", "quant.go", "recurrent.go"} {
 		text, err := os.ReadFile(file)
 		if err != nil {
 			t.Fatal(err)
