@@ -821,6 +821,7 @@ int db_mla_rope_append(db_context *ctx, const db_mla_rope_append_params *p);
 #define DB_GDN_MAX_HEAD_DIM 256 /* db_gdn_step: head_k_dim and head_v_dim */
 #define DB_MAMBA2_MAX_STATE 256 /* db_mamba2_step: ssm_state_size */
 #define DB_MAMBA2_MAX_HEAD_DIM 1024 /* db_mamba2_step: mamba_head_dim */
+#define DB_GATED_NORM_MAX_GROUP 16384 /* db_gated_rmsnorm: one block keeps a group in registers */
 
 /*
  * Depthwise causal conv1d, one new input a sequence, with its rolling state:
@@ -894,7 +895,7 @@ typedef struct {
   uint64_t out;           /* [batch, width], dtype */
   int32_t batch;          /* 1..DB_MAX_BATCH */
   int32_t groups;         /* >= 1 a row */
-  int32_t group_size;     /* a multiple of 8, at most DB_SMALLOP_MAX_HIDDEN */
+  int32_t group_size;     /* a multiple of 8, at most DB_GATED_NORM_MAX_GROUP */
   int32_t z_row_stride;   /* 0 = width */
   int32_t shared_weight;  /* 0 or 1 */
   int32_t norm_before_gate; /* 0 or 1 */

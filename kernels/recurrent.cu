@@ -12,7 +12,9 @@
 namespace {
 
 constexpr unsigned kRcThreads = 128;
-constexpr int kRcNormChunks = 4; /* chunks a thread of the gated norm keeps: groups to 32768 */
+constexpr int kRcNormChunks = 2;     /* chunks a thread of the gated norm keeps */
+constexpr int kRcNormThreads = 1024; /* at most (two chunks a thread: no spills on sm_80-90) */
+static_assert(kRcNormThreads * kRcNormChunks * kVec == DB_GATED_NORM_MAX_GROUP, "one block holds a group");
 
 /* ---- conv1d update ---------------------------------------------------------------------------- */
 
@@ -82,7 +84,7 @@ int conv1d_launch(db_context *ctx, const db_conv1d_update_params *p, int chunks,
 /* ---- gated RMSNorm ---------------------------------------------------------------------------- */
 
 template <class T>
-__global__ void __launch_bounds__(1024)
+__global__ void __launch_bounds__(kRcNormThreads)
     gated_rmsnorm_kernel(const uint4 *x, const uint4 *z, const uint4 *weight, uint4 *out, int groups, int chunks,
                          int z_stride, int shared_weight, int norm_before_gate, float eps) {
   DB_SHARED(float, warp_sums, 32);
@@ -90,20 +92,25 @@ __global__ void __launch_bounds__(1024)
   const long long b = blockIdx.x / groups;
   const long long xbase = (b * groups + g) * chunks, zbase = b * z_stride + (long long)g * chunks;
   const long long wbase = shared_weight ? 0 : (long long)g * chunks;
-  float s[kRcNormChunks][8], gate[kRcNormChunks][8];
+  /* z stays packed (4 registers a chunk) and its silu is taken again after the norm: 8 floats a
+   * chunk of gates beside the row's spilled */
+  float s[kRcNormChunks][8];
+  uint4 zr[kRcNormChunks];
   float sumsq = 0.0f;
   DB_UNROLL
   for (int u = 0; u < kRcNormChunks; ++u) {
     const int c = tid + u * threads;
     if (c < chunks) {
       so_unpack8<T>(x[xbase + c], s[u]);
-      so_unpack8<T>(db_ld_nc_v4(z + zbase + c), gate[u]);
-      DB_UNROLL
-      for (int e = 0; e < 8; ++e) {
-        gate[u][e] = rc_silu(gate[u][e]);
-        if (!norm_before_gate) s[u][e] *= gate[u][e];
-        sumsq += s[u][e] * s[u][e];
+      zr[u] = db_ld_nc_v4(z + zbase + c);
+      if (!norm_before_gate) {
+        float g[8];
+        so_unpack8<T>(zr[u], g);
+        DB_UNROLL
+        for (int e = 0; e < 8; ++e) s[u][e] *= rc_silu(g[e]);
       }
+      DB_UNROLL
+      for (int e = 0; e < 8; ++e) sumsq += s[u][e] * s[u][e];
     }
   }
   sumsq = db_warp_sum(sumsq);
@@ -116,12 +123,13 @@ __global__ void __launch_bounds__(1024)
   for (int u = 0; u < kRcNormChunks; ++u) {
     const int c = tid + u * threads;
     if (c < chunks) {
-      float w[8];
+      float w[8], g[8];
       so_unpack8<T>(db_ld_nc_v4(weight + wbase + c), w);
+      so_unpack8<T>(zr[u], g);
       DB_UNROLL
       for (int e = 0; e < 8; ++e) {
         s[u][e] = s[u][e] * inv_rms * w[e];
-        if (norm_before_gate) s[u][e] *= gate[u][e];
+        if (norm_before_gate) s[u][e] *= rc_silu(g[e]);
       }
       db_st_v4(out + xbase + c, so_pack8<T>(s[u]));
     }
@@ -207,9 +215,9 @@ extern "C" int db_gated_rmsnorm(db_context *ctx, const db_gated_rmsnorm_params *
     if (p->groups < 1 || p->groups > 65536)
       return db_fail(DB_ERR_INVALID_ARGUMENT, "%s: groups %d out of range 1..65536", fn, p->groups);
     DB_CHECK(so_check_row(fn, "group_size", p->group_size));
-    if (p->group_size > DB_SMALLOP_MAX_HIDDEN)
+    if (p->group_size > DB_GATED_NORM_MAX_GROUP)
       return db_fail(DB_ERR_UNSUPPORTED_SHAPE, "%s: group_size %d exceeds %d (one block holds a group)", fn,
-                     p->group_size, DB_SMALLOP_MAX_HIDDEN);
+                     p->group_size, DB_GATED_NORM_MAX_GROUP);
     const long long width = (long long)p->groups * p->group_size;
     if (width > (1LL << 30)) return db_fail(DB_ERR_UNSUPPORTED_SHAPE, "%s: width %lld too large", fn, width);
     int32_t zs = 0;
@@ -227,7 +235,7 @@ extern "C" int db_gated_rmsnorm(db_context *ctx, const db_gated_rmsnorm_params *
     const long long blocks = (long long)p->batch * p->groups;
     if (blocks > (1LL << 31) - 1) return db_fail(DB_ERR_UNSUPPORTED_SHAPE, "%s: batch x groups too many", fn);
     const int chunks = p->group_size / kVec;
-    const unsigned threads = (unsigned)std::min<uint64_t>(1024, db_ceil_div(chunks, 32) * 32);
+    const unsigned threads = (unsigned)std::min<uint64_t>(kRcNormThreads, db_ceil_div(chunks, 32) * 32);
     auto x = reinterpret_cast<const uint4 *>(p->x);
     auto z = reinterpret_cast<const uint4 *>(p->z);
     auto w = reinterpret_cast<const uint4 *>(p->weight);
