@@ -22,7 +22,9 @@
   X(db_fill_quantized) X(db_linear_launches) X(db_attention_launches) X(db_empty_kernel)           \
   X(db_graph_begin) X(db_graph_end) X(db_graph_launch) X(db_graph_destroy) X(db_add_i32)          \
   X(db_grouped_linear) X(db_mla_attention_plan) X(db_mla_attention) X(db_mla_attention_launches)  \
-  X(db_mla_kv_append) X(db_mla_rope_append)
+  X(db_mla_kv_append) X(db_mla_rope_append)                                                       \
+  X(db_conv1d_update) X(db_gdn_step) X(db_gdn_step_launches) X(db_gated_rmsnorm)                   \
+  X(db_sigmoid_gate) X(db_relu2) X(db_mamba2_step) X(db_mamba2_step_launches)
 
 db_api *dbshim_load(const char *path, char *err, size_t errlen) {
   dlerror(); /* clear a stale message */
@@ -195,5 +197,31 @@ int dbshim_mla_kv_append(const db_api *a, db_context *ctx, const db_mla_kv_appen
 }
 int dbshim_mla_rope_append(const db_api *a, db_context *ctx, const db_mla_rope_append_params *p) {
   DBSHIM_OPTIONAL_CALL(db_mla_rope_append, ctx, p);
+}
+int dbshim_conv1d_update(const db_api *a, db_context *ctx, const db_conv1d_update_params *p) {
+  DBSHIM_OPTIONAL_CALL(db_conv1d_update, ctx, p);
+}
+int dbshim_gdn_step(const db_api *a, db_context *ctx, const db_gdn_step_params *p) {
+  DBSHIM_OPTIONAL_CALL(db_gdn_step, ctx, p);
+}
+int dbshim_gdn_step_launches(const db_api *a, db_context *ctx, const db_gdn_step_params *p, db_launch_info *out, int32_t max,
+                     int32_t *count) {
+  DBSHIM_OPTIONAL_CALL(db_gdn_step_launches, ctx, p, out, max, count);
+}
+int dbshim_gated_rmsnorm(const db_api *a, db_context *ctx, const db_gated_rmsnorm_params *p) {
+  DBSHIM_OPTIONAL_CALL(db_gated_rmsnorm, ctx, p);
+}
+int dbshim_sigmoid_gate(const db_api *a, db_context *ctx, const db_sigmoid_gate_params *p) {
+  DBSHIM_OPTIONAL_CALL(db_sigmoid_gate, ctx, p);
+}
+int dbshim_relu2(const db_api *a, db_context *ctx, const db_relu2_params *p) {
+  DBSHIM_OPTIONAL_CALL(db_relu2, ctx, p);
+}
+int dbshim_mamba2_step(const db_api *a, db_context *ctx, const db_mamba2_step_params *p) {
+  DBSHIM_OPTIONAL_CALL(db_mamba2_step, ctx, p);
+}
+int dbshim_mamba2_step_launches(const db_api *a, db_context *ctx, const db_mamba2_step_params *p, db_launch_info *out, int32_t max,
+                     int32_t *count) {
+  DBSHIM_OPTIONAL_CALL(db_mamba2_step_launches, ctx, p, out, max, count);
 }
 #undef DBSHIM_OPTIONAL_CALL

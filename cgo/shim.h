@@ -70,6 +70,14 @@ typedef struct {
   DBSHIM_FN(db_mla_attention_launches);
   DBSHIM_FN(db_mla_kv_append);
   DBSHIM_FN(db_mla_rope_append);
+  DBSHIM_FN(db_conv1d_update);
+  DBSHIM_FN(db_gdn_step);
+  DBSHIM_FN(db_gdn_step_launches);
+  DBSHIM_FN(db_gated_rmsnorm);
+  DBSHIM_FN(db_sigmoid_gate);
+  DBSHIM_FN(db_relu2);
+  DBSHIM_FN(db_mamba2_step);
+  DBSHIM_FN(db_mamba2_step_launches);
 } db_api;
 
 /* What an optional function's trampoline returns when the library lacks it: no db_status
@@ -152,5 +160,15 @@ int dbshim_mla_attention_launches(const db_api *a, db_context *ctx, const db_mla
                                   db_launch_info *out, int32_t max, int32_t *count);
 int dbshim_mla_kv_append(const db_api *a, db_context *ctx, const db_mla_kv_append_params *p);
 int dbshim_mla_rope_append(const db_api *a, db_context *ctx, const db_mla_rope_append_params *p);
+int dbshim_conv1d_update(const db_api *a, db_context *ctx, const db_conv1d_update_params *p);
+int dbshim_gdn_step(const db_api *a, db_context *ctx, const db_gdn_step_params *p);
+int dbshim_gdn_step_launches(const db_api *a, db_context *ctx, const db_gdn_step_params *p, db_launch_info *out, int32_t max,
+                     int32_t *count);
+int dbshim_gated_rmsnorm(const db_api *a, db_context *ctx, const db_gated_rmsnorm_params *p);
+int dbshim_sigmoid_gate(const db_api *a, db_context *ctx, const db_sigmoid_gate_params *p);
+int dbshim_relu2(const db_api *a, db_context *ctx, const db_relu2_params *p);
+int dbshim_mamba2_step(const db_api *a, db_context *ctx, const db_mamba2_step_params *p);
+int dbshim_mamba2_step_launches(const db_api *a, db_context *ctx, const db_mamba2_step_params *p, db_launch_info *out, int32_t max,
+                     int32_t *count);
 
 #endif

@@ -810,6 +810,157 @@ typedef struct {
 } db_mla_rope_append_params;
 int db_mla_rope_append(db_context *ctx, const db_mla_rope_append_params *p);
 
+/* ---- recurrent layers: Gated DeltaNet (Qwen3-Next, Qwen3.5 linear_attention) and Mamba-2
+ * (Nemotron-H M blocks), one decode token a call (kernels/recurrent_conv.cu, gdn.cu, mamba2.cu).
+ * Activations bf16 or fp16 (one dtype a call), recurrent states fp32, arithmetic fp32, one
+ * rounding per output. Rows of 16-bit elements are read 16 bytes at a time: every width and
+ * stride below is a multiple of DB_SMALLOP_VECTOR and the 16-bit buffers 16-byte aligned (f32
+ * per-head arrays 4-byte, states 16-byte). A state is read once and written once a call.
+ * Optional functions (cgo/recurrent.go looks each up on first use). */
+#define DB_CONV_MAX_KERNEL 8   /* db_conv1d_update: taps (linear_conv_kernel_dim, conv_kernel: 4) */
+#define DB_GDN_MAX_HEAD_DIM 256 /* db_gdn_step: head_k_dim and head_v_dim */
+#define DB_MAMBA2_MAX_STATE 256 /* db_mamba2_step: ssm_state_size */
+#define DB_MAMBA2_MAX_HEAD_DIM 1024 /* db_mamba2_step: mamba_head_dim */
+#define DB_GATED_NORM_MAX_GROUP 16384 /* db_gated_rmsnorm: one block keeps a group in registers */
+
+/*
+ * Depthwise causal conv1d, one new input a sequence, with its rolling state:
+ *   y[c] = act(bias[c] + sum_{j < K-1} weight[j, c] state[b, j, c] + weight[K-1, c] x[b, c])
+ *   state[b, 0:K-2, :] = state[b, 1:K-1, :]; state[b, K-2, :] = x[b, :]
+ * (state[b, j] is the input K-1-j steps back, oldest first; a new sequence's state is zeros).
+ * weight is tap-major [K, channels] (Hugging Face's conv1d.weight [channels, 1, K] transposed
+ * once at load). act: DB_CONV_ACT_NONE or DB_CONV_ACT_SILU. out may be x (in place).
+ */
+enum { DB_CONV_ACT_NONE = 0, DB_CONV_ACT_SILU = 1 };
+typedef struct {
+  uint64_t x;             /* [batch, x_row_stride]: the new inputs, channels of them a row */
+  uint64_t state;         /* [batch, K-1, channels], dtype: updated in place */
+  uint64_t weight;        /* [K, channels], dtype */
+  uint64_t bias;          /* [channels], dtype; 0 = none (Qwen3-Next has none, Nemotron-H has) */
+  uint64_t out;           /* [batch, out_row_stride], dtype */
+  int32_t batch;          /* 1..DB_MAX_BATCH */
+  int32_t channels;       /* a multiple of 8 */
+  int32_t kernel;         /* K: 2..DB_CONV_MAX_KERNEL */
+  int32_t x_row_stride;   /* elements from one sequence's x to the next; 0 = channels */
+  int32_t out_row_stride; /* 0 = channels */
+  int32_t activation;     /* DB_CONV_ACT_* */
+  int32_t dtype;
+} db_conv1d_update_params;
+int db_conv1d_update(db_context *ctx, const db_conv1d_update_params *p);
+
+/*
+ * The gated delta rule, one token, for every value head h of every sequence b (Hugging Face's
+ * torch_recurrent_gated_delta_rule with use_qk_l2norm_in_kernel). Key head hk = h / (v_heads /
+ * k_heads) (q and k repeated over value heads as repeat_interleave does):
+ *   q' = q[b, hk] / sqrt(|q|^2 + 1e-6) * scale,   k' = k[b, hk] / sqrt(|k|^2 + 1e-6)
+ *   g = -exp(A_log[h]) * softplus(a[b, h] + dt_bias[h]),   beta = sigmoid(b_gate[b, h])
+ *   S = state[b, h] (head_k_dim x head_v_dim, fp32, row i = key dim i)
+ *   S = S * exp(g);   S += k' (beta (v[b, h] - S^T k'))^T;   out[b, h] = S^T q'
+ * state is updated in place. softplus(x) = log(1 + exp(x)), x for x > 20 (torch's threshold).
+ */
+typedef struct {
+  uint64_t q, k;          /* head hk of sequence b at q + b * qkv_row_stride + hk * head_k_dim */
+  uint64_t v;             /* head h of sequence b at v + b * qkv_row_stride + h * head_v_dim */
+  uint64_t a, b_gate;     /* [batch, ab_row_stride], dtype: in_proj_a / in_proj_b outputs, one a head */
+  uint64_t A_log, dt_bias; /* f32 [v_heads] */
+  uint64_t state;         /* f32 [batch, v_heads, head_k_dim, head_v_dim], in place */
+  uint64_t out;           /* [batch, v_heads, head_v_dim], dtype */
+  int32_t batch;          /* 1..DB_MAX_BATCH */
+  int32_t k_heads, v_heads; /* v_heads a multiple of k_heads */
+  int32_t head_k_dim, head_v_dim; /* multiples of 8, at most DB_GDN_MAX_HEAD_DIM */
+  int32_t qkv_row_stride; /* elements from one sequence's q (k, v) to the next, a multiple of 8
+                             (the conv's output row: 2 k_heads head_k_dim + v_heads head_v_dim);
+                             0 = packed: q, k [batch, k_heads, head_k_dim], v [batch, v_heads, head_v_dim] */
+  int32_t ab_row_stride;  /* elements from one sequence's a (b_gate) to the next; 0 = v_heads */
+  float scale;            /* 0 = 1 / sqrt(head_k_dim) */
+  int32_t dtype;
+} db_gdn_step_params;
+int db_gdn_step(db_context *ctx, const db_gdn_step_params *p);
+/* db_gdn_step's launch (grid, threads): for the static gate's waves. */
+int db_gdn_step_launches(db_context *ctx, const db_gdn_step_params *p, db_launch_info *out, int32_t max,
+                         int32_t *count);
+
+/*
+ * Gated RMSNorm over groups of group_size elements (every row of width = groups group_size):
+ *   norm_before_gate 1 (Qwen3-Next's RMSNormGated): out = x / rms(x) * w * silu(z)
+ *   norm_before_gate 0 (Mamba-2's, norm_before_gate=False): s = x * silu(z); out = s / rms(s) * w
+ * rms over the group, sqrt(mean + eps). w = weight[0:group_size] for every group when
+ * shared_weight is 1 (Qwen3-Next: one head_v_dim weight for all heads), else weight[width]
+ * (Mamba-2: d_inner). out may be x.
+ */
+typedef struct {
+  uint64_t x;             /* [batch, width] packed, dtype */
+  uint64_t z;             /* [batch, z_row_stride], dtype */
+  uint64_t weight;        /* [group_size] or [width], dtype */
+  uint64_t out;           /* [batch, width], dtype */
+  int32_t batch;          /* 1..DB_MAX_BATCH */
+  int32_t groups;         /* >= 1 a row */
+  int32_t group_size;     /* a multiple of 8, at most DB_GATED_NORM_MAX_GROUP */
+  int32_t z_row_stride;   /* 0 = width */
+  int32_t shared_weight;  /* 0 or 1 */
+  int32_t norm_before_gate; /* 0 or 1 */
+  float eps;              /* > 0 */
+  int32_t dtype;
+} db_gated_rmsnorm_params;
+int db_gated_rmsnorm(db_context *ctx, const db_gated_rmsnorm_params *p);
+
+/* The gated attention's output gate (Qwen3-Next, Qwen3.5 attn_output_gate):
+ *   out[b, h, :] = o[b, h, :] * sigmoid(gate[b * gate_row_stride + h * gate_head_stride + :])
+ * (q_proj's output holds [q | gate] per head: gate = q_proj + head_dim, head stride 2 head_dim).
+ * out may be o. */
+typedef struct {
+  uint64_t o;             /* [batch, heads, head_dim], dtype */
+  uint64_t gate;          /* as above, dtype */
+  uint64_t out;           /* [batch, heads, head_dim], dtype */
+  int32_t batch;          /* 1..DB_MAX_BATCH */
+  int32_t heads, head_dim; /* head_dim a multiple of 8 */
+  int32_t gate_row_stride; /* 0 = heads head_dim */
+  int32_t gate_head_stride; /* 0 = head_dim */
+  int32_t dtype;
+} db_sigmoid_gate_params;
+int db_sigmoid_gate(db_context *ctx, const db_sigmoid_gate_params *p);
+
+/* relu(x)^2, the non-gated MLP activation of Nemotron-H's - blocks (a NaN stays NaN). out may be x. */
+typedef struct {
+  uint64_t x, out;        /* [batch, n], dtype */
+  int32_t batch;          /* 1..DB_MAX_BATCH */
+  int32_t n;              /* a multiple of 8 */
+  int32_t dtype;
+} db_relu2_params;
+int db_relu2(db_context *ctx, const db_relu2_params *p);
+
+/*
+ * Mamba-2's selective-state update, one token (mamba_ssm's selective_state_update with dt_bias,
+ * dt_softplus and z applied by the gated norm instead), for every head h of every sequence b;
+ * group gr = h / (heads / n_groups):
+ *   dt = clamp(softplus(dt_in[b, h] + dt_bias[h]), dt_min, dt_max)   (time_step_limit)
+ *   dA = exp(dt * -exp(A_log[h]))
+ *   state[b, h, p, n] = state[b, h, p, n] * dA + dt * B[b, gr, n] * x[b, h, p]
+ *   y[b, h, p] = sum_n state[b, h, p, n] * C[b, gr, n] + D[h] * x[b, h, p]
+ * state is fp32 [batch, heads, head_dim, state_size] (Hugging Face's ssm_state), in place.
+ * Then db_gated_rmsnorm (norm_before_gate 0, group_size heads head_dim / n_groups) with z.
+ */
+typedef struct {
+  uint64_t x;             /* head h of sequence b at x + b * x_row_stride + h * head_dim (the conv's output) */
+  uint64_t B, C;          /* group gr at B + b * x_row_stride + gr * state_size (likewise C) */
+  uint64_t dt;            /* [batch, dt_row_stride], dtype: one a head */
+  uint64_t A_log, D, dt_bias; /* f32 [heads] */
+  uint64_t state;         /* f32 [batch, heads, head_dim, state_size], in place */
+  uint64_t y;             /* [batch, heads, head_dim], dtype */
+  int32_t batch;          /* 1..DB_MAX_BATCH */
+  int32_t heads, n_groups; /* heads a multiple of n_groups */
+  int32_t head_dim;       /* a multiple of 8, at most DB_MAMBA2_MAX_HEAD_DIM */
+  int32_t state_size;     /* a multiple of 8, at most DB_MAMBA2_MAX_STATE */
+  int32_t x_row_stride;   /* elements from one sequence's x (B, C) to the next, a multiple of 8;
+                             0 = packed: x [batch, heads, head_dim], B and C [batch, n_groups, state_size] */
+  int32_t dt_row_stride;  /* 0 = heads */
+  float dt_min, dt_max;   /* time_step_limit: 0 <= dt_min <= dt_max (dt_max may be +inf) */
+  int32_t dtype;
+} db_mamba2_step_params;
+int db_mamba2_step(db_context *ctx, const db_mamba2_step_params *p);
+int db_mamba2_step_launches(db_context *ctx, const db_mamba2_step_params *p, db_launch_info *out, int32_t max,
+                            int32_t *count);
+
 #ifdef __cplusplus
 }
 #endif
