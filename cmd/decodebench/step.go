@@ -59,7 +59,8 @@ func stepCommand() *cli.Command {
 			"configuration's steps run untimed in every mode and are checked against the float64 forward pass\n" +
 			"(the first layer of each kind, 2 sequences recomputed, context up to 4096, 2 steps); a step that\n" +
 			"disagrees is failed with its first bad logit and never timed. Exit status: 0 all ok, 1 a\n" +
-			"configuration failed (or none could be built, fit and be verified), 2 a usage error, 130 interrupted.",
+			"configuration failed (or none could be built, fit and be verified), 2 a usage error or a request\n" +
+			"of which nothing fits the card (refused before any device work), 130 interrupted.",
 		Flags:        stepFlags(),
 		OnUsageError: onUsageError,
 		Action:       stepAction,

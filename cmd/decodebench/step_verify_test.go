@@ -85,13 +85,14 @@ func TestStepRefusesAWrongStep(t *testing.T) {
 	}
 }
 
-// TestStepNothingFits: a step that fits nowhere is skipped, and a run with nothing measured
-// exits 1 saying why.
+// TestStepNothingFits: a step of which no configuration fits is refused before any device
+// work, as sweep refuses it: exit 2 (the request cannot run here), saying why and what would,
+// never exit 0.
 func TestStepNothingFits(t *testing.T) {
 	emuEnv(t)
 	_, _, code, msg := runApp(t, "step", "--backend", "emu", "--model", "Llama-3-70B", "--batch", "1", "--context", "64", "--steps", "2")
-	if code != exitFailure || !strings.Contains(msg, "no whole step could be built, fit and be verified") || !strings.Contains(msg, "does not fit") {
-		t.Fatalf("exit %d %q; want exit 1 saying nothing fits", code, msg)
+	if code != exitUsage || !strings.Contains(msg, "does not fit") || !strings.Contains(msg, "--model tiny-emu") {
+		t.Fatalf("exit %d %q; want exit 2 saying nothing fits and what would", code, msg)
 	}
 }
 
