@@ -8,14 +8,44 @@ import (
 	"testing"
 )
 
-// sharedModel is the path of a real config.json in the project's shared models folder.
+// sharedModel is the path of a real config.json, exactly as published: testdata/shared holds
+// byte-for-byte copies of the ones these tests read from the project's shared/models folder,
+// so that a clone without that folder runs them; where the folder is beside the checkout (CI),
+// TestSharedModelCopiesUnchanged holds each copy to its original.
 func sharedModel(t *testing.T, name string) string {
 	t.Helper()
-	path := filepath.Join("..", "..", "..", "shared", "models", name)
+	path := filepath.Join("testdata", "shared", name)
 	if _, err := os.Stat(path); err != nil {
-		t.Fatalf("the real configs are expected in shared/models beside the checkout: %v", err)
+		t.Fatalf("%v: copy %s from shared/models (unchanged) into testdata/shared", err, name)
 	}
 	return path
+}
+
+// TestSharedModelCopiesUnchanged: every copy in testdata/shared is its shared/models original,
+// byte for byte, wherever that folder is beside the checkout.
+func TestSharedModelCopiesUnchanged(t *testing.T) {
+	originals := filepath.Join("..", "..", "..", "shared", "models")
+	if _, err := os.Stat(originals); err != nil {
+		t.Skipf("no shared/models beside the checkout (%v): the copies cannot be compared here", err)
+	}
+	copies, err := filepath.Glob(filepath.Join("testdata", "shared", "*.json"))
+	if err != nil || len(copies) == 0 {
+		t.Fatalf("no copies in testdata/shared (%v)", err)
+	}
+	for _, c := range copies {
+		mine, err := os.ReadFile(c)
+		if err != nil {
+			t.Fatal(err)
+		}
+		theirs, err := os.ReadFile(filepath.Join(originals, filepath.Base(c)))
+		if err != nil {
+			t.Errorf("%s: %v", c, err)
+			continue
+		}
+		if string(mine) != string(theirs) {
+			t.Errorf("%s differs from shared/models/%s: copy it again, unchanged", c, filepath.Base(c))
+		}
+	}
 }
 
 // textConfig reads a real config's language-model fields (its text_config, where it has one).
