@@ -143,16 +143,9 @@ func (s Shape) layerParts(matrices func([]matrix) float64, small func(int64) flo
 }
 
 // paramsBesidesExperts counts every layer's parameters except the routed experts.
-func (s Shape) paramsBesidesExperts() int64 {
-	return int64(s.layerParts(
-		func(ms []matrix) float64 { return float64(sumParams(ms)) },
-		func(n int64) float64 { return float64(n) }))
-}
+func (s Shape) paramsBesidesExperts() int64 { return int64(s.totals().paramsBesidesExperts) }
 
-func (s Shape) bytesBesidesExperts() float64 {
-	w := s.WeightDType.Bytes()
-	return s.layerParts(s.sumBytes, func(n int64) float64 { return float64(n) * w })
-}
+func (s Shape) bytesBesidesExperts() float64 { return s.totals().bytesBesidesExperts }
 
 func (s Shape) embeddingParams() int64 { return int64(s.Vocab) * int64(s.Hidden) }
 
@@ -341,6 +334,10 @@ func (s Shape) spans(context int) []span {
 // each layer's mixer projections (MLA's in the absorbed form) and dense MLP or shared experts,
 // router and its ExpertsPerToken experts, then the LM head. The embedding lookup does none.
 func (s Shape) linearMACsPerToken() float64 {
+	return s.totals().linearMACsPerToken
+}
+
+func (s Shape) sumLinearMACs() float64 {
 	return s.sumLayers(func(l Layer) float64 {
 		macs := sumParams(mixerOf(l).matrices(s, l)) + sumParams(s.ffnMatrices(l))
 		if l.FFNKind() == FFNMoE {

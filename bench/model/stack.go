@@ -4,6 +4,7 @@ import (
 	"fmt"
 	"sort"
 	"strings"
+	"sync"
 )
 
 // A model is a list of layers, and each layer is a mixer (what mixes the tokens: grouped-query
@@ -98,8 +99,49 @@ type LayerGroup struct {
 }
 
 // Stack is the model's layers grouped: each distinct layer once, with how many layers are
-// like it, in the order of their first layer. A shape with no layers has no groups.
-func (s Shape) Stack() []LayerGroup {
+// like it, in the order of their first layer. A shape with no layers has no groups. The
+// groups of a shape are worked out once (derived): the roofline asks for them for every batch
+// it scans, and a shape's layers never change.
+func (s Shape) Stack() []LayerGroup { return s.derived().groups }
+
+// derivedTotals is what is worked out once per shape: its stack and the totals of memo.
+type derivedTotals struct {
+	groups []LayerGroup
+	once   sync.Once
+	// the totals every layer reads in full, beside the routed experts, and one token's
+	// multiply-adds through every linear
+	paramsBesidesExperts, bytesBesidesExperts, linearMACsPerToken float64
+}
+
+// derivedCache keeps each shape's derivedTotals (a Shape is comparable: its pointers name its
+// parts). last answers a run of calls on one shape (a roofline scan) without hashing it.
+var derivedCache = struct {
+	sync.Mutex
+	last  Shape
+	lastD *derivedTotals // nil: no last shape yet
+	of    map[Shape]*derivedTotals
+}{of: map[Shape]*derivedTotals{}}
+
+func (s Shape) derived() *derivedTotals {
+	c := &derivedCache
+	c.Lock()
+	defer c.Unlock()
+	if c.lastD != nil && c.last == s {
+		return c.lastD
+	}
+	d, ok := c.of[s]
+	if !ok {
+		if len(c.of) >= 4096 { // a bound on what a long-lived process keeps
+			clear(c.of)
+		}
+		d = &derivedTotals{groups: s.stack()}
+		c.of[s] = d
+	}
+	c.last, c.lastD = s, d
+	return d
+}
+
+func (s Shape) stack() []LayerGroup {
 	var groups []LayerGroup
 	at := map[Layer]int{}
 	for l := 0; l < s.Layers; l++ {
@@ -114,6 +156,21 @@ func (s Shape) Stack() []LayerGroup {
 		groups = append(groups, LayerGroup{Layer: ly, Count: 1})
 	}
 	return groups
+}
+
+// totals are the context- and batch-independent totals of the shape, worked out once: the
+// roofline asks for them at every batch it scans.
+func (s Shape) totals() *derivedTotals {
+	d := s.derived()
+	d.once.Do(func() {
+		d.paramsBesidesExperts = s.layerParts(
+			func(ms []matrix) float64 { return float64(sumParams(ms)) },
+			func(n int64) float64 { return float64(n) })
+		w := s.WeightDType.Bytes()
+		d.bytesBesidesExperts = s.layerParts(s.sumBytes, func(n int64) float64 { return float64(n) * w })
+		d.linearMACsPerToken = s.sumLinearMACs()
+	})
+	return d
 }
 
 // sumLayers adds f over every layer of the stack, a group at a time.
