@@ -369,17 +369,7 @@ func SupportedModelTypes() []string {
 	return names
 }
 
-func supportedModelTypes() string {
-	names := make([]string, 0, len(hfArchs)+len(hfWrappers))
-	for name := range hfArchs {
-		names = append(names, name)
-	}
-	for name := range hfWrappers {
-		names = append(names, name+" (its text_config)")
-	}
-	sort.Strings(names)
-	return strings.Join(names, ", ")
-}
+func supportedModelTypes() string { return strings.Join(SupportedModelTypes(), ", ") }
 
 // hfName is the model's name: _name_or_path when the file has one, else the
 // folder holding config.json (for a Hugging Face cache snapshot,

@@ -60,17 +60,11 @@ func (c hfConfig) gatedDeltaNet(s *Shape) error {
 			return err
 		}
 	}
-	if c.has("mamba_ssm_dtype") {
-		name, err := c.str("mamba_ssm_dtype", "")
-		if err != nil {
-			return err
-		}
-		dt, ok := map[string]DType{"float32": FP32, "bfloat16": BF16, "float16": FP16}[name]
-		if !ok {
-			return c.errorf("mamba_ssm_dtype = %q: accepted are float32, bfloat16 and float16", name)
-		}
-		g.StateDType = dt
+	state, err := c.stateDType("mamba_ssm_dtype", FP32)
+	if err != nil {
+		return err
 	}
+	g.StateDType = state
 	if err := g.validate(); err != nil {
 		return c.errorf("%v", err)
 	}
@@ -100,6 +94,22 @@ func (c hfConfig) gatedDeltaNet(s *Shape) error {
 		s.LeftOut = joinLeftOut(s.LeftOut, fmt.Sprintf("%d multi-token-prediction layer(s) (mtp_num_hidden_layers), which a plain decode step does not run", n))
 	}
 	return nil
+}
+
+// stateDType reads a recurrent state's dtype (float32, bfloat16 or float16), def when absent.
+func (c hfConfig) stateDType(key string, def DType) (DType, error) {
+	if !c.has(key) {
+		return def, nil
+	}
+	name, err := c.str(key, "")
+	if err != nil {
+		return "", err
+	}
+	dt, ok := map[string]DType{"float32": FP32, "bfloat16": BF16, "float16": FP16}[name]
+	if !ok {
+		return "", c.errorf("%s = %q: accepted are float32, bfloat16 and float16", key, name)
+	}
+	return dt, nil
 }
 
 // attentionLayerList names the first attention layers Shape.Layer places: "3, 7, 11, ...".
@@ -157,16 +167,8 @@ func (c hfConfig) nemotronH(arch hfArch, s *Shape) error {
 		if m.ProjBias, err = c.boolean("use_bias", false); err != nil {
 			return err
 		}
-		if c.has("mamba_ssm_cache_dtype") {
-			name, err := c.str("mamba_ssm_cache_dtype", "")
-			if err != nil {
-				return err
-			}
-			dt, ok := map[string]DType{"float32": FP32, "bfloat16": BF16, "float16": FP16}[name]
-			if !ok {
-				return c.errorf("mamba_ssm_cache_dtype = %q: accepted are float32, bfloat16 and float16", name)
-			}
-			m.StateDType = dt
+		if m.StateDType, err = c.stateDType("mamba_ssm_cache_dtype", s.WeightDType); err != nil {
+			return err
 		}
 		if err := m.validate(); err != nil {
 			return c.errorf("%v", err)
