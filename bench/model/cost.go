@@ -1,9 +1,6 @@
 package model
 
-import (
-	"math"
-	"strings"
-)
+import "math"
 
 // Parameter counts, per-step bytes and FLOPs. A Shape that fails Validate
 // gives meaningless numbers; batch and context below 0 count as 0.
@@ -251,18 +248,14 @@ func (s Shape) KVElementsPerLayerToken() int {
 
 // attentionLayers counts the layers whose mixer attends to the cache.
 func (s Shape) attentionLayers() int {
-	if s.Pattern != "" {
-		return strings.Count(s.Pattern, "*")
-	}
-	return s.Layers - s.LinearLayers
+	_, n := s.layersOf(MixerAttention, MixerMLA)
+	return n
 }
 
 // attentionLayer is the first layer whose mixer attends to the cache (layer 0 when none does).
 func (s Shape) attentionLayer() Layer {
-	for i := 0; i < s.Layers; i++ {
-		if l := s.Layer(i); l.Mixer == MixerAttention || l.Mixer == MixerMLA {
-			return l
-		}
+	if l, n := s.layersOf(MixerAttention, MixerMLA); n > 0 {
+		return l
 	}
 	return s.Layer(0)
 }
@@ -365,8 +358,8 @@ func (s Shape) attentionFLOPsPerToken() float64 {
 // activations, rotary embeddings and softmax are elementwise and left out.
 func (s Shape) FLOPsPerStep(batch, context int) float64 {
 	batch, context = max(batch, 0), max(context, 0)
-	return float64(batch)*(2*s.linearMACsPerToken()+s.mixerFLOPsPerToken()) + float64(batch)*s.sumLayers(func(l Layer) float64 {
+	return float64(batch) * (2*s.linearMACsPerToken() + s.sumLayers(func(l Layer) float64 {
 		m := mixerOf(l)
-		return m.flopsPerAttendedToken(s, l) * float64(m.attendedTokens(s, l, context))
-	})
+		return m.flopsPerToken(s, l) + m.flopsPerAttendedToken(s, l)*float64(m.attendedTokens(s, l, context))
+	}))
 }

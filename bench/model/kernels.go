@@ -188,52 +188,38 @@ func (s Shape) Kernels(batch, context int) []Kernel {
 }
 
 // gatedDeltaNet lists the Gated DeltaNet layers' calls: the input projection (q, k, v, z, b
-// and a), the recurrent step, which reads and writes each sequence's state, and the output
-// projection.
+// and a), the recurrent step, and the output projection.
 func (s Shape) gatedDeltaNet(batch int) []Kernel {
-	g, repeat := s.LinearAttention, float64(s.LinearLayers)
-	l := s.Layer(0)
-	for i := 0; i < s.Layers && l.Mixer != MixerGatedDeltaNet; i++ {
-		l = s.Layer(i)
-	}
-	m, b := gdnMixer{}, float64(batch)
-	act := s.ActivationDType().Bytes()
-	step := Kernel{Name: "gated_deltanet", Kind: KindGatedDeltaNet, Repeat: repeat, Batch: batch,
-		QHeads: g.ValueHeads, KVHeads: g.KeyHeads, HeadDim: g.KeyHeadDim, VHeadDim: g.ValueHeadDim,
-		// the state in and out, q k v z b a in, the output out
-		Bytes: b * (2*m.stateBytesPerSequence(s, l) + float64(g.convDim()+g.valueDim()+2*g.ValueHeads+g.valueDim())*act),
-		FLOPs: b * m.flopsPerToken(s, l)}
-	mats := m.matrices(s, l)
-	return []Kernel{
-		s.linear("linear_attn_in_proj", repeat, batch, mats[0].n, mats[0].k, false, true),
-		step,
-		s.linear("linear_attn_out_proj", repeat, batch, mats[1].n, mats[1].k, false, true),
-	}
+	g := s.LinearAttention
+	step := Kernel{Name: "gated_deltanet", Kind: KindGatedDeltaNet,
+		QHeads: g.ValueHeads, KVHeads: g.KeyHeads, HeadDim: g.KeyHeadDim, VHeadDim: g.ValueHeadDim}
+	// q k v z b a in, the output out
+	return s.recurrentCalls(batch, MixerGatedDeltaNet, "linear_attn_", step, g.convDim()+g.valueDim()+2*g.ValueHeads+g.valueDim(), false)
 }
 
 // mamba2 lists the Mamba-2 layers' calls: the input projection (z, x, B, C, dt), the
-// recurrent step, which reads and writes each sequence's state, and the output projection.
+// recurrent step, and the output projection.
 func (s Shape) mamba2(batch int) []Kernel {
-	mb, layer := s.Mamba, s.Layer(0)
-	repeat := 0
-	for i := 0; i < s.Layers; i++ {
-		if l := s.Layer(i); l.Mixer == MixerMamba2 {
-			layer = l
-			repeat++
-		}
-	}
-	m, b := mamba2Mixer{}, float64(batch)
-	act := s.ActivationDType().Bytes()
-	step := Kernel{Name: "mamba2", Kind: KindMamba2, Repeat: float64(repeat), Batch: batch,
-		QHeads: mb.Heads, KVHeads: mb.Groups, HeadDim: mb.HeadDim, VHeadDim: mb.StateSize,
-		// the state in and out; z, x, B, C and dt in; the output out
-		Bytes: b * (2*m.stateBytesPerSequence(s, layer) + float64(mb.inner()+mb.convDim()+mb.Heads+mb.inner())*act),
-		FLOPs: b * m.flopsPerToken(s, layer)}
-	mats := m.matrices(s, layer)
+	mb := s.Mamba
+	step := Kernel{Name: "mamba2", Kind: KindMamba2,
+		QHeads: mb.Heads, KVHeads: mb.Groups, HeadDim: mb.HeadDim, VHeadDim: mb.StateSize}
+	// z, x, B, C and dt in; the output out
+	return s.recurrentCalls(batch, MixerMamba2, "mamba_", step, mb.inner()+mb.convDim()+mb.Heads+mb.inner(), mb.ProjBias)
+}
+
+// recurrentCalls lists a recurrent mixer's calls in its layers: <prefix>in_proj, the step (which
+// reads and writes each sequence's state and ioElements activations a token), <prefix>out_proj.
+func (s Shape) recurrentCalls(batch int, kind MixerKind, prefix string, step Kernel, ioElements int, bias bool) []Kernel {
+	l, n := s.layersOf(kind)
+	m, b, repeat := mixers[kind], float64(batch), float64(n)
+	step.Repeat, step.Batch = repeat, batch
+	step.Bytes = b * (2*m.stateBytesPerSequence(s, l) + float64(ioElements)*s.ActivationDType().Bytes())
+	step.FLOPs = b * m.flopsPerToken(s, l)
+	mats := m.matrices(s, l)
 	return []Kernel{
-		s.linear("mamba_in_proj", float64(repeat), batch, mats[0].n, mats[0].k, mb.ProjBias, true),
+		s.linear(prefix+"in_proj", repeat, batch, mats[0].n, mats[0].k, bias, true),
 		step,
-		s.linear("mamba_out_proj", float64(repeat), batch, mats[1].n, mats[1].k, mb.ProjBias, true),
+		s.linear(prefix+"out_proj", repeat, batch, mats[1].n, mats[1].k, bias, true),
 	}
 }
 

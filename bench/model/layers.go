@@ -27,10 +27,10 @@ func spread(l, k, n int) bool {
 
 // Layer describes layer l (0-based, < Layers).
 func (s Shape) Layer(l int) Layer {
-	ly := Layer{Index: l, Mixer: MixerAttention, RoPE: true}
 	if s.Pattern != "" {
 		return s.patternLayer(l)
 	}
+	ly := Layer{Index: l, Mixer: MixerAttention, RoPE: true}
 	switch {
 	case s.IsMLA():
 		ly.Mixer = MixerMLA

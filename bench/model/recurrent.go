@@ -128,12 +128,6 @@ func (s Shape) StateBytesPerSequence() float64 {
 	return s.sumLayers(func(l Layer) float64 { return mixerOf(l).stateBytesPerSequence(s, l) })
 }
 
-// mixerFLOPsPerToken is one sequence's FLOPs per step in the mixers that do not attend to the
-// cache (the recurrent ones), summed over the layers.
-func (s Shape) mixerFLOPsPerToken() float64 {
-	return s.sumLayers(func(l Layer) float64 { return mixerOf(l).flopsPerToken(s, l) })
-}
-
 // MixerMamba2 is a Mamba-2 layer (Nemotron-H's M blocks): a fused input projection (the gate
 // z, the convolution's x, B and C, and dt per head), a depthwise causal convolution with its
 // bias over x, B and C, the selective-state update of each head's HeadDim x StateSize state
@@ -151,17 +145,11 @@ func (s Shape) patternLayer(l int) Layer {
 	case '*':
 		ly.Mixer = MixerAttention
 	case '-':
-		ly.FFN, _ = s.denseWidth()
+		ly.FFN = s.denseFFNWidth()
 	case 'E':
 		ly.MoE, ly.FFN = true, s.sharedFFN()
 	}
 	return ly
-}
-
-// denseWidth is the width of a pattern's dense MLP layers.
-func (s Shape) denseWidth() (int, bool) {
-	_, width := s.denseMLP()
-	return width, width > 0
 }
 
 // patternProblem names what is wrong with a Pattern, "" when nothing is.

@@ -157,24 +157,35 @@ func (s Shape) QKNopeHeadDim() int { return s.HeadDim - s.RoPEHeadDim }
 
 // MoELayers is how many layers route to experts: Layers - DenseLayers, 0 for a dense model.
 func (s Shape) MoELayers() int {
-	switch {
-	case !s.IsMoE():
+	if !s.IsMoE() {
 		return 0
-	case s.Pattern != "":
-		return strings.Count(s.Pattern, "E")
 	}
-	return s.Layers - s.DenseLayers
+	n := 0
+	for _, g := range s.Stack() {
+		if g.Layer.MoE {
+			n += g.Count
+		}
+	}
+	return n
 }
 
 // denseMLP is how many layers have a dense MLP (not shared experts) and its width.
 func (s Shape) denseMLP() (layers, width int) {
-	switch {
-	case s.Pattern != "" && !s.IsMoE():
-		return strings.Count(s.Pattern, "-"), s.FFN
-	case !s.IsMoE():
-		return s.Layers, s.FFN
+	for _, g := range s.Stack() {
+		if !g.Layer.MoE && g.Layer.FFN > 0 {
+			layers += g.Count
+		}
 	}
-	return s.DenseLayers, s.DenseFFN
+	return layers, s.denseFFNWidth()
+}
+
+// denseFFNWidth is the width of the dense MLP layers: FFN, or DenseFFN in a mixture of experts
+// (whose FFN is the shared experts').
+func (s Shape) denseFFNWidth() int {
+	if s.IsMoE() {
+		return s.DenseFFN
+	}
+	return s.FFN
 }
 
 // sharedFFN is the width of the shared experts of each MoE layer.

@@ -173,6 +173,21 @@ func (s Shape) totals() *derivedTotals {
 	return d
 }
 
+// layersOf is the first layer whose mixer is one of kinds, and how many layers have one.
+func (s Shape) layersOf(kinds ...MixerKind) (first Layer, count int) {
+	for _, g := range s.Stack() {
+		for _, k := range kinds {
+			if g.Layer.Mixer == k {
+				if count == 0 {
+					first = g.Layer
+				}
+				count += g.Count
+			}
+		}
+	}
+	return first, count
+}
+
 // sumLayers adds f over every layer of the stack, a group at a time.
 func (s Shape) sumLayers(f func(l Layer) float64) float64 {
 	var total float64
